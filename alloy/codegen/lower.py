@@ -1,0 +1,261 @@
+"""Lowering one kernel AST to a linear program.
+
+Every node is evaluated at a symbolic index. Each instruction is placed in the innermost open
+loop whose variable it uses, so loop-invariant work (a broadcast row maximum, say) is computed
+once, above the loop that does not need it. A reduction opens its own loops at the level of its
+index, which lets several row reductions and their epilogue share one kernel (softmax).
+"""
+from __future__ import annotations
+from alloy import dtype as dt
+from alloy.helpers import prod, strides_for_shape
+from alloy.ir import symbolic as sym
+from alloy.ir.node import Node
+from alloy.ir.ops import Op, FLOP_COST, ELEMENTWISE
+from alloy.codegen.program import Instr, KernelMeta, LinearProgram
+from alloy.codegen.opts import KernelOpts, choose_opts
+from alloy.schedule.kernel import KernelAST
+
+REDUCE_IDENTITY = {Op.ADD: lambda d: False if d.is_bool else 0, Op.MUL: lambda d: True if d.is_bool else 1,
+                   Op.MAX: dt.min_value, Op.MIN: dt.max_value}
+
+class _Level:
+  """One open loop: its body and where new instructions go (before the open child loop)."""
+  __slots__ = ("body", "insert_at", "var", "cse_keys")
+  def __init__(self, var):
+    self.body, self.insert_at, self.var, self.cse_keys = [], None, var, []
+  def add(self, item):
+    if self.insert_at is None: self.body.append(item)
+    else:
+      self.body.insert(self.insert_at, item)
+      self.insert_at += 1
+
+class _Loop:
+  __slots__ = ("var", "level", "parallel")
+  def __init__(self, var, level, parallel): self.var, self.level, self.parallel = var, level, parallel
+
+class Lowerer:
+  def __init__(self, ast: KernelAST, opts: KernelOpts):
+    self.ast, self.opts = ast, opts
+    self.stack: list[_Level] = [_Level(None)]
+    self.level_of: dict[int, int] = {}     # id(instr) -> stack level
+    self.var_level: dict = {}              # Var -> stack level
+    self.cse: dict = {}
+    self.memo: dict = {}
+    self.n_vars = 0
+    self.params = [Instr("param", ast.root.dtype if k == 0 else None, (), k) for k in range(ast.n_buffers)]
+    self.buffer_dtypes = [None] * ast.n_buffers
+    self.buffer_dtypes[0] = ast.root.dtype
+    for p in self.params: self.stack[0].add(p); self.level_of[id(p)] = 0
+
+  # ---- placement
+  def _level_for(self, srcs, exprs=()) -> int:
+    lvl = max((self.level_of.get(id(s), 0) for s in srcs), default=0)
+    for e in exprs:
+      for v in e.vars(): lvl = max(lvl, self.var_level.get(v, 0))
+      lvl = max(lvl, self._opaque_level(e))
+    return lvl
+  def _opaque_level(self, e) -> int:
+    if isinstance(e, sym.Opaque): return self.level_of.get(id(e.ref), 0)
+    if isinstance(e, sym.Sum): return max((self._opaque_level(t) for t, _ in e.terms), default=0)
+    if isinstance(e, (sym.Div, sym.Mod)): return self._opaque_level(e.a)
+    return 0
+  def emit(self, op, dtype, src=(), arg=None, exprs=(), cse=True) -> Instr:
+    key = (op, dtype, tuple(id(s) for s in src), _hashable(arg)) if cse else None
+    if key is not None and (hit := self.cse.get(key)) is not None: return hit
+    ins = Instr(op, dtype, tuple(src), arg)
+    lvl = self._level_for(src, exprs)
+    self.stack[lvl].add(ins)
+    self.level_of[id(ins)] = lvl
+    if key is not None:
+      self.cse[key] = ins
+      self.stack[lvl].cse_keys.append(key)
+    return ins
+  def new_var(self, size: int, prefix: str) -> sym.Var:
+    v = sym.Var(f"{prefix}{self.n_vars}", 0, size - 1)
+    self.n_vars += 1
+    return v
+  def open_loop(self, var: sym.Var, at_level: int, parallel=False) -> list:
+    """Open a loop as a child of stack[at_level]; returns the levels it displaced, to restore later."""
+    saved = self.stack[at_level + 1:]
+    del self.stack[at_level + 1:]
+    parent = self.stack[at_level]
+    rng = Instr("range", dt.int32, (), (var, parallel))
+    parent.add(rng)
+    body_pos = parent.insert_at if parent.insert_at is not None else len(parent.body)
+    lvl = _Level(var)
+    lvl.body.append(rng)
+    parent.body[body_pos - 1] = lvl          # the loop stands where its RANGE was added
+    if parent.insert_at is not None: parent.insert_at -= 1
+    parent.insert_at = body_pos - 1          # new work in the parent goes before this loop
+    self.stack.append(lvl)
+    self.var_level[var] = len(self.stack) - 1
+    return saved
+  def close_loop(self, saved: list):
+    lvl = self.stack.pop()
+    for key in lvl.cse_keys: self.cse.pop(key, None)
+    self._forget_memo(len(self.stack))
+    parent = self.stack[-1]
+    parent.insert_at = None if not saved else parent.insert_at + 1
+    if saved:
+      # the displaced child loop goes on being the parent's open child, after the new loop
+      parent.insert_at = parent.body.index(saved[0]) if saved[0] in parent.body else None
+    self.stack.extend(saved)
+  def _forget_memo(self, max_level: int):
+    for k in [k for k, v in self.memo.items() if self.level_of.get(id(v), 0) > max_level]: del self.memo[k]
+
+  # ---- evaluation of AST nodes at a symbolic index
+  def value(self, n: Node, idx: tuple) -> Instr:
+    key = (id(n), idx)
+    if (hit := self.memo.get(key)) is not None: return hit
+    out = self._value(n, idx)
+    self.memo[key] = out
+    return out
+
+  def _load(self, inp: Node, flat, valid: sym.Cond) -> Instr:
+    slot = inp.arg
+    self.buffer_dtypes[slot] = inp.dtype
+    if valid.is_false: return self.emit("const", inp.dtype, arg=_zero(inp.dtype))
+    exprs = [flat] + [c[1] for c in valid.clauses]
+    return self.emit("load", inp.dtype, (self.params[slot],), (flat, valid), exprs=exprs)
+
+  def _value(self, n: Node, idx: tuple) -> Instr:
+    if n.op is Op.CONST: return self.emit("const", n.dtype, arg=n.arg)
+    if n.op is Op.ARANGE: return self.emit("index", n.dtype, arg=idx[0], exprs=[idx[0]])
+    if n.op is Op.INPUT: return self._load(n, idx[0], sym.Cond())
+    if n.op is Op.VIEW:
+      flat, valid = n.arg.index(list(idx))
+      src = n.src[0]
+      if src.op is Op.INPUT: return self._load(src, flat, valid)
+      if valid.is_false: return self.emit("const", n.dtype, arg=_zero(n.dtype))
+      src_idx = tuple(sym.mod(sym.div(flat, st), s) if st else sym.Const(0) for s, st in zip(src.shape, strides_for_shape(src.shape)))
+      inner = self.value(src, src_idx)
+      if valid.is_true: return inner
+      cond = self.emit("cond", dt.bool_, arg=valid, exprs=[c[1] for c in valid.clauses])
+      return self.emit("alu", n.dtype, (cond, inner, self.emit("const", n.dtype, arg=_zero(n.dtype))), Op.WHERE)
+    if n.op is Op.REDUCE: return self._reduce(n, idx)
+    if n.op is Op.GATHER:
+      nb = len(n.src[1].shape)
+      b_idx, rest = idx[:nb], list(idx[nb:])
+      x = n.src[0]
+      x_idx = []
+      for a in range(len(x.shape)):
+        if a in n.arg:
+          k = n.arg.index(a)
+          iv = self.value(n.src[1 + k], b_idx)
+          x_idx.append(sym.Opaque(iv, 0, x.shape[a] - 1))
+        else: x_idx.append(rest.pop(0))
+      return self.value(x, tuple(x_idx))
+    if n.op in (Op.CAST, Op.BITCAST):
+      return self.emit(n.op.name.lower(), n.dtype, (self.value(n.src[0], idx),))
+    if n.op in ELEMENTWISE:
+      return self.emit("alu", n.dtype, tuple(self.value(s, idx) for s in n.src), n.op)
+    raise NotImplementedError(f"cannot lower {n.op}")
+
+  def _reduce(self, n: Node, idx: tuple) -> Instr:
+    op, axes = n.arg
+    src = n.src[0]
+    lvl = self._level_for((), idx)
+    acc = self.emit("acc", n.dtype, (), REDUCE_IDENTITY[op](n.dtype), exprs=idx, cse=False)
+    acc_level = self.level_of[id(acc)]
+    saved_all, src_idx = [], list(idx)
+    for a in axes:
+      if src.shape[a] == 0: continue
+      var = self.new_var(src.shape[a], "r")
+      saved_all.append(self.open_loop(var, len(self.stack) - 1 if saved_all else acc_level))
+      src_idx[a] = var if src.shape[a] > 1 else sym.Const(0)
+    if any(src.shape[a] == 0 for a in axes): return acc
+    v = self.value(src, tuple(src_idx))
+    self.emit("update", n.dtype, (acc, v), op, cse=False, exprs=[ax for ax in src_idx if isinstance(ax, sym.Var)])
+    for saved in reversed(saved_all): self.close_loop(saved)
+    return acc
+
+  # ---- the kernel
+  def lower(self) -> LinearProgram:
+    root, opts = self.ast.root, self.opts
+    shape = root.shape
+    idx: list = [sym.Const(0)] * len(shape)
+    if opts.threads:
+      # GPU: one thread per output element, flattened; a guard for the last block
+      total = prod(shape)
+      gid = sym.Var("gidx", 0, max(opts.global_size[0] * opts.local_size[0] - 1, 0))
+      self.stack[0].add(Instr("special", dt.int32, (), (gid, opts.local_size[0])))
+      for a, st in enumerate(strides_for_shape(shape)):
+        if shape[a] > 1: idx[a] = sym.mod(sym.div(gid, st), shape[a]) if st else sym.Const(0)
+      if gid.max >= total:
+        self.stack[0].add(Instr("if", None, (), sym.in_range(gid, 0, total)))
+      val = self.value(root, tuple(idx))
+      flat = sym.Const(0)
+      for a, st in enumerate(strides_for_shape(shape)): flat = flat + idx[a] * st
+      self.emit("store", None, (self.params[0], val), (flat, sym.Cond()), exprs=[flat], cse=False)
+      if gid.max >= total: self.stack[0].add(Instr("endif", None))
+    else:
+      saved = []
+      first = True
+      for a, s in enumerate(shape):
+        if s <= 1: continue
+        var = self.new_var(s, "i")
+        saved.append(self.open_loop(var, len(self.stack) - 1, parallel=first and opts.parallel))
+        first = False
+        idx[a] = var
+      val = self.value(root, tuple(idx))
+      flat = sym.Const(0)
+      for a, st in enumerate(strides_for_shape(shape)): flat = flat + idx[a] * st
+      if prod(shape) > 0:
+        self.emit("store", None, (self.params[0], val), (flat, sym.Cond()), exprs=[flat], cse=False)
+      for sv in reversed(saved): self.close_loop(sv)
+    instrs = _flatten(self.stack[0].body)
+    for p, d in zip(self.params, self.buffer_dtypes): p.dtype = d or dt.uint8
+    meta = KernelMeta(name=kernel_name(self.ast), global_size=opts.global_size, local_size=opts.local_size,
+                      flops=estimate_flops(self.ast), bytes=estimate_bytes(self.ast), opts=opts.applied)
+    return LinearProgram(instrs, meta, self.buffer_dtypes)
+
+def _flatten(body) -> list:
+  out = []
+  for item in body:
+    if isinstance(item, _Level):
+      out.extend(_flatten(item.body))
+      out.append(Instr("endrange", None))
+    else: out.append(item)
+  return out
+
+def _zero(d): return False if d.is_bool else 0.0 if d.is_float else 0
+
+def _hashable(arg):
+  if isinstance(arg, tuple): return tuple(_hashable(a) for a in arg)
+  if isinstance(arg, float): return ("f", repr(arg))
+  if isinstance(arg, (sym.Expr, sym.Cond)): return ("e", arg.key() if hasattr(arg, "key") else arg, repr(arg))
+  return arg
+
+def kernel_name(ast: KernelAST) -> str:
+  reduces = [n for n in ast.root.toposort() if n.op is Op.REDUCE]
+  dims = "_".join(str(s) for s in ast.root.shape if s != 1) or "1"
+  if not reduces: return f"E_{dims}"
+  rdims = "_".join(str(n.src[0].shape[a]) for n in reduces[:1] for a in n.arg[1])
+  return f"r_{dims}_{rdims}"
+
+def _evaluations(ast: KernelAST) -> dict:
+  """How many times each node is computed: its own shape, times the loops of reductions above it."""
+  counts: dict[int, int] = {}
+  def walk(n: Node, mult: int):
+    c = mult * max(prod(n.shape), 1)
+    if counts.get(id(n), 0) >= c: return
+    counts[id(n)] = c
+    inner = mult * (prod(n.src[0].shape) // max(prod(n.shape), 1)) if n.op is Op.REDUCE else mult
+    for s in n.src: walk(s, inner if n.op is Op.REDUCE else mult)
+  walk(ast.root, 1)
+  return counts
+
+def estimate_flops(ast: KernelAST) -> int:
+  counts = _evaluations(ast)
+  return sum(FLOP_COST.get(n.op, 1) * counts.get(id(n), 0) for n in ast.root.toposort() if n.op in ELEMENTWISE or n.op is Op.REDUCE)
+
+def estimate_bytes(ast: KernelAST) -> int:
+  seen, total = set(), prod(ast.root.shape) * ast.root.dtype.itemsize
+  for n in ast.root.toposort():
+    if n.op is Op.INPUT and n.arg not in seen:
+      seen.add(n.arg)
+      total += n.shape[0] * n.dtype.itemsize
+  return total
+
+def lower(ast: KernelAST, device_caps) -> LinearProgram:
+  return Lowerer(ast, choose_opts(ast, device_caps)).lower()

@@ -1,0 +1,87 @@
+"""Runs a schedule: allocate outputs, compile, load, launch; keeps per-kernel stage timings."""
+from __future__ import annotations
+import time
+from alloy.helpers import DEBUG, prod
+from alloy.ir.node import Node
+from alloy.ir.ops import Op
+from alloy.ir.view import ShapeTracker
+from alloy.runtime.buffer import Buffer
+from alloy.runtime.device import get_device
+from alloy.schedule.fusion import schedule, realized_nodes, _is_buffer_view
+from alloy.engine.compiled import compile_kernel
+
+# launch hooks (the jit's capture and the trace recorder listen here)
+launch_listeners: list = []
+kernels_launched = 0
+
+def _buffer_view(buf: Buffer, shape) -> Node:
+  base = Node(Op.BUFFER, (), buf, buf.dtype, (buf.size,))
+  return Node(Op.VIEW, (base,), ShapeTracker.contiguous((buf.size,)).reshape(tuple(shape)), buf.dtype, tuple(shape))
+
+def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
+  global kernels_launched
+  t0 = time.perf_counter()
+  items = schedule(targets)
+  t_sched = time.perf_counter() - t0
+  device = get_device(device_name)
+  if DEBUG >= 1: print(f"realize on {device.name} ({device.target}): scheduled {len(items)} kernel{'s' if len(items) != 1 else ''} in {t_sched*1e3:.2f} ms")
+  made: dict[int, Buffer] = {}
+  for node, ast, inputs in items:
+    out = Buffer(device.name, prod(node.shape), node.dtype)
+    made[id(node)] = out
+    bufs = [out]
+    for inp in inputs[1:]:
+      if inp.op is Op.BUFFER: bufs.append(inp.arg)
+      else: bufs.append(made[id(inp)])
+    for b in bufs:
+      if b.device != device.name: raise ValueError(f"kernel {ast} mixes devices {b.device} and {device.name}")
+    ck = compile_kernel(ast, device)
+    handles = [b.handle for b in bufs]
+    wait = DEBUG >= 2
+    t_launch = time.perf_counter()
+    elapsed = ck.runner(handles, (), ck.meta.global_size, ck.meta.local_size, wait=wait)
+    t_submit = time.perf_counter() - t_launch
+    kernels_launched += 1
+    for listener in launch_listeners: listener(ck, bufs, elapsed, t_submit)
+    if DEBUG >= 2:
+      m = ck.meta
+      gbs = m.bytes / elapsed / 1e9 if elapsed else 0
+      gflops = m.flops / elapsed / 1e9 if elapsed else 0
+      print(f"  {m.name:28s} global={m.global_size} local={m.local_size} {elapsed*1e6:9.1f} us "
+            f"{gbs:7.2f} GB/s {gflops:7.2f} GFLOP/s  (compile {ck.stage_seconds['compile']*1e3:.1f} ms)")
+    realized_nodes[node] = _buffer_view(out, node.shape)
+  return made
+
+def _peel_reshape(n: Node) -> Node:
+  """A contiguous reshape of a computed node needs no copy: realize the node, view its buffer."""
+  while n.op is Op.VIEW and n.src[0].op not in (Op.BUFFER,) and n.arg.is_contiguous and prod(n.src[0].shape) == prod(n.shape):
+    n = n.src[0]
+  return n
+
+def realize(tensors) -> None:
+  by_device: dict[str, list] = {}
+  for t in tensors:
+    n = realized_nodes.get(t.node, t.node)
+    t.node = n
+    if _is_buffer_view(n): continue
+    by_device.setdefault(t.device, []).append(t)
+  for device_name, ts in by_device.items():
+    bases = [_peel_reshape(t.node) for t in ts]
+    run_schedule([realized_nodes.get(b, b) for b in bases], device_name)
+    for t, b in zip(ts, bases):
+      buf_node = realized_nodes.get(b, b)
+      t.node = buf_node if b is t.node else _buffer_view(buf_node.src[0].arg, t.shape)
+      if b is not t.node: pass
+      realized_nodes[t.node] = t.node
+
+def buffer_of(t) -> Buffer:
+  """The contiguous buffer holding exactly t's elements, realizing (and copying) as needed."""
+  realize([t])
+  n = t.node
+  if not (n.op is Op.VIEW and n.src[0].op is Op.BUFFER and n.arg.is_contiguous and n.src[0].shape[0] == prod(n.shape)):
+    from alloy.tensor import Tensor
+    c = Tensor(Node(Op.CONTIGUOUS, (n,), None, n.dtype, n.shape), device=t.device)
+    realize([c])
+    t.node = c.node
+    n = c.node
+  return n.src[0].arg

@@ -1,0 +1,87 @@
+"""Tensor.__getitem__: ints, slices (any step), None, Ellipsis, and integer tensors (gather)."""
+from __future__ import annotations
+import numpy as np
+from alloy import dtype as dt
+from alloy.ir.node import Node
+from alloy.ir.ops import Op
+
+def _is_advanced(x) -> bool:
+  from alloy.tensor import Tensor
+  return isinstance(x, (Tensor, list, np.ndarray))
+
+def getitem(t, idx):
+  from alloy.tensor import Tensor, broadcast_shape
+  if not isinstance(idx, tuple): idx = (idx,)
+  for i in idx:
+    if not (i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice)) or _is_advanced(i)):
+      raise TypeError(f"unsupported index {i!r} of type {type(i).__name__}")
+    if isinstance(i, bool): raise TypeError("boolean indices are not supported")
+  n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
+  if sum(1 for i in idx if i is Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis ('...')")
+  if n_real > t.ndim: raise IndexError(f"too many indices for tensor of dimension {t.ndim}: got {n_real}")
+  if Ellipsis in [i for i in idx if not _is_advanced(i)]:
+    pos = next(k for k, i in enumerate(idx) if i is Ellipsis)
+    idx = idx[:pos] + (slice(None),) * (t.ndim - n_real) + idx[pos + 1:]
+  else:
+    idx = idx + (slice(None),) * (t.ndim - n_real)
+  # basic indexing: shrink/stride per axis, drop int axes, insert None axes
+  shrink, steps, keep_shape, advanced = [], [], [], []
+  dim = 0
+  out_dims = []      # per output dim of the basic result: index into the intermediate (None -> 'new')
+  for i in idx:
+    if i is None:
+      out_dims.append("new"); continue
+    size = t.shape[dim]
+    if isinstance(i, (int, np.integer)):
+      i = int(i)
+      if not -size <= i < size: raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
+      i %= size
+      shrink.append((i, i + 1)); steps.append(1)
+    elif isinstance(i, slice):
+      start, stop, step = i.indices(size)
+      if step == 0: raise ValueError("slice step cannot be zero")
+      if step > 0:
+        stop = max(stop, start)
+        shrink.append((start, stop)); steps.append(step)
+      else:
+        # walk backwards from start down to stop (exclusive)
+        lo, hi = stop + 1, start + 1
+        if hi <= lo: lo = hi = min(max(start + 1, 0), size)
+        shrink.append((lo, hi)); steps.append(step)
+      out_dims.append(dim)
+    else:
+      shrink.append((0, size)); steps.append(1)
+      advanced.append((dim, i)); out_dims.append(dim)
+    dim += 1
+  x = t.shrink(tuple(shrink)) if any(s != (0, n) for s, n in zip(shrink, t.shape)) else t
+  if any(s != 1 for s in steps): x = x._view("stride", tuple(steps))
+  # reshape: drop int axes, add None axes
+  new_shape = tuple(1 if d == "new" else x.shape[d] for d in out_dims)
+  x = x.reshape(new_shape)
+  if not advanced: return x
+  # advanced indexing: positions of the advanced axes in x
+  adv_pos = [k for k, d in enumerate(out_dims) if d != "new" and any(d == a for a, _ in advanced)]
+  idx_tensors = []
+  for (d, ix), pos in zip(advanced, adv_pos):
+    it = ix if isinstance(ix, Tensor) else Tensor(np.asarray(ix), device=t.device)
+    if it.dtype.is_float or it.dtype.is_bool:
+      raise IndexError(f"tensors used as indices must be integer tensors, got {it.dtype.name}")
+    if it.device != t.device: raise ValueError(f"index tensor on {it.device} for a tensor on {t.device}")
+    size = x.shape[pos]
+    vals = it.numpy()
+    if vals.size and (vals.min() < -size or vals.max() >= size):
+      bad = vals[(vals < -size) | (vals >= size)].flat[0]
+      raise IndexError(f"index {bad} is out of bounds for dimension {d} with size {size}")
+    it = it.cast(dt.int32)
+    idx_tensors.append((it < 0).where(it + size, it))
+  b_shape = broadcast_shape(*[i.shape for i in idx_tensors])
+  idx_tensors = [i._broadcast_to(b_shape) for i in idx_tensors]
+  rest = [s for k, s in enumerate(x.shape) if k not in adv_pos]
+  node = Node(Op.GATHER, (x.node,) + tuple(i.node for i in idx_tensors), tuple(adv_pos), x.dtype, b_shape + tuple(rest))
+  out = x._new(node)
+  # NumPy rule: adjacent advanced indices put their dims where the first one stood
+  if adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos))) and adv_pos[0] > 0:
+    nb, first = len(b_shape), adv_pos[0]
+    order = list(range(nb, nb + first)) + list(range(nb)) + list(range(nb + first, out.ndim))
+    out = out.permute(order)
+  return out

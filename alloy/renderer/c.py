@@ -1,0 +1,45 @@
+"""C for the CPU device: scalar loops, OpenMP on the outer loop of large kernels."""
+from __future__ import annotations
+from alloy.dtype import DType
+from alloy.ir import symbolic as sym
+from alloy.codegen.program import LinearProgram
+from alloy.renderer.cstyle import CStyleRenderer
+
+C_PRELUDE = r"""#include <math.h>
+#include <stdint.h>
+#include <string.h>
+static inline int64_t alloy_f2i(double x) {
+  return x != x ? 0 : x <= -9223372036854775808.0 ? INT64_MIN : x >= 9223372036854775807.0 ? INT64_MAX : (int64_t)x;
+}
+static inline float alloy_bfloat16_to_float(uint16_t b) { uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f; }
+static inline uint16_t alloy_float_to_bfloat16(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  if (f != f) return 0x7FC0;
+  return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+#define ALLOY_IPOW(T) static inline T alloy_ipow_##T(T a, T b) { T r = 1; if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0); \
+  while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }
+typedef int8_t int8; typedef uint8_t uint8; typedef int16_t int16; typedef uint16_t uint16; typedef int32_t int32;
+typedef uint32_t uint32; typedef int64_t int64; typedef uint64_t uint64;
+ALLOY_IPOW(int8) ALLOY_IPOW(uint8) ALLOY_IPOW(int16) ALLOY_IPOW(uint16) ALLOY_IPOW(int32) ALLOY_IPOW(uint32) ALLOY_IPOW(int64) ALLOY_IPOW(uint64)
+"""
+
+class CRenderer(CStyleRenderer):
+  language = "c"
+  type_names = {"bool": "_Bool", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "uint16": "uint16_t",
+                "int32": "int32_t", "uint32": "uint32_t", "int64": "int64_t", "uint64": "uint64_t",
+                "float16": "_Float16", "bfloat16": "uint16_t", "float32": "float", "float64": "double"}
+  compute_in_float = {"bfloat16"}
+
+  def preamble(self, prog: LinearProgram) -> list[str]: return [C_PRELUDE]
+  def signature(self, name: str, params: list[str], prog: LinearProgram) -> str:
+    return f"void {name}({', '.join(params)})"
+  def range_open(self, var: sym.Var, parallel: bool) -> list[str]:
+    return (["#pragma omp parallel for"] if parallel else []) + super().range_open(var, parallel)
+  def func(self, name: str, d: DType, args: list[str]) -> str:
+    if d.name == "float32": return f"{name}f({', '.join(args)})"
+    if d.name == "float16": return f"(_Float16){name}f({', '.join(f'(float){a}' for a in args)})"
+    return f"{name}({', '.join(args)})"
+  def int_pow_name(self, d: DType) -> str: return f"alloy_ipow_{d.name}"
+  def bitcast(self, v: str, src: DType, dst: DType) -> str:
+    return f"({{ {self.tname(src)} _s = {self.to_storage(v, src)}; {self.tname(dst)} _d; memcpy(&_d, &_s, sizeof(_d)); {self.from_storage('_d', dst)}; }})"

@@ -1,0 +1,198 @@
+"""The C-family core shared by the C, CUDA and Metal renderers: linear program -> source text.
+
+A language subclass names its types, kernel signature, thread indices and math functions;
+everything else (loops, loads, stores, index arithmetic, casts, reductions) is printed here.
+"""
+from __future__ import annotations
+import math
+from alloy import dtype as dt
+from alloy.dtype import DType
+from alloy.ir import symbolic as sym
+from alloy.ir.ops import Op
+from alloy.codegen.program import Instr, LinearProgram
+
+class CStyleRenderer:
+  language = "c"
+  type_names: dict = {}
+  kernel_prefix = ""
+  buffer_prefix = ""
+  const_buffer_prefix = "const "
+  infix = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.AND: "&", Op.OR: "|", Op.XOR: "^",
+           Op.SHL: "<<", Op.SHR: ">>", Op.CMPLT: "<", Op.CMPLE: "<=", Op.CMPEQ: "==", Op.CMPNE: "!="}
+  float_funcs = {Op.EXP: "exp", Op.EXP2: "exp2", Op.LOG: "log", Op.LOG2: "log2", Op.SIN: "sin", Op.COS: "cos",
+                 Op.TAN: "tan", Op.TANH: "tanh", Op.SQRT: "sqrt", Op.ERF: "erf", Op.FLOOR: "floor",
+                 Op.CEIL: "ceil", Op.ROUND: "rint", Op.TRUNC: "trunc", Op.POW: "pow"}
+  # types whose arithmetic happens in float (no native ALU in this language)
+  compute_in_float: set = set()
+
+  def tname(self, d: DType) -> str: return self.type_names[d.name]
+  def vtype(self, d: DType) -> str:
+    """Type of a value in registers: float for the 16-bit floats this language can't compute in."""
+    return "float" if d.name in self.compute_in_float else self.tname(d)
+  def from_storage(self, v: str, d: DType) -> str:
+    return f"alloy_{d.name}_to_float({v})" if d.name in self.compute_in_float else v
+  def to_storage(self, v: str, d: DType) -> str:
+    return f"alloy_float_to_{d.name}({v})" if d.name in self.compute_in_float else v
+  def rounded(self, v: str, d: DType) -> str:
+    """Round a float-held value to d's precision after each op, as a native d would."""
+    return f"alloy_{d.name}_to_float(alloy_float_to_{d.name}({v}))" if d.name in self.compute_in_float else v
+
+  # ---- pieces each language overrides
+  def preamble(self, prog: LinearProgram) -> list[str]: return []
+  def signature(self, name: str, params: list[str], prog: LinearProgram) -> str: raise NotImplementedError
+  def special(self, var: sym.Var, local: int) -> str: raise NotImplementedError
+  def func(self, name: str, d: DType, args: list[str]) -> str:
+    suffix = "f" if d.name == "float32" and self.language == "c" else ""
+    return f"{name}{suffix}({', '.join(args)})"
+  def range_open(self, var: sym.Var, parallel: bool) -> list[str]:
+    return [f"for (int {var.name} = 0; {var.name} < {var.max + 1}; {var.name}++) {{"]
+
+  # ---- literals and expressions
+  def const(self, v, d: DType) -> str:
+    if d.is_bool: return "1" if v else "0"
+    if d.is_float:
+      v = float(v)
+      if math.isnan(v): s = "NAN"
+      elif math.isinf(v): s = "INFINITY" if v > 0 else "(-INFINITY)"
+      else: s = repr(v) if "e" in repr(v) or "." in repr(v) else repr(v) + ".0"
+      if d.name == "float64": return s if s[0].isalpha() or s.startswith("(") else s
+      lit = s if s[0].isalpha() or s.startswith("(") else s + "f"
+      return lit if d.name == "float32" else f"(({self.vtype(d)}){lit})"
+    v = int(v)
+    if d.name in ("int64",): return f"{v}ll" if v != -(1 << 63) else "(-9223372036854775807ll-1)"
+    if d.name in ("uint64",): return f"{v}ull"
+    if d.name in ("uint32",): return f"{v}u"
+    if d.name == "int32" and v == -(1 << 31): return "(-2147483647-1)"
+    return str(v) if d.name == "int32" else f"(({self.tname(d)}){v})"
+
+  def expr(self, e: sym.Expr, names: dict) -> str:
+    if isinstance(e, sym.Const): return str(e.v)
+    if isinstance(e, sym.Var): return e.name
+    if isinstance(e, sym.Opaque): return f"((int){names[id(e.ref)]})"
+    if isinstance(e, sym.Sum):
+      parts = [self.expr(t, names) if c == 1 else f"{self.expr(t, names)}*{c}" for t, c in e.terms]
+      if e.const: parts.append(str(e.const))
+      return "(" + "+".join(parts) + ")"
+    if isinstance(e, sym.Div): return f"({self.expr(e.a, names)}/{e.d})"
+    if isinstance(e, sym.Mod): return f"({self.expr(e.a, names)}%{e.d})"
+    raise TypeError(e)
+
+  def cond(self, c: sym.Cond, names: dict) -> str:
+    if c.is_false: return "0"
+    parts = [f"({self.expr(e, names)}{'>=' if k == 'ge' else '<'}{b})" for k, e, b in c.clauses]
+    return "&&".join(parts) or "1"
+
+  def alu(self, op: Op, d: DType, srcs: list[str], src_dtypes: list[DType]) -> str:
+    a = srcs[0]
+    sd = src_dtypes[0] if op is not Op.WHERE else d
+    if op in self.infix:
+      if op in (Op.SHL, Op.SHR): return f"(({self.vtype(sd)})({a}{self.infix[op]}{srcs[1]}))"
+      if sd.is_bool and op in (Op.ADD, Op.OR): return f"({a}|{srcs[1]})"
+      if sd.is_bool and op is Op.MUL: return f"({a}&{srcs[1]})"
+      if sd.itemsize < 4 and sd.is_int and op not in (Op.CMPLT, Op.CMPLE, Op.CMPEQ, Op.CMPNE):
+        return f"(({self.vtype(sd)})({a}{self.infix[op]}{srcs[1]}))"
+      return f"({a}{self.infix[op]}{srcs[1]})"
+    if op is Op.WHERE: return f"({a}?{srcs[1]}:{srcs[2]})"
+    if op is Op.NEG: return f"(-{a})" if sd.itemsize >= 4 or sd.is_float else f"(({self.vtype(sd)})(-{a}))"
+    if op is Op.NOT: return f"(!{a})" if sd.is_bool else f"(({self.vtype(sd)})(~{a}))"
+    if op is Op.MAX:
+      if sd.is_float: return f"((({a})>({srcs[1]})||({a})!=({a}))?({a}):({srcs[1]}))"
+      return f"(({a})>({srcs[1]})?({a}):({srcs[1]}))"
+    if op is Op.MIN:
+      if sd.is_float: return f"((({a})<({srcs[1]})||({a})!=({a}))?({a}):({srcs[1]}))"
+      return f"(({a})<({srcs[1]})?({a}):({srcs[1]}))"
+    if op is Op.DIV: return f"({a}/{srcs[1]})"
+    if op is Op.IDIV: return self.floor_div(a, srcs[1], sd)
+    if op is Op.MOD: return self.floor_mod(a, srcs[1], sd)
+    if op is Op.ABS: return f"(({a})<0?(-({a})):({a}))" if not sd.is_float else self.func("fabs", sd, [a])
+    if op is Op.RECIP: return f"({self.const(1, sd)}/{a})"
+    if op is Op.RSQRT: return f"({self.const(1, sd)}/{self.func('sqrt', sd, [a])})"
+    if op is Op.POW and not sd.is_float: return f"{self.int_pow_name(sd)}({a}, {srcs[1]})"
+    if op in self.float_funcs: return self.func(self.float_funcs[op], sd, srcs)
+    raise NotImplementedError(f"{self.language} renderer has no {op}")
+
+  def floor_div(self, a, b, d: DType) -> str:
+    if d.is_unsigned or d.is_bool: return f"({a}/{b})"
+    # Python/PyTorch floor division: round toward -inf; x/0 gives 0 here, never a trap
+    return f"(({b})==0?0:(({a})/({b})-((({a})%({b})!=0)&&((({a})<0)!=(({b})<0)))))"
+  def floor_mod(self, a, b, d: DType) -> str:
+    if d.is_unsigned or d.is_bool: return f"(({b})==0?0:({a})%({b}))"
+    return f"(({b})==0?0:((({a})%({b})+({b}))%({b})))"
+  def int_pow_name(self, d: DType) -> str: return f"alloy_ipow_{d.name}"
+
+  def cast(self, v: str, src: DType, dst: DType) -> str:
+    if dst.is_bool: return f"(({v})!=0)"
+    if src.is_float and dst.is_int:
+      # out-of-range float -> int is undefined in C: go through a saturating int64 conversion, then wrap
+      return f"(({self.vtype(dst)})alloy_f2i((double)({v})))"
+    return f"(({self.vtype(dst)})({v}))"
+  def bitcast(self, v: str, src: DType, dst: DType) -> str: raise NotImplementedError
+
+  def load(self, buf: str, idx: str, valid: str | None, d: DType) -> str:
+    v = self.from_storage(f"{buf}[{idx}]", d)
+    return f"({valid}?{v}:{self.const(0, d)})" if valid else v
+  def store(self, buf: str, idx: str, v: str, d: DType) -> str: return f"{buf}[{idx}] = {self.to_storage(v, d)};"
+
+  # ---- the program
+  def render(self, prog: LinearProgram) -> str:
+    names: dict[int, str] = {}
+    dtypes: dict[int, DType] = {}
+    lines: list[str] = []
+    depth = 1
+    params: list[str] = []
+    counter = 0
+    def new(prefix="v"):
+      nonlocal counter
+      counter += 1
+      return f"{prefix}{counter - 1}"
+    written = {0}
+    for ins in prog.instrs:
+      ind = "  " * depth
+      if ins.op == "param":
+        slot = ins.arg
+        names[id(ins)] = f"data{slot}"
+        params.append(self.param_decl(slot, ins.dtype, slot in written))
+        continue
+      if ins.op == "const":
+        names[id(ins)] = self.const(ins.arg, ins.dtype); dtypes[id(ins)] = ins.dtype; continue
+      if ins.op == "special":
+        var, local = ins.arg
+        lines.append(f"{ind}int {var.name} = {self.special(var, local)};"); continue
+      if ins.op == "range":
+        var, parallel = ins.arg
+        lines += [ind + l for l in self.range_open(var, parallel)]; depth += 1; continue
+      if ins.op in ("endrange", "endif"):
+        depth -= 1; lines.append("  " * depth + "}"); continue
+      if ins.op == "if":
+        lines.append(f"{ind}if ({self.cond(ins.arg, names)}) {{"); depth += 1; continue
+      if ins.op == "store":
+        flat, _ = ins.arg
+        buf, val = ins.src
+        lines.append(ind + self.store(names[id(buf)], self.expr(flat, names), names[id(val)], buf.dtype)); continue
+      if ins.op == "update":
+        acc, val = ins.src
+        a = names[id(acc)]
+        lines.append(f"{ind}{a} = {self.rounded(self.alu(ins.arg, ins.dtype, [a, names[id(val)]], [ins.dtype, ins.dtype]), ins.dtype)};"); continue
+      # value-producing instructions
+      if ins.op == "load":
+        flat, valid = ins.arg
+        buf = ins.src[0]
+        rhs = self.load(names[id(buf)], self.expr(flat, names), None if valid.is_true else self.cond(valid, names), ins.dtype)
+      elif ins.op == "index": rhs = f"({self.expr(ins.arg, names)})"
+      elif ins.op == "cond": rhs = self.cond(ins.arg, names)
+      elif ins.op == "acc": rhs = self.const(ins.arg, ins.dtype)
+      elif ins.op == "cast": rhs = self.rounded(self.cast(names[id(ins.src[0])], dtypes[id(ins.src[0])], ins.dtype), ins.dtype)
+      elif ins.op == "bitcast": rhs = self.bitcast(names[id(ins.src[0])], dtypes[id(ins.src[0])], ins.dtype)
+      elif ins.op == "alu":
+        rhs = self.alu(ins.arg, ins.dtype, [names[id(s)] for s in ins.src], [dtypes[id(s)] for s in ins.src])
+        if ins.arg not in (Op.WHERE, Op.MAX, Op.MIN, Op.NEG, Op.ABS) and ins.dtype.is_float: rhs = self.rounded(rhs, ins.dtype)
+      else: raise NotImplementedError(ins.op)
+      name = new("acc" if ins.op == "acc" else "v")
+      names[id(ins)], dtypes[id(ins)] = name, ins.dtype
+      lines.append(f"{ind}{self.vtype(ins.dtype)} {name} = {rhs};")
+    body = "\n".join(lines)
+    return "\n".join(self.preamble(prog) + [self.signature(prog.meta.name, params, prog) + " {", body, "}", ""])
+
+  def param_decl(self, slot: int, d: DType, written: bool) -> str:
+    prefix = self.buffer_prefix if written else self.buffer_prefix + self.const_buffer_prefix
+    return f"{prefix}{self.tname(d)}* restrict data{slot}"

@@ -1,0 +1,124 @@
+"""The device contract: Allocator, Compiler, Program, Device, and the registry of devices.
+
+Every device is one file in this folder that subclasses these. Stages stay separate:
+compile (source -> bytes, cached on disk) is not load (bytes -> Program, i.e. pipeline creation),
+and launching (Program.__call__) returns at once; completion is observed through Device.synchronize
+or a launch with wait=True, which returns the time measured by the device's own clock.
+"""
+from __future__ import annotations
+import collections, functools, importlib, os
+from typing import Any
+from alloy.helpers import disk_cache_get, disk_cache_put, getenv
+
+class CompileError(RuntimeError):
+  """A kernel failed to compile. Carries the source and the compiler's message."""
+  def __init__(self, message: str, source: str = ""):
+    self.source, self.message = source, message
+    numbered = "\n".join(f"{i+1:4d} {line}" for i, line in enumerate(source.splitlines()))
+    super().__init__(f"{message}\n--- source ---\n{numbered}" if source else message)
+
+class DeviceOutOfMemory(MemoryError):
+  pass
+
+class Allocator:
+  """Raw device memory. Subclasses implement _alloc/_free/copyin/copyout on opaque handles."""
+  def alloc(self, nbytes: int) -> Any: return self._alloc(nbytes)
+  def free(self, handle: Any, nbytes: int) -> None: self._free(handle, nbytes)
+  def _alloc(self, nbytes: int) -> Any: raise NotImplementedError
+  def _free(self, handle: Any, nbytes: int) -> None: raise NotImplementedError
+  def copyin(self, handle: Any, src: memoryview) -> None: raise NotImplementedError
+  def copyout(self, dst: memoryview, handle: Any) -> None: raise NotImplementedError
+
+class LRUAllocator(Allocator):
+  """Keeps freed buffers by size and hands them out again; frees the cache when memory runs out."""
+  def __init__(self, max_cached_bytes: int = 1 << 30):
+    self.cache: collections.OrderedDict[int, list] = collections.OrderedDict()
+    self.cached_bytes, self.max_cached_bytes = 0, max_cached_bytes
+  def alloc(self, nbytes: int) -> Any:
+    if (handles := self.cache.get(nbytes)):
+      self.cached_bytes -= nbytes
+      handle = handles.pop()
+      if not handles: del self.cache[nbytes]
+      return handle
+    try: return self._alloc(nbytes)
+    except DeviceOutOfMemory:
+      self.free_cache()
+      return self._alloc(nbytes)
+  def free(self, handle: Any, nbytes: int) -> None:
+    if getenv("ALLOY_LRU", 1) == 0 or nbytes > self.max_cached_bytes: return self._free(handle, nbytes)
+    self.cache.setdefault(nbytes, []).append(handle)
+    self.cache.move_to_end(nbytes)
+    self.cached_bytes += nbytes
+    while self.cached_bytes > self.max_cached_bytes:   # evict the least recently freed sizes
+      size, handles = next(iter(self.cache.items()))
+      self._free(handles.pop(), size)
+      self.cached_bytes -= size
+      if not handles: del self.cache[size]
+  def free_cache(self) -> None:
+    for size, handles in self.cache.items():
+      for h in handles: self._free(h, size)
+    self.cache.clear()
+    self.cached_bytes = 0
+
+class Compiler:
+  """source -> binary. Pure, so results are cached on disk by (identity, source)."""
+  identity = "base"   # compiler name, version and flags: part of the cache key
+  def compile(self, source: str) -> bytes: raise NotImplementedError
+  def compile_cached(self, source: str) -> bytes:
+    key = self.identity + "\0" + source
+    if (binary := disk_cache_get("compile", key)) is not None: return binary
+    binary = self.compile(source)
+    disk_cache_put("compile", key, binary)
+    return binary
+
+class Program:
+  """A loaded kernel (pipeline). Calling it checks limits, submits and returns at once;
+  with wait=True it blocks and returns the device-measured seconds."""
+  def __init__(self, device: "Device", name: str, binary: bytes): raise NotImplementedError
+  def __call__(self, buffers: list, scalars: tuple = (), global_size=(1, 1, 1), local_size=(1, 1, 1),
+               wait: bool = False) -> float | None: raise NotImplementedError
+
+class Device:
+  """One device: declares its renderer, target and stages, and waits for in-flight work."""
+  renderer: Any = None           # instance of a renderer.Renderer subclass
+  target: str = "unknown"        # e.g. x86-64+avx2, sm_90, Apple7
+  graph: Any = None              # Graph class batching captured launches, or None
+  graph_unavailable: str = ""    # why graph is None
+  def __init__(self, name: str):
+    self.name = name
+    self.allocator: Allocator
+    self.compiler: Compiler
+    self.program_class: type[Program]
+  @functools.cached_property
+  def _programs(self) -> dict: return {}
+  def load(self, name: str, binary: bytes) -> Program:
+    """Pipeline creation, once per (kernel name, binary) on this device."""
+    key = (name, binary)
+    if (prog := self._programs.get(key)) is None: prog = self._programs[key] = self.program_class(self, name, binary)
+    return prog
+  def synchronize(self) -> None: raise NotImplementedError
+  def __repr__(self): return f"<Device {self.name} target={self.target}>"
+
+DEVICE_MODULES = {"CPU": "cpu", "CUDA": "cuda", "METAL": "metal"}
+
+def canonical_device(name: str) -> str:
+  base, _, idx = name.upper().partition(":")
+  if base not in DEVICE_MODULES: raise ValueError(f"unknown device {name!r}; choose one of {', '.join(DEVICE_MODULES)}")
+  return base if idx in ("", "0") else f"{base}:{int(idx)}"
+
+@functools.lru_cache(None)
+def get_device(name: str) -> Device:
+  name = canonical_device(name)
+  module = importlib.import_module(f"alloy.runtime.{DEVICE_MODULES[name.partition(':')[0]]}")
+  return module.DEVICE_CLASS(name)
+
+def device_available(base: str) -> bool:
+  try:
+    module = importlib.import_module(f"alloy.runtime.{DEVICE_MODULES[base]}")
+    return module.is_available()
+  except ImportError: return False
+
+@functools.lru_cache(None)
+def default_device() -> str:
+  if (dev := os.environ.get("DEV")): return canonical_device(dev)
+  return "CUDA" if device_available("CUDA") else "CPU"

@@ -1,0 +1,147 @@
+"""Where to cut the lazy graph into kernels.
+
+Rules: movement ops are views and never cut; elementwise ops fuse with everything around them;
+a reduction fuses into its consumer when its result is only broadcast there and its kept axes
+lead the consumer's loop order (so it is computed once per output row, not once per element);
+otherwise, and when it feeds several kernels or a gather, it becomes a kernel of its own.
+"""
+from __future__ import annotations
+import weakref
+from alloy.helpers import prod, strides_for_shape
+from alloy.ir.node import Node
+from alloy.ir.ops import Op
+from alloy.ir.view import ShapeTracker
+from alloy.schedule.kernel import KernelAST, ScheduledKernel
+
+# a realized node's buffer view, so later graphs that still mention the node read the buffer
+realized_nodes: "weakref.WeakKeyDictionary[Node, Node]" = weakref.WeakKeyDictionary()
+
+def _pure_expand_dims(view_node: Node) -> list[bool] | None:
+  """For VIEW(reduce) that only broadcasts: per axis, True where the reduce's value varies."""
+  st: ShapeTracker = view_node.arg
+  src_shape = view_node.src[0].shape
+  if len(st.views) != 1: return None
+  v = st.views[0]
+  if v.mask is not None or v.offset != 0 or len(v.shape) != len(src_shape): return None
+  want = strides_for_shape(src_shape)
+  varies = []
+  for s, ns, st_, w in zip(src_shape, v.shape, v.strides, want):
+    if s == ns and st_ == w: varies.append(s != 1)
+    elif s == 1 and st_ == 0: varies.append(False)
+    else: return None
+  return varies
+
+def loop_order(root: Node) -> list[int]:
+  """Kernel loop axes (indices into the full shape): output axes first, then reduced axes."""
+  if root.op is Op.REDUCE:
+    axes = root.arg[1]
+    return [i for i in range(len(root.shape)) if i not in axes] + list(axes)
+  return list(range(len(root.shape)))
+
+def _fusable_reduce(reduce: Node, view: Node | None, consumer_root: Node, path_has_view: bool) -> bool:
+  if view is None or path_has_view: return False
+  varies = _pure_expand_dims(view)
+  if varies is None: return False
+  full_shape = consumer_root.src[0].shape if consumer_root.op is Op.REDUCE else consumer_root.shape
+  if tuple(view.shape) != tuple(full_shape): return False
+  order = [a for a in loop_order(consumer_root) if full_shape[a] != 1]
+  seen_broadcast = False
+  for a in order:
+    if varies[a] and seen_broadcast: return False
+    if not varies[a]: seen_broadcast = True
+  return True
+
+def schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list]]:
+  """Kernels in dependency order: (node realized, its AST, the nodes bound as its inputs [0]=itself)."""
+  targets = [realized_nodes.get(t, t) for t in targets]
+  # 1. decide which nodes become kernels
+  parents: dict[int, int] = {}
+  nodes = {}
+  for t in targets:
+    for n in t.toposort():
+      nodes[id(n)] = n
+  for n in nodes.values():
+    for s in n.src: parents[id(s)] = parents.get(id(s), 0) + 1
+  cut: set[int] = {id(t) for t in targets if not _is_buffer_view(t)}
+  for n in nodes.values():
+    if n.op is Op.CONTIGUOUS: cut.add(id(n))
+    if n.op is Op.GATHER and any(m.op is Op.REDUCE for m in n.src[0].toposort()):
+      cut.add(id(n.src[0]))
+  # reductions: walk each kernel root down to its reduces and check the fusion rule
+  changed = True
+  while changed:
+    changed = False
+    for root_id in list(cut):
+      root = nodes[root_id]
+      for red, view, has_view in _reduces_in_kernel(root, cut):
+        if id(red) in cut: continue
+        if parents.get(id(red), 0) > 1 or (view is not None and parents.get(id(view), 0) > 1) or not _fusable_reduce(red, view, _kernel_root(root), has_view):
+          cut.add(id(red)); changed = True
+  # 2. build an AST per cut node, children first
+  order = [nodes[i] for i in _topo_ids(targets) if i in cut]
+  out = []
+  for n in order:
+    inputs: list[Node] = [n]
+    ast_root = _to_ast(_kernel_root(n), cut, inputs, {}, top=True)
+    out.append((n, KernelAST(ast_root, len(inputs)), inputs))
+  return out
+
+def _kernel_root(n: Node) -> Node:
+  return n.src[0] if n.op is Op.CONTIGUOUS else n
+
+def _is_buffer_view(n: Node) -> bool:
+  return n.op is Op.BUFFER or (n.op is Op.VIEW and n.src[0].op is Op.BUFFER and n.arg.is_contiguous and n.arg.size() == n.src[0].shape[0])
+
+def _topo_ids(targets):
+  seen, order = set(), []
+  for t in targets:
+    for n in t.toposort():
+      if id(n) not in seen: seen.add(id(n)); order.append(id(n))
+  return order
+
+def _reduces_in_kernel(root: Node, cut: set):
+  """(reduce, the VIEW above it or None, whether another VIEW lies on the path) inside root's kernel."""
+  found, stack, seen = [], [(_kernel_root(root), None, False, True)], set()
+  while stack:
+    n, view, has_view, is_root = stack.pop()
+    key = (id(n), id(view), has_view)
+    if key in seen: continue
+    seen.add(key)
+    if not is_root and id(n) in cut: continue
+    if n.op is Op.REDUCE and not is_root:
+      found.append((n, view, has_view)); continue
+    if n.op is Op.VIEW:
+      stack.append((n.src[0], n, has_view or view is not None, False)); continue
+    for s in n.src: stack.append((s, view, has_view, False))
+  return found
+
+def _to_ast(n: Node, cut: set, inputs: list, memo: dict, top=False) -> Node:
+  if id(n) in memo: return memo[id(n)]
+  if not top and (id(n) in cut or n.op is Op.BUFFER):
+    slot = _slot(inputs, n)
+    size = n.shape[0] if n.op is Op.BUFFER else prod(n.shape)
+    inp = Node(Op.INPUT, (), slot, n.dtype, (size,))
+    out = inp if n.op is Op.BUFFER else Node(Op.VIEW, (inp,), ShapeTracker.contiguous((size,)).reshape(n.shape), n.dtype, n.shape)
+  elif n.op is Op.VIEW and (id(n.src[0]) in cut or n.src[0].op is Op.BUFFER) and not top:
+    src = n.src[0]
+    slot = _slot(inputs, src)
+    size = src.shape[0] if src.op is Op.BUFFER else prod(src.shape)
+    inp = Node(Op.INPUT, (), slot, n.dtype, (size,))
+    st = n.arg if src.op is Op.BUFFER else ShapeTracker.contiguous((size,)).reshape(src.shape).compose(n.arg)
+    out = Node(Op.VIEW, (inp,), st, n.dtype, n.shape)
+  elif n.op is Op.VIEW and n.src[0].op is Op.VIEW:
+    inner = n.src[0]
+    merged = inner.arg.compose(n.arg)
+    out = _to_ast(Node(Op.VIEW, (inner.src[0],), merged, n.dtype, n.shape), cut, inputs, memo)
+  elif n.op is Op.CONTIGUOUS and not top:
+    out = _to_ast(n.src[0], cut, inputs, memo)
+  else:
+    out = Node(n.op, tuple(_to_ast(s, cut, inputs, memo) for s in n.src), n.arg, n.dtype, n.shape)
+  memo[id(n)] = out
+  return out
+
+def _slot(inputs: list, n: Node) -> int:
+  for i, m in enumerate(inputs):
+    if m is n: return i
+  inputs.append(n)
+  return len(inputs) - 1

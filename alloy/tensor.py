@@ -1,0 +1,677 @@
+"""The user API: a lazy, NumPy/PyTorch-style Tensor. Nothing runs until a value is needed."""
+from __future__ import annotations
+import collections, itertools, math
+from typing import Sequence
+import numpy as np
+from alloy import dtype as dt
+from alloy.dtype import DType
+from alloy.helpers import prod, all_same
+from alloy.ir.node import Node
+from alloy.ir.ops import Op
+from alloy.ir.view import ShapeTracker, View
+from alloy.runtime.buffer import Buffer
+from alloy.runtime.device import canonical_device, default_device
+
+MaxResult = collections.namedtuple("MaxResult", ["values", "indices"])
+
+def _norm_axis(axis: int, ndim: int, what="dimension") -> int:
+  if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+    raise TypeError(f"{what} must be an int, got {type(axis).__name__}")
+  if not -max(ndim, 1) <= axis < max(ndim, 1):
+    raise IndexError(f"{what} {axis} is out of range for a tensor with {ndim} dimensions "
+                     f"(expected to be in range of [{-max(ndim,1)}, {max(ndim,1)-1}])")
+  return axis % max(ndim, 1)
+
+def broadcast_shape(*shapes: tuple) -> tuple:
+  nd = max(len(s) for s in shapes)
+  padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
+  out = []
+  for dims in zip(*padded):
+    sizes = {d for d in dims if d != 1}
+    if len(sizes) > 1:
+      raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
+    out.append(sizes.pop() if sizes else 1)
+  return tuple(out)
+
+def _infer_shape_and_dtype(data) -> np.ndarray:
+  if isinstance(data, np.ndarray): return data
+  try: arr = np.array(data)
+  except ValueError as e: raise ValueError(f"cannot build a tensor from ragged nested sequences: {e}") from None
+  if arr.dtype == object: raise TypeError(f"cannot build a tensor from {type(data).__name__} holding non-numbers")
+  return arr
+
+class Tensor:
+  __slots__ = ("node", "device", "__weakref__")
+  _seed, _rng_counter = 0, 0
+
+  def __init__(self, data, dtype=None, device: str | None = None):
+    device = canonical_device(device) if device is not None else default_device()
+    dtype = dt.to_dtype(dtype) if dtype is not None else None
+    if isinstance(data, Node):
+      self.node, self.device = data, device
+      return
+    if isinstance(data, Tensor):
+      t = data.to(device).cast(dtype or data.dtype)
+      self.node, self.device = t.node, t.device
+      return
+    if isinstance(data, (bool, int, float, np.bool_, np.integer, np.floating)) and not isinstance(data, np.ndarray):
+      d = dtype or (dt.to_dtype(data.dtype) if isinstance(data, np.generic) else dt.result_type([], [data]))
+      self.node, self.device = Node(Op.CONST, (), _cast_scalar(data, d), d, ()), device
+      return
+    arr = _infer_shape_and_dtype(data)
+    if dtype is None:
+      if arr.dtype == np.float64 and not isinstance(data, np.ndarray): dtype = dt.default_float
+      elif arr.dtype == np.int64 and not isinstance(data, np.ndarray): dtype = dt.default_int
+      else: dtype = dt.to_dtype(arr.dtype)
+    if arr.dtype.kind == "f" and dtype.is_int:
+      raise TypeError(f"cannot build an {dtype.name} tensor from floating-point data; cast it explicitly")
+    storage = dt.to_numpy_array(arr, dtype)
+    buf = Buffer(device, storage.size, dtype).copyin(storage.reshape(-1))
+    self.node = _buffer_view(buf, storage.shape)
+    self.device = device
+
+  # ---- properties
+  @property
+  def shape(self) -> tuple: return self.node.shape
+  @property
+  def dtype(self) -> DType: return self.node.dtype
+  @property
+  def ndim(self) -> int: return len(self.shape)
+  def numel(self) -> int: return prod(self.shape)
+  def size(self, dim=None):
+    return self.shape if dim is None else self.shape[_norm_axis(dim, self.ndim)]
+  def __len__(self):
+    if not self.shape: raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+  def __repr__(self): return f"<Tensor {self.shape} {self.dtype.name} on {self.device}>"
+  @property
+  def T(self) -> "Tensor": return self.permute(tuple(reversed(range(self.ndim))))
+  @property
+  def mT(self) -> "Tensor": return self.transpose(-2, -1)
+
+  # ---- creation
+  @staticmethod
+  def full(shape, fill_value, dtype=None, device=None) -> "Tensor":
+    shape = _shape_arg(shape)
+    d = dt.to_dtype(dtype) if dtype is not None else dt.result_type([], [fill_value])
+    t = Tensor(_cast_scalar(fill_value, d), dtype=d, device=device)
+    return t.reshape((1,) * len(shape)).expand(shape) if shape else t
+  @staticmethod
+  def zeros(*shape, dtype=None, device=None): return Tensor.full(shape, 0, dtype or dt.default_float, device)
+  @staticmethod
+  def ones(*shape, dtype=None, device=None): return Tensor.full(shape, 1, dtype or dt.default_float, device)
+  @staticmethod
+  def empty(*shape, dtype=None, device=None): return Tensor.zeros(*shape, dtype=dtype, device=device).contiguous()
+  @staticmethod
+  def arange(start, end=None, step=1, dtype=None, device=None) -> "Tensor":
+    if end is None: start, end = 0, start
+    if step == 0: raise ValueError("arange: step must be nonzero")
+    d = dt.to_dtype(dtype) if dtype is not None else dt.result_type([], [start, end, step])
+    n = max(0, math.ceil((end - start) / step))
+    idx = _index_tensor(n, device)
+    return (idx.cast(d) * step + start).cast(d) if d.is_float else (idx * step + start).cast(d)
+  @staticmethod
+  def linspace(start, end, steps, dtype=None, device=None) -> "Tensor":
+    if steps < 0: raise ValueError("linspace: steps must be non-negative")
+    d = dt.to_dtype(dtype) if dtype is not None else dt.default_float
+    if steps == 1: return Tensor.full((1,), start, d, device)
+    step = (end - start) / (steps - 1)
+    idx = _index_tensor(steps, device).cast(dt.float32 if d != dt.float64 else d)
+    # from both ends, as torch does, so the last value is exactly `end`
+    half = steps // 2
+    lo = start + idx * step
+    hi = end - (steps - 1 - idx) * step
+    return (idx < half).where(lo, hi).cast(d)
+  @staticmethod
+  def eye(n, m=None, dtype=None, device=None) -> "Tensor":
+    m = n if m is None else m
+    r, c = _index_tensor(n, device).reshape(n, 1), _index_tensor(m, device).reshape(1, m)
+    return (r == c).cast(dt.to_dtype(dtype) if dtype else dt.default_float)
+  @staticmethod
+  def manual_seed(seed: int = 0):
+    Tensor._seed, Tensor._rng_counter = int(seed) & 0xFFFFFFFF, 0
+  @staticmethod
+  def _random_bits(shape, device=None) -> "Tensor":
+    """uint32 random bits from threefry-2x32 keyed by (seed, call counter), counter = element index."""
+    shape = _shape_arg(shape)
+    n = prod(shape)
+    key = Tensor(np.array([Tensor._seed, Tensor._rng_counter], dtype=np.uint32), device=device)
+    Tensor._rng_counter += 1
+    ctr = _index_tensor(n, device).cast(dt.uint32)
+    k0, k1 = key[0].reshape(1).expand(n), key[1].reshape(1).expand(n)
+    x0, _ = _threefry2x32(ctr, Tensor.zeros(n, dtype=dt.uint32, device=device), k0, k1)
+    return x0.reshape(shape)
+  @staticmethod
+  def rand(*shape, dtype=None, device=None) -> "Tensor":
+    d = dt.to_dtype(dtype) if dtype else dt.default_float
+    if not d.is_float: raise TypeError(f"rand: dtype must be floating point, got {d.name}")
+    u = (Tensor._random_bits(shape, device) >> 8).cast(dt.float32) * (1.0 / (1 << 24))
+    return u.cast(d)
+  @staticmethod
+  def randn(*shape, dtype=None, device=None) -> "Tensor":
+    d = dt.to_dtype(dtype) if dtype else dt.default_float
+    if not d.is_float: raise TypeError(f"randn: dtype must be floating point, got {d.name}")
+    shape = _shape_arg(shape)
+    u = Tensor.rand(2, *shape, device=device)
+    r = (1.0 - u[0]).log().mul(-2.0).sqrt()
+    return (r * (u[1] * (2 * math.pi)).cos()).cast(d)
+  @staticmethod
+  def randint(low, high=None, size=(), dtype=None, device=None) -> "Tensor":
+    if high is None: low, high = 0, low
+    if high <= low: raise ValueError(f"randint: low ({low}) must be less than high ({high})")
+    d = dt.to_dtype(dtype) if dtype else dt.default_int
+    bits = Tensor._random_bits(size, device).cast(dt.float64)
+    return ((bits * ((high - low) / 4294967296.0)).floor() + low).cast(d)
+  def zeros_like(self, dtype=None, device=None): return Tensor.zeros(*self.shape, dtype=dtype or self.dtype, device=device or self.device)
+  def ones_like(self, dtype=None, device=None): return Tensor.ones(*self.shape, dtype=dtype or self.dtype, device=device or self.device)
+  def full_like(self, v, dtype=None, device=None): return Tensor.full(self.shape, v, dtype=dtype or self.dtype, device=device or self.device)
+  def empty_like(self, dtype=None, device=None): return Tensor.empty(*self.shape, dtype=dtype or self.dtype, device=device or self.device)
+  def rand_like(self, dtype=None, device=None): return Tensor.rand(*self.shape, dtype=dtype or self.dtype, device=device or self.device)
+  def randn_like(self, dtype=None, device=None): return Tensor.randn(*self.shape, dtype=dtype or self.dtype, device=device or self.device)
+
+  # ---- realization and host access
+  def realize(self) -> "Tensor":
+    from alloy.engine.realize import realize
+    realize([self])
+    return self
+  def contiguous(self) -> "Tensor":
+    if self.node.op is Op.VIEW and self.node.src[0].op is Op.BUFFER and self.node.arg.is_contiguous: return self
+    return self._new(Node(Op.CONTIGUOUS, (self.node,), None, self.dtype, self.shape))
+  def numpy(self) -> np.ndarray:
+    from alloy.engine.realize import buffer_of
+    buf = buffer_of(self)
+    out = buf.numpy()
+    if self.dtype is dt.bfloat16: out = dt.bfloat16_bits_to_float32(out)
+    return out.reshape(self.shape)
+  def tolist(self):
+    return self.numpy().tolist()
+  def item(self):
+    if self.numel() != 1: raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+    return self.numpy().reshape(()).item()
+  def __bool__(self):
+    if self.numel() != 1: raise ValueError(f"the truth value of a tensor with shape {self.shape} is ambiguous")
+    return bool(self.item())
+  def __float__(self): return float(self.item())
+  def __int__(self): return int(self.item())
+  def __array__(self, dtype=None, copy=None): return self.numpy() if dtype is None else self.numpy().astype(dtype)
+  def to(self, device=None, dtype=None) -> "Tensor":
+    if isinstance(device, (DType, type)) or (isinstance(device, str) and device in dt.DTYPES): device, dtype = None, device
+    t = self
+    if device is not None and canonical_device(device) != self.device:
+      dev = canonical_device(device)
+      from alloy.engine.realize import buffer_of
+      src = buffer_of(self)
+      buf = Buffer(dev, src.size, src.dtype).copyin(src.numpy())
+      t = Tensor(_buffer_view(buf, self.shape), device=dev)
+    return t.cast(dtype) if dtype is not None else t
+  def cpu(self): return self.to("CPU")
+
+  # ---- internals
+  def _new(self, node: Node) -> "Tensor": return Tensor(node, device=self.device)
+  def _view(self, method: str, *args) -> "Tensor":
+    if self.node.op is Op.VIEW: base, st = self.node.src[0], self.node.arg
+    else: base, st = self.node, ShapeTracker.contiguous(self.shape)
+    st = getattr(st, method)(*args)
+    if st.is_contiguous and st.shape == base.shape: return self._new(base)
+    return self._new(Node(Op.VIEW, (base,), st, self.dtype, st.shape))
+  def _const(self, v, d: DType | None = None) -> "Tensor":
+    d = d or self.dtype
+    return Tensor(_cast_scalar(v, d), dtype=d, device=self.device)
+  def _operands(self, other, reverse=False, op_name="op"):
+    """Broadcast two operands and promote them to a common dtype (Python scalars are weak)."""
+    if isinstance(other, Tensor):
+      if other.device != self.device:
+        raise ValueError(f"{op_name}: expected both tensors on the same device, got {self.device} and {other.device}")
+      d = dt.promote_types(self.dtype, other.dtype)
+      a, b = self.cast(d), other.cast(d)
+    else:
+      if isinstance(other, (list, tuple, np.ndarray)): other = Tensor(other, device=self.device); return self._operands(other, reverse, op_name)
+      d = dt.result_type([self.dtype], [other])
+      a, b = self.cast(d), self._const(other, d)
+    if reverse: a, b = b, a
+    shape = broadcast_shape(a.shape, b.shape)
+    return a._broadcast_to(shape), b._broadcast_to(shape)
+  def _broadcast_to(self, shape) -> "Tensor":
+    if self.shape == tuple(shape): return self
+    t = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if self.ndim < len(shape) else self
+    return t.expand(shape)
+  def _ew(self, op: Op, *srcs: "Tensor", dtype: DType | None = None) -> "Tensor":
+    return self._new(Node(op, tuple(s.node for s in (self,) + srcs), None, dtype or self.dtype, self.shape))
+
+  # ---- movement (views; launch nothing)
+  def reshape(self, *shape) -> "Tensor":
+    shape = _shape_arg(shape)
+    if shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
+    if -1 in shape:
+      known = prod(s for s in shape if s != -1)
+      if known == 0 or self.numel() % known: raise ValueError(f"cannot reshape tensor of shape {self.shape} into {shape}")
+      shape = tuple(self.numel() // known if s == -1 else s for s in shape)
+    if any(s < 0 for s in shape): raise ValueError(f"reshape: invalid shape {shape}")
+    if prod(shape) != self.numel(): raise ValueError(f"cannot reshape tensor of shape {self.shape} ({self.numel()} elements) into shape {shape}")
+    return self if shape == self.shape else self._view("reshape", shape)
+  view = reshape
+  def permute(self, *order) -> "Tensor":
+    order = _shape_arg(order)
+    if len(order) != self.ndim: raise ValueError(f"permute: got {len(order)} dims {order} for a tensor with {self.ndim} dims")
+    order = tuple(_norm_axis(o, self.ndim) for o in order)
+    if sorted(order) != list(range(self.ndim)): raise ValueError(f"permute: {order} is not a permutation of {self.ndim} dims")
+    return self._view("permute", order)
+  def transpose(self, dim0=-2, dim1=-1) -> "Tensor":
+    if self.ndim < 2 and (dim0, dim1) == (-2, -1): return self
+    a, b = _norm_axis(dim0, self.ndim), _norm_axis(dim1, self.ndim)
+    order = list(range(self.ndim))
+    order[a], order[b] = order[b], order[a]
+    return self.permute(order)
+  def expand(self, *shape) -> "Tensor":
+    shape = _shape_arg(shape)
+    if len(shape) < self.ndim: raise ValueError(f"expand: target shape {shape} has fewer dims than the tensor's {self.shape}")
+    src = (1,) * (len(shape) - self.ndim) + self.shape
+    shape = tuple(s if n == -1 else n for s, n in zip(src, shape))
+    for s, n in zip(src, shape):
+      if s != n and s != 1: raise ValueError(f"expand: the size {s} of shape {self.shape} must match {n} in {shape} (or be 1)")
+    t = self.reshape(src) if src != self.shape else self
+    return t if shape == t.shape else t._view("expand", shape)
+  def squeeze(self, dim=None) -> "Tensor":
+    if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
+    dims = {_norm_axis(d, self.ndim) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}
+    return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
+  def unsqueeze(self, dim) -> "Tensor":
+    d = _norm_axis(dim, self.ndim + 1)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+  def flatten(self, start_dim=0, end_dim=-1) -> "Tensor":
+    if self.ndim == 0: return self.reshape(1)
+    s, e = _norm_axis(start_dim, self.ndim), _norm_axis(end_dim, self.ndim)
+    return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+  def pad(self, pad_width, value=0) -> "Tensor":
+    """NumPy-style ((before, after), ...) per axis, with a constant value."""
+    pw = tuple(tuple(p) for p in pad_width)
+    if len(pw) != self.ndim or any(len(p) != 2 or p[0] < 0 or p[1] < 0 for p in pw):
+      raise ValueError(f"pad: expected {self.ndim} non-negative (before, after) pairs for shape {self.shape}, got {pad_width}")
+    t = self._view("pad", pw)
+    if value == 0: return t
+    inside = Tensor.ones(*self.shape, dtype=dt.bool_, device=self.device)._view("pad", pw)
+    return inside.where(t, value)
+  def shrink(self, arg) -> "Tensor": return self._view("shrink", tuple(arg))
+  def flip(self, dims) -> "Tensor":
+    dims = {_norm_axis(d, self.ndim) for d in (dims if isinstance(dims, (tuple, list)) else (dims,))}
+    return self._view("stride", tuple(-1 if i in dims else 1 for i in range(self.ndim)))
+  def repeat(self, *sizes) -> "Tensor":
+    sizes = _shape_arg(sizes)
+    if len(sizes) < self.ndim: raise ValueError(f"repeat: {len(sizes)} sizes given for a tensor with {self.ndim} dims")
+    base = (1,) * (len(sizes) - self.ndim) + self.shape
+    t = self.reshape(tuple(x for s in base for x in (1, s)))
+    t = t.expand(tuple(x for r, s in zip(sizes, base) for x in (r, s)))
+    return t.reshape(tuple(r * s for r, s in zip(sizes, base)))
+  def split(self, split_size, dim=0) -> list["Tensor"]:
+    d = _norm_axis(dim, self.ndim)
+    n = self.shape[d]
+    sizes = [split_size] * (n // split_size) + ([n % split_size] if n % split_size else []) if isinstance(split_size, int) else list(split_size)
+    if sum(sizes) != n: raise ValueError(f"split: sizes {sizes} don't add up to {n} along dim {dim}")
+    out, start = [], 0
+    for s in sizes:
+      out.append(self.shrink(tuple((start, start + s) if i == d else (0, x) for i, x in enumerate(self.shape))))
+      start += s
+    return out
+  def chunk(self, chunks, dim=0) -> list["Tensor"]:
+    n = self.shape[_norm_axis(dim, self.ndim)]
+    return self.split(max(1, math.ceil(n / chunks)), dim)
+  def cat(self, *others, dim=0) -> "Tensor": return cat([self, *others], dim)
+
+  def __getitem__(self, idx) -> "Tensor":
+    from alloy.indexing import getitem
+    return getitem(self, idx)
+
+  # ---- type
+  def cast(self, dtype) -> "Tensor":
+    d = dt.to_dtype(dtype)
+    return self if d == self.dtype else self._ew(Op.CAST, dtype=d)
+  def bitcast(self, dtype) -> "Tensor":
+    d = dt.to_dtype(dtype)
+    if d.itemsize != self.dtype.itemsize:
+      raise TypeError(f"bitcast from {self.dtype.name} ({self.dtype.itemsize} bytes) to {d.name} ({d.itemsize} bytes) needs equal sizes")
+    return self if d == self.dtype else self._ew(Op.BITCAST, dtype=d)
+  def float(self): return self.cast(dt.float32)
+  def half(self): return self.cast(dt.float16)
+  def double(self): return self.cast(dt.float64)
+  def int(self): return self.cast(dt.int32)
+  def long(self): return self.cast(dt.int64)
+  def bool(self): return self.cast(dt.bool_)
+  def bfloat16(self): return self.cast(dt.bfloat16)
+
+  # ---- elementwise
+  def _binary(self, op: Op, other, reverse=False, name="op", out_dtype=None) -> "Tensor":
+    a, b = self._operands(other, reverse, name)
+    return a._ew(op, b, dtype=out_dtype)
+  def add(self, o, alpha=1): return self._binary(Op.ADD, o if alpha == 1 else o * alpha, name="add")
+  def sub(self, o, alpha=1): return self._binary(Op.SUB, o if alpha == 1 else o * alpha, name="sub")
+  def mul(self, o): return self._binary(Op.MUL, o, name="mul")
+  def div(self, o, rounding_mode=None):
+    if rounding_mode == "floor": return self.floor_divide(o)
+    if rounding_mode == "trunc": return (self / o).trunc() if self._float_div_ok(o) else self._trunc_div(o)
+    a, b = self._operands(o, op_name="div")
+    if not a.dtype.is_float: a, b = a.cast(dt.default_float), b.cast(dt.default_float)
+    return a._ew(Op.DIV, b)
+  def _float_div_ok(self, o): return self.dtype.is_float or (isinstance(o, float)) or (isinstance(o, Tensor) and o.dtype.is_float)
+  def _trunc_div(self, o):
+    a, b = self._operands(o, op_name="div")
+    q = a.floor_divide(b)
+    return ((q * b != a) & ((a < 0) ^ (b < 0))).where(q + 1, q)
+  def floor_divide(self, o, reverse=False):
+    a, b = self._operands(o, reverse, "floor_divide")
+    if a.dtype.is_bool: raise TypeError("floor_divide is not defined for bool tensors")
+    if a.dtype.is_float: return (a / b).floor()
+    return a._ew(Op.IDIV, b)
+  def remainder(self, o, reverse=False):
+    a, b = self._operands(o, reverse, "remainder")
+    if a.dtype.is_bool: raise TypeError("remainder is not defined for bool tensors")
+    if a.dtype.is_float: return a - (a / b).floor() * b
+    return a._ew(Op.MOD, b)
+  def pow(self, o, reverse=False):
+    a, b = self._operands(o, reverse, "pow")
+    if a.dtype.is_bool: a, b = a.cast(dt.int64), b.cast(dt.int64)
+    return a._ew(Op.POW, b)
+  def maximum(self, o): return self._binary(Op.MAX, o, name="maximum")
+  def minimum(self, o): return self._binary(Op.MIN, o, name="minimum")
+  def _bitwise(self, op, o, reverse=False):
+    a, b = self._operands(o, reverse, op.name.lower())
+    if a.dtype.is_float: raise TypeError(f"bitwise {op.name.lower()} needs bool or integer tensors, got {a.dtype.name}")
+    return a._ew(op, b)
+  def __add__(self, o): return self._binary(Op.ADD, o, name="add")
+  def __radd__(self, o): return self._binary(Op.ADD, o, True, name="add")
+  def __sub__(self, o): return self._binary(Op.SUB, o, name="sub")
+  def __rsub__(self, o): return self._binary(Op.SUB, o, True, name="sub")
+  def __mul__(self, o): return self._binary(Op.MUL, o, name="mul")
+  def __rmul__(self, o): return self._binary(Op.MUL, o, True, name="mul")
+  def __truediv__(self, o): return self.div(o)
+  def __rtruediv__(self, o):
+    a, b = self._operands(o, True, "div")
+    if not a.dtype.is_float: a, b = a.cast(dt.default_float), b.cast(dt.default_float)
+    return a._ew(Op.DIV, b)
+  def __floordiv__(self, o): return self.floor_divide(o)
+  def __rfloordiv__(self, o): return self.floor_divide(o, reverse=True)
+  def __mod__(self, o): return self.remainder(o)
+  def __rmod__(self, o): return self.remainder(o, reverse=True)
+  def __pow__(self, o): return self.pow(o)
+  def __rpow__(self, o): return self.pow(o, reverse=True)
+  def __neg__(self):
+    if self.dtype.is_bool: raise TypeError("negation of a bool tensor is not supported; use ~ (logical not) instead")
+    return self._ew(Op.NEG)
+  def __pos__(self): return self
+  def __and__(self, o): return self._bitwise(Op.AND, o)
+  def __rand__(self, o): return self._bitwise(Op.AND, o, True)
+  def __or__(self, o): return self._bitwise(Op.OR, o)
+  def __ror__(self, o): return self._bitwise(Op.OR, o, True)
+  def __xor__(self, o): return self._bitwise(Op.XOR, o)
+  def __rxor__(self, o): return self._bitwise(Op.XOR, o, True)
+  def __lshift__(self, o): return self._bitwise(Op.SHL, o)
+  def __rshift__(self, o): return self._bitwise(Op.SHR, o)
+  def __invert__(self):
+    if self.dtype.is_float: raise TypeError(f"~ (bitwise not) needs bool or integer tensors, got {self.dtype.name}")
+    return self._ew(Op.NOT)
+  def logical_not(self): return self.cast(dt.bool_)._ew(Op.NOT)
+  def _cmp(self, op, o, reverse=False):
+    a, b = self._operands(o, reverse, "comparison")
+    return a._ew(op, b, dtype=dt.bool_)
+  def __lt__(self, o): return self._cmp(Op.CMPLT, o)
+  def __le__(self, o): return self._cmp(Op.CMPLE, o)
+  def __gt__(self, o): return self._cmp(Op.CMPLT, o, True)
+  def __ge__(self, o): return self._cmp(Op.CMPLE, o, True)
+  def __eq__(self, o): return self._cmp(Op.CMPEQ, o)
+  def __ne__(self, o): return self._cmp(Op.CMPNE, o)
+  eq, ne, lt, le = __eq__, __ne__, __lt__, __le__
+  def gt(self, o): return self.__gt__(o)
+  def ge(self, o): return self.__ge__(o)
+  __hash__ = object.__hash__
+
+  def where(self, x, y) -> "Tensor":
+    """self is the condition: x where true, y elsewhere."""
+    cond = self if self.dtype.is_bool else self.cast(dt.bool_)
+    tensors = [t for t in (x, y) if isinstance(t, Tensor)]
+    scalars = [s for s in (x, y) if not isinstance(s, Tensor)]
+    for t in tensors:
+      if t.device != self.device: raise ValueError(f"where: expected all tensors on {self.device}, got {t.device}")
+    d = dt.result_type([t.dtype for t in tensors], scalars)
+    xs = [t.cast(d) if isinstance(t, Tensor) else cond._const(t, d) for t in (x, y)]
+    shape = broadcast_shape(cond.shape, xs[0].shape, xs[1].shape)
+    c, a, b = cond._broadcast_to(shape), xs[0]._broadcast_to(shape), xs[1]._broadcast_to(shape)
+    return c._ew(Op.WHERE, a, b, dtype=d)
+  def clamp(self, min=None, max=None):
+    if min is None and max is None: raise ValueError("clamp: at least one of min and max must be given")
+    t = self
+    if min is not None: t = t.maximum(min)
+    if max is not None: t = t.minimum(max)
+    return t
+  clip = clamp
+  def _float_unary(self, op: Op) -> "Tensor":
+    t = self if self.dtype.is_float else self.cast(dt.default_float)
+    return t._ew(op)
+  def abs(self): return self if self.dtype.is_bool or self.dtype.is_unsigned else self._ew(Op.ABS)
+  def sign(self):
+    if self.dtype.is_bool: return self
+    return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+  def exp(self): return self._float_unary(Op.EXP)
+  def exp2(self): return self._float_unary(Op.EXP2)
+  def log(self): return self._float_unary(Op.LOG)
+  def log2(self): return self._float_unary(Op.LOG2)
+  def sqrt(self): return self._float_unary(Op.SQRT)
+  def rsqrt(self): return self._float_unary(Op.RSQRT)
+  def reciprocal(self): return self._float_unary(Op.RECIP)
+  def sin(self): return self._float_unary(Op.SIN)
+  def cos(self): return self._float_unary(Op.COS)
+  def tan(self): return self._float_unary(Op.TAN)
+  def tanh(self): return self._float_unary(Op.TANH)
+  def erf(self): return self._float_unary(Op.ERF)
+  def sigmoid(self):
+    t = self if self.dtype.is_float else self.cast(dt.default_float)
+    return (1 + (-t).exp()).reciprocal()
+  def relu(self): return (self > 0).where(self, 0)
+  def gelu(self, approximate="none"):
+    t = self if self.dtype.is_float else self.cast(dt.default_float)
+    if approximate == "tanh": return 0.5 * t * (1 + (math.sqrt(2 / math.pi) * (t + 0.044715 * t * t * t)).tanh())
+    return 0.5 * t * (1 + (t * (1 / math.sqrt(2))).erf())
+  def silu(self): return self * self.sigmoid()
+  def _round_op(self, op):
+    return self if not self.dtype.is_float else self._ew(op)
+  def floor(self): return self._round_op(Op.FLOOR)
+  def ceil(self): return self._round_op(Op.CEIL)
+  def round(self): return self._round_op(Op.ROUND)
+  def trunc(self): return self._round_op(Op.TRUNC)
+  def square(self): return self * self
+  def lerp(self, end, weight): return self + (end - self) * weight
+
+  # ---- reductions
+  def _axes(self, dim) -> tuple:
+    if dim is None: return tuple(range(self.ndim))
+    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    out = tuple(sorted({_norm_axis(d, self.ndim) for d in dims}))
+    if len(out) != len(dims): raise ValueError(f"dim {dim} repeats a dimension")
+    return out
+  def _reduce(self, op: Op, dim, keepdim: bool) -> "Tensor":
+    axes = self._axes(dim)
+    if self.ndim == 0: return self
+    shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
+    t = self._new(Node(Op.REDUCE, (self.node,), (op, axes), self.dtype, shape))
+    return t if keepdim else t.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+  def sum(self, dim=None, keepdim=False, dtype=None):
+    d = dt.to_dtype(dtype) if dtype else (dt.int64 if self.dtype.is_int or self.dtype.is_bool else self.dtype)
+    acc = dt.float32 if d in (dt.float16, dt.bfloat16) else d
+    return self.cast(acc)._reduce(Op.ADD, dim, keepdim).cast(d)
+  def prod(self, dim=None, keepdim=False, dtype=None):
+    d = dt.to_dtype(dtype) if dtype else (dt.int64 if self.dtype.is_int or self.dtype.is_bool else self.dtype)
+    acc = dt.float32 if d in (dt.float16, dt.bfloat16) else d
+    return self.cast(acc)._reduce(Op.MUL, dim, keepdim).cast(d)
+  def mean(self, dim=None, keepdim=False, dtype=None):
+    d = dt.to_dtype(dtype) if dtype else self.dtype
+    if not d.is_float: raise TypeError(f"mean: input dtype must be floating point, got {d.name}; pass dtype= or cast first")
+    n = prod(self.shape[a] for a in self._axes(dim))
+    s = self.cast(d).sum(dim, keepdim)
+    return (s.cast(dt.float32) / n).cast(d) if d in (dt.float16, dt.bfloat16) else s / n if n else s * float("nan")
+  def _check_nonempty(self, name, dim):
+    for a in self._axes(dim):
+      if self.shape[a] == 0: raise IndexError(f"{name}: cannot reduce over dim {a} of size 0 in shape {self.shape}")
+  def amax(self, dim=None, keepdim=False): self._check_nonempty("amax", dim); return self._reduce(Op.MAX, dim, keepdim)
+  def amin(self, dim=None, keepdim=False): self._check_nonempty("amin", dim); return self._reduce(Op.MIN, dim, keepdim)
+  def max(self, dim=None, keepdim=False):
+    if dim is None or isinstance(dim, (tuple, list)): return self.amax(dim, keepdim)
+    if isinstance(dim, Tensor): return self.maximum(dim)
+    return MaxResult(self.amax(dim, keepdim), self.argmax(dim, keepdim))
+  def min(self, dim=None, keepdim=False):
+    if dim is None or isinstance(dim, (tuple, list)): return self.amin(dim, keepdim)
+    if isinstance(dim, Tensor): return self.minimum(dim)
+    return MaxResult(self.amin(dim, keepdim), self.argmin(dim, keepdim))
+  def _arg_extreme(self, dim, keepdim, largest: bool) -> "Tensor":
+    if dim is None: return self.flatten()._arg_extreme(0, False, largest).reshape(() if not keepdim else (1,) * self.ndim)
+    a = _norm_axis(dim, self.ndim)
+    self._check_nonempty("argmax" if largest else "argmin", a)
+    m = self.amax(a, keepdim=True) if largest else self.amin(a, keepdim=True)
+    n = self.shape[a]
+    idx = _index_tensor(n, self.device).reshape(tuple(n if i == a else 1 for i in range(self.ndim)))
+    hit = (self == m) | ((self != self) if self.dtype.is_float else (self != self))
+    return hit.where(idx, n).amin(a, keepdim).cast(dt.int64)
+  def argmax(self, dim=None, keepdim=False): return self._arg_extreme(dim, keepdim, True)
+  def argmin(self, dim=None, keepdim=False): return self._arg_extreme(dim, keepdim, False)
+  def any(self, dim=None, keepdim=False): return self.cast(dt.bool_)._reduce(Op.MAX, dim, keepdim)
+  def all(self, dim=None, keepdim=False): return self.cast(dt.bool_)._reduce(Op.MIN, dim, keepdim)
+  def var(self, dim=None, keepdim=False, correction=1, unbiased=None):
+    if unbiased is not None: correction = 1 if unbiased else 0
+    t = self if self.dtype.is_float else self.cast(dt.default_float)
+    n = prod(t.shape[a] for a in t._axes(dim))
+    d = t - t.mean(dim, keepdim=True)
+    return (d * d).sum(dim, keepdim) / max(0, n - correction) if n - correction > 0 else (d * d).sum(dim, keepdim) * float("nan")
+  def std(self, dim=None, keepdim=False, correction=1, unbiased=None): return self.var(dim, keepdim, correction, unbiased).sqrt()
+  def logsumexp(self, dim=None, keepdim=False):
+    t = self if self.dtype.is_float else self.cast(dt.default_float)
+    m = t.amax(dim, keepdim=True)
+    m = (m == float("inf")).where(0, m) if True else m
+    m = (m == float("-inf")).where(0, m)
+    out = (t - m).exp().sum(dim, keepdim=True).log() + m
+    return out if keepdim else out.squeeze(t._axes(dim)) if t.ndim else out
+  def softmax(self, dim=-1, dtype=None):
+    t = self.cast(dtype) if dtype else self if self.dtype.is_float else self.cast(dt.default_float)
+    e = (t - t.amax(dim, keepdim=True)).exp()
+    return e / e.sum(dim, keepdim=True)
+  def log_softmax(self, dim=-1, dtype=None):
+    t = self.cast(dtype) if dtype else self if self.dtype.is_float else self.cast(dt.default_float)
+    s = t - t.amax(dim, keepdim=True)
+    return s - s.exp().sum(dim, keepdim=True).log()
+  def cumsum(self, dim=0, dtype=None):
+    a = _norm_axis(dim, self.ndim) if self.ndim else 0
+    if self.ndim == 0: return self.reshape(1).cumsum(0).reshape(())
+    d = dt.to_dtype(dtype) if dtype else (dt.int64 if self.dtype.is_int or self.dtype.is_bool else self.dtype)
+    t = self.cast(d).transpose(a, -1)
+    n = t.shape[-1]
+    if n == 0: return self.cast(d)
+    # window view: out[..., j] = sum_k xp[..., j + k] with xp zero-padded by n-1 on the left
+    xp = t.pad(((0, 0),) * (t.ndim - 1) + ((n - 1, 0),))
+    win = xp._window(n)
+    return win.sum(-1).transpose(a, -1)
+  def _window(self, n: int) -> "Tensor":
+    """(..., 2n-1) -> (..., n, n) with element [..., j, k] = self[..., j + k]."""
+    lead = self.shape[:-1]
+    t = self.reshape(prod(lead), 2 * n - 1) if lead else self.reshape(1, 2 * n - 1)
+    t = t.contiguous() if not (t.node.op is Op.VIEW and t.node.arg.is_contiguous) else t
+    base = t.node.src[0] if t.node.op is Op.VIEW else t.node
+    st = ShapeTracker.contiguous(base.shape).reshape((prod(lead) if lead else 1, 2 * n - 1))
+    st = ShapeTracker(st.views[:-1] + (View.create((st.shape[0], n, n), (2 * n - 1, 1, 1), 0),))
+    w = self._new(Node(Op.VIEW, (base,), st, self.dtype, st.shape))
+    return w.reshape(lead + (n, n))
+
+  # ---- linear algebra
+  def matmul(self, other: "Tensor") -> "Tensor":
+    if not isinstance(other, Tensor): raise TypeError(f"matmul: expected a Tensor, got {type(other).__name__}")
+    a, b = self, other
+    if a.ndim == 0 or b.ndim == 0: raise ValueError(f"matmul: both arguments need at least 1 dimension, got shapes {a.shape} and {b.shape}")
+    if a.device != b.device: raise ValueError(f"matmul: expected both tensors on the same device, got {a.device} and {b.device}")
+    d = dt.promote_types(a.dtype, b.dtype)
+    a, b = a.cast(d), b.cast(d)
+    squeeze_a, squeeze_b = a.ndim == 1, b.ndim == 1
+    if squeeze_a: a = a.reshape(1, -1)
+    if squeeze_b: b = b.reshape(-1, 1)
+    if a.shape[-1] != b.shape[-2]:
+      raise ValueError(f"matmul: shapes {self.shape} and {other.shape} are not aligned: {a.shape[-1]} (dim -1) != {b.shape[-2]} (dim -2)")
+    batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
+    n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
+    acc = dt.float32 if d in (dt.float16, dt.bfloat16) else d
+    x = a._broadcast_to(batch + (n, k)).reshape(batch + (n, 1, k))
+    y = b._broadcast_to(batch + (k, m)).transpose(-1, -2).reshape(batch + (1, m, k))
+    out = (x.cast(acc) * y.cast(acc))._reduce(Op.ADD, -1, False).cast(d) if k else Tensor.zeros(*(batch + (n, m)), dtype=d, device=self.device)
+    if squeeze_a: out = out.squeeze(-2)
+    if squeeze_b: out = out.squeeze(-1)
+    return out
+  __matmul__ = matmul
+  def __rmatmul__(self, other): return Tensor(other, device=self.device).matmul(self)
+  def dot(self, other: "Tensor") -> "Tensor":
+    if self.ndim != 1 or other.ndim != 1: raise ValueError(f"dot: expected 1-D tensors, got shapes {self.shape} and {other.shape}")
+    return self.matmul(other)
+
+# ---- module-level helpers and functions
+
+def _shape_arg(shape) -> tuple:
+  if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = shape[0]
+  if isinstance(shape, int): shape = (shape,)
+  out = tuple(shape)
+  for s in out:
+    if not isinstance(s, (int, np.integer)) or isinstance(s, bool): raise TypeError(f"shape entries must be ints, got {out}")
+  return tuple(int(s) for s in out)
+
+def _cast_scalar(v, d: DType):
+  if d.is_bool: return bool(v)
+  if d.is_int:
+    if isinstance(v, float) and not math.isfinite(v): raise ValueError(f"cannot convert {v} to integer dtype {d.name}")
+    iv = int(v)
+    lo, hi = dt.min_value(d), dt.max_value(d)
+    if not lo <= iv <= hi: iv = int(np.array(iv & ((1 << (8 * d.itemsize)) - 1), dtype=np.uint64).astype(d.np)) if iv >= 0 else int(np.array(iv, dtype=np.int64).astype(d.np))
+    return iv
+  return float(v)
+
+def _buffer_view(buf: Buffer, shape) -> Node:
+  base = Node(Op.BUFFER, (), buf, buf.dtype, (buf.size,))
+  st = ShapeTracker.contiguous((buf.size,)).reshape(tuple(shape))
+  return Node(Op.VIEW, (base,), st, buf.dtype, tuple(shape))
+
+def _index_tensor(n: int, device=None) -> Tensor:
+  """0..n-1 as int32, computed where it is used (no buffer, O(n))."""
+  device = canonical_device(device) if device else default_device()
+  return Tensor(Node(Op.ARANGE, (), None, dt.int32, (n,)), device=device)
+
+def _rotl(x: Tensor, r: int) -> Tensor: return (x << r) | (x >> (32 - r))
+
+def _threefry2x32(x0: Tensor, x1: Tensor, k0: Tensor, k1: Tensor):
+  rot = (13, 15, 26, 6, 17, 29, 16, 24)
+  k2 = k0 ^ k1 ^ 0x1BD11BDA
+  ks = (k0, k1, k2)
+  x0, x1 = x0 + ks[0], x1 + ks[1]
+  for i in range(5):
+    for r in rot[(i % 2) * 4:(i % 2) * 4 + 4]:
+      x0 = x0 + x1
+      x1 = _rotl(x1, r) ^ x0
+    x0 = x0 + ks[(i + 1) % 3]
+    x1 = x1 + ks[(i + 2) % 3] + (i + 1)
+  return x0, x1
+
+def cat(tensors: Sequence[Tensor], dim=0) -> Tensor:
+  tensors = list(tensors)
+  if not tensors: raise ValueError("cat: expected a non-empty list of tensors")
+  ref = tensors[0]
+  d = _norm_axis(dim, ref.ndim)
+  for t in tensors[1:]:
+    if t.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref.shape)) if i != d):
+      raise ValueError(f"cat: shapes {[tuple(t.shape) for t in tensors]} must match except in dim {d}")
+    if t.device != ref.device: raise ValueError(f"cat: expected all tensors on {ref.device}, got {t.device}")
+  out_dtype = dt.promote_types(*[t.dtype for t in tensors])
+  total = sum(t.shape[d] for t in tensors)
+  parts, start = [], 0
+  for t in tensors:
+    n = t.shape[d]
+    parts.append(t.cast(out_dtype).pad(tuple((start, total - start - n) if i == d else (0, 0) for i in range(t.ndim))))
+    start += n
+  out = parts[0]
+  for p in parts[1:]: out = out | p if out_dtype.is_bool else out + p
+  return out
+
+def stack(tensors: Sequence[Tensor], dim=0) -> Tensor:
+  tensors = list(tensors)
+  if not tensors: raise ValueError("stack: expected a non-empty list of tensors")
+  if not all_same(t.shape for t in tensors): raise ValueError(f"stack: all tensors must have the same shape, got {[t.shape for t in tensors]}")
+  d = _norm_axis(dim, tensors[0].ndim + 1)
+  return cat([t.unsqueeze(d) for t in tensors], d)

@@ -1,0 +1,33 @@
+import os, numpy as np, pytest
+from alloy.runtime.device import device_available
+
+def present_devices() -> list[str]:
+  if os.environ.get("DEV"): return [os.environ["DEV"].upper()]
+  return [d for d in ("CPU", "CUDA", "METAL") if device_available(d)]
+
+@pytest.fixture(params=present_devices())
+def device(request): return request.param
+
+@pytest.fixture
+def rng(): return np.random.default_rng(1234)
+
+def rand_np(rng, shape, dtype="float32", low=-2.0, high=2.0):
+  """Random, non-zero data of the given numpy dtype."""
+  dtype = np.dtype(dtype)
+  if dtype == np.bool_: return rng.random(shape) > 0.5
+  if dtype.kind in "iu":
+    lo, hi = (1, 10) if dtype.kind == "u" else (-9, 10)
+    x = rng.integers(lo, hi, size=shape).astype(dtype)
+    return np.where(x == 0, 1, x).astype(dtype)
+  x = rng.uniform(low, high, size=shape)
+  x = np.where(np.abs(x) < 0.05, 0.5, x)
+  return x.astype(dtype)
+
+TOL = {"float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2), "float32": (1e-5, 1e-5), "float64": (1e-10, 1e-10)}
+
+def assert_close(got, want, dtype="float32", atol=None, rtol=None):
+  a, r = TOL.get(str(dtype), (0, 0))
+  got, want = np.asarray(got), np.asarray(want)
+  assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
+  if got.dtype.kind in "biu" and want.dtype.kind in "biu": np.testing.assert_array_equal(got, want)
+  else: np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), atol=atol if atol is not None else a, rtol=rtol if rtol is not None else r, equal_nan=True)
