@@ -212,7 +212,7 @@ class Tensor:
     if self.node.op is Op.VIEW: base, st = self.node.src[0], self.node.arg
     else: base, st = self.node, ShapeTracker.contiguous(self.shape)
     st = getattr(st, method)(*args)
-    if st.is_contiguous and st.shape == base.shape: return self._new(base)
+    if st.is_contiguous and st.shape == base.shape and base.op is not Op.BUFFER: return self._new(base)
     return self._new(Node(Op.VIEW, (base,), st, self.dtype, st.shape))
   def _const(self, v, d: DType | None = None) -> "Tensor":
     d = d or self.dtype
@@ -603,6 +603,17 @@ class Tensor:
   def dot(self, other: "Tensor") -> "Tensor":
     if self.ndim != 1 or other.ndim != 1: raise ValueError(f"dot: expected 1-D tensors, got shapes {self.shape} and {other.shape}")
     return self.matmul(other)
+
+def _accept_axis(fn):
+  """NumPy spelling: reductions take axis= as well as dim=."""
+  def wrapper(self, *args, axis=None, **kw):
+    if axis is not None: kw["dim"] = axis
+    return fn(self, *args, **kw)
+  wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+  return wrapper
+for _name in ("sum", "prod", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "any", "all", "var", "std",
+              "logsumexp", "softmax", "log_softmax", "cumsum"):
+  setattr(Tensor, _name, _accept_axis(getattr(Tensor, _name)))
 
 # ---- module-level helpers and functions
 

@@ -106,9 +106,11 @@ def canonical_device(name: str) -> str:
   if base not in DEVICE_MODULES: raise ValueError(f"unknown device {name!r}; choose one of {', '.join(DEVICE_MODULES)}")
   return base if idx in ("", "0") else f"{base}:{int(idx)}"
 
-@functools.lru_cache(None)
 def get_device(name: str) -> Device:
-  name = canonical_device(name)
+  return _get_device(canonical_device(name))
+
+@functools.lru_cache(None)
+def _get_device(name: str) -> Device:
   module = importlib.import_module(f"alloy.runtime.{DEVICE_MODULES[name.partition(':')[0]]}")
   return module.DEVICE_CLASS(name)
 

@@ -17,19 +17,16 @@ from alloy.schedule.kernel import KernelAST, ScheduledKernel
 realized_nodes: "weakref.WeakKeyDictionary[Node, Node]" = weakref.WeakKeyDictionary()
 
 def _pure_expand_dims(view_node: Node) -> list[bool] | None:
-  """For VIEW(reduce) that only broadcasts: per axis, True where the reduce's value varies."""
+  """For VIEW(reduce) that only broadcasts (and adds or drops size-1 axes): per axis, True where the value varies."""
   st: ShapeTracker = view_node.arg
-  src_shape = view_node.src[0].shape
   if len(st.views) != 1: return None
   v = st.views[0]
-  if v.mask is not None or v.offset != 0 or len(v.shape) != len(src_shape): return None
-  want = strides_for_shape(src_shape)
-  varies = []
-  for s, ns, st_, w in zip(src_shape, v.shape, v.strides, want):
-    if s == ns and st_ == w: varies.append(s != 1)
-    elif s == 1 and st_ == 0: varies.append(False)
-    else: return None
-  return varies
+  if v.mask is not None or v.offset != 0: return None
+  src_shape = view_node.src[0].shape
+  want = [(s, st_) for s, st_ in zip(src_shape, strides_for_shape(src_shape)) if s != 1]
+  have = [(s, st_) for s, st_ in zip(v.shape, v.strides) if s != 1 and st_ != 0]
+  if want != have: return None
+  return [s != 1 and st_ != 0 for s, st_ in zip(v.shape, v.strides)]
 
 def loop_order(root: Node) -> list[int]:
   """Kernel loop axes (indices into the full shape): output axes first, then reduced axes."""
@@ -44,6 +41,7 @@ def _fusable_reduce(reduce: Node, view: Node | None, consumer_root: Node, path_h
   if varies is None: return False
   full_shape = consumer_root.src[0].shape if consumer_root.op is Op.REDUCE else consumer_root.shape
   if tuple(view.shape) != tuple(full_shape): return False
+  if len(varies) != len(full_shape): return False
   order = [a for a in loop_order(consumer_root) if full_shape[a] != 1]
   seen_broadcast = False
   for a in order:
@@ -67,16 +65,21 @@ def schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list]]:
     if n.op is Op.CONTIGUOUS: cut.add(id(n))
     if n.op is Op.GATHER and any(m.op is Op.REDUCE for m in n.src[0].toposort()):
       cut.add(id(n.src[0]))
-  # reductions: walk each kernel root down to its reduces and check the fusion rule
+  # reductions: walk each kernel root down to its reduces and check the fusion rule;
+  # a reduction reached from two kernels would be computed twice, so it gets its own
   changed = True
   while changed:
     changed = False
+    users: dict[int, set] = {}
     for root_id in list(cut):
       root = nodes[root_id]
       for red, view, has_view in _reduces_in_kernel(root, cut):
         if id(red) in cut: continue
-        if parents.get(id(red), 0) > 1 or (view is not None and parents.get(id(view), 0) > 1) or not _fusable_reduce(red, view, _kernel_root(root), has_view):
+        users.setdefault(id(red), set()).add(root_id)
+        if not _fusable_reduce(red, view, _kernel_root(root), has_view):
           cut.add(id(red)); changed = True
+    for red_id, roots in users.items():
+      if len(roots) > 1 and red_id not in cut: cut.add(red_id); changed = True
   # 2. build an AST per cut node, children first
   order = [nodes[i] for i in _topo_ids(targets) if i in cut]
   out = []

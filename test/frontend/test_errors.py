@@ -1,0 +1,53 @@
+"""Mistakes raise clear errors at the call that made them."""
+import numpy as np, pytest
+import alloy
+from alloy import Tensor
+from alloy.runtime.device import CompileError
+from alloy.runtime.cpu import CPUCompiler
+
+def test_broadcast_error():
+  with pytest.raises(ValueError, match=r"shapes \(2, 3\) and \(4,\) cannot be broadcast"):
+    Tensor(np.ones((2, 3))) + Tensor(np.ones(4))
+
+def test_matmul_error():
+  with pytest.raises(ValueError, match=r"matmul: shapes \(2, 3\) and \(4, 5\) are not aligned"):
+    Tensor(np.ones((2, 3))) @ Tensor(np.ones((4, 5)))
+  with pytest.raises(ValueError, match="at least 1 dimension"):
+    Tensor(2.0) @ Tensor(np.ones(3))
+
+def test_reshape_error():
+  with pytest.raises(ValueError, match=r"cannot reshape tensor of shape \(2, 3\) \(6 elements\) into shape \(4, 2\)"):
+    Tensor(np.ones((2, 3))).reshape(4, 2)
+  with pytest.raises(ValueError, match="only one dimension can be -1"):
+    Tensor(np.ones((2, 3))).reshape(-1, -1)
+
+def test_axis_errors():
+  t = Tensor(np.ones((2, 3)))
+  with pytest.raises(IndexError, match=r"dimension 2 is out of range for a tensor with 2 dimensions"): t.sum(2)
+  with pytest.raises(IndexError, match="out of range"): t.permute(0, 5)
+  with pytest.raises(ValueError, match="expand"): t.expand(4, 3)
+
+def test_index_errors():
+  t = Tensor(np.ones((2, 3)))
+  with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 1 with size 3"): t[0, 3]
+  with pytest.raises(IndexError, match="too many indices"): t[0, 0, 0]
+  with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 0 with size 2"): t[Tensor([0, 5])]
+  with pytest.raises(IndexError, match="integer tensors"): t[Tensor([0.5])]
+
+def test_cast_errors():
+  with pytest.raises(TypeError, match="unknown dtype 'float7'"): Tensor([1.0]).cast("float7")
+  with pytest.raises(TypeError, match="bitcast from float32"): Tensor([1.0]).bitcast(alloy.int8)
+  with pytest.raises(TypeError, match="cannot build an int32 tensor from floating-point data"): Tensor([1.5], dtype="int32")
+  with pytest.raises(TypeError, match="bitwise"): Tensor([1.5]) & Tensor([2.5])
+  with pytest.raises(TypeError, match="mean: input dtype must be floating point"): Tensor([1, 2]).mean()
+
+def test_device_errors():
+  with pytest.raises(ValueError, match="unknown device 'TPU'"): Tensor([1.0], device="TPU")
+
+def test_item_error():
+  with pytest.raises(ValueError, match=r"item\(\) needs a tensor with one element"): Tensor([1.0, 2.0]).item()
+
+def test_compile_error_carries_source_and_message():
+  with pytest.raises(CompileError) as e:
+    CPUCompiler().compile("void k(float* a) { a[0] = undefined_name; }")
+  assert "undefined_name" in e.value.message and "void k" in e.value.source

@@ -1,0 +1,98 @@
+"""Reductions, softmax family, cumsum and matmul against NumPy."""
+import numpy as np, pytest
+import alloy
+from alloy import Tensor
+from conftest import rand_np, assert_close
+
+AXES = [None, 0, 1, -1, (0, 2), (0, 1, 2)]
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "float16"])
+def test_sum_prod_mean(device, rng, dtype):
+  x = rand_np(rng, (3, 4, 5), dtype, low=0.5, high=1.5) if dtype.startswith("float") else rand_np(rng, (3, 4, 5), dtype)
+  t = Tensor(x, device=device)
+  for ax in AXES:
+    for keep in (False, True):
+      np_ax = ax if not isinstance(ax, list) else tuple(ax)
+      got, want = t.sum(ax, keepdim=keep).numpy(), x.sum(axis=np_ax, keepdims=keep, dtype=np.int64 if dtype == "int32" else None)
+      assert_close(got, want, dtype, rtol=1e-2 if dtype == "float16" else 1e-5)
+      if dtype.startswith("float"):
+        assert_close(t.mean(ax, keepdim=keep).numpy(), x.mean(axis=np_ax, keepdims=keep), dtype, rtol=1e-2 if dtype == "float16" else 1e-5)
+        assert_close(t.prod(ax, keepdim=keep).numpy(), x.prod(axis=np_ax, keepdims=keep), dtype, rtol=2e-2 if dtype == "float16" else 1e-5)
+
+def test_max_min_arg(device, rng):
+  x = rand_np(rng, (4, 6, 3))
+  t = Tensor(x, device=device)
+  for ax in (0, 1, 2, -1):
+    v, i = t.max(ax)
+    np.testing.assert_array_equal(v.numpy(), x.max(axis=ax))
+    np.testing.assert_array_equal(i.numpy(), x.argmax(axis=ax))
+    v, i = t.min(ax, keepdim=True)
+    np.testing.assert_array_equal(v.numpy(), x.min(axis=ax, keepdims=True))
+    np.testing.assert_array_equal(i.numpy(), np.expand_dims(x.argmin(axis=ax), ax))
+  np.testing.assert_array_equal(t.max().numpy(), x.max())
+  np.testing.assert_array_equal(t.amin((0, 2)).numpy(), x.min(axis=(0, 2)))
+  assert t.argmax().item() == x.argmax()
+  ties = Tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 1.0]], device=device)
+  np.testing.assert_array_equal(ties.argmax(1).numpy(), [1, 0])
+  assert t.argmax(1).dtype == alloy.int64
+
+def test_any_all(device, rng):
+  x = rand_np(rng, (5, 7)) > 0.5
+  t = Tensor(x, device=device)
+  for ax in (None, 0, 1):
+    np.testing.assert_array_equal(t.any(ax).numpy(), x.any(axis=ax))
+    np.testing.assert_array_equal(t.all(ax).numpy(), x.all(axis=ax))
+
+def test_var_std_logsumexp(device, rng):
+  x = rand_np(rng, (6, 9))
+  t = Tensor(x, device=device)
+  for ax in (None, 0, 1):
+    assert_close(t.var(ax).numpy(), x.var(axis=ax, ddof=1), rtol=1e-5)
+    assert_close(t.std(ax, correction=0).numpy(), x.std(axis=ax), rtol=1e-5)
+    m = x.max(axis=ax, keepdims=True)
+    want = np.log(np.exp(x - m).sum(axis=ax, keepdims=True)) + m
+    assert_close(t.logsumexp(ax).numpy(), want.squeeze() if ax is None else want.squeeze(ax), rtol=1e-5)
+
+def test_softmax(device, rng):
+  x = rand_np(rng, (5, 33)) * 4
+  t = Tensor(x, device=device)
+  for ax in (0, 1, -1):
+    e = np.exp(x - x.max(axis=ax, keepdims=True))
+    assert_close(t.softmax(ax).numpy(), e / e.sum(axis=ax, keepdims=True), rtol=1e-5, atol=1e-7)
+    assert_close(t.log_softmax(ax).numpy(), np.log(e / e.sum(axis=ax, keepdims=True)), rtol=1e-5, atol=1e-6)
+
+def test_cumsum(device, rng):
+  x = rand_np(rng, (4, 7))
+  t = Tensor(x, device=device)
+  for ax in (0, 1, -1):
+    assert_close(t.cumsum(ax).numpy(), np.cumsum(x, axis=ax), rtol=1e-5, atol=1e-6)
+  xi = rand_np(rng, (9,), "int32")
+  np.testing.assert_array_equal(Tensor(xi, device=device).cumsum().numpy(), np.cumsum(xi))
+
+def test_reduce_views(device, rng):
+  x = rand_np(rng, (6, 8))
+  t = Tensor(x, device=device)
+  assert_close(t.T[::2].sum(1).numpy(), x.T[::2].sum(1), rtol=1e-5)
+  assert_close(t.pad(((1, 1), (2, 0))).sum(0).numpy(), np.pad(x, ((1, 1), (2, 0))).sum(0), rtol=1e-5)
+  assert_close(t[:, :1].expand(6, 5).sum(1).numpy(), np.broadcast_to(x[:, :1], (6, 5)).sum(1), rtol=1e-5)
+
+def test_empty_reductions(device):
+  z = Tensor(np.zeros((0, 3), np.float32), device=device)
+  np.testing.assert_array_equal(z.sum(0).numpy(), np.zeros(3, np.float32))
+  np.testing.assert_array_equal(z.prod(0).numpy(), np.ones(3, np.float32))
+  with pytest.raises(IndexError, match="size 0"): z.amax(0)
+
+@pytest.mark.parametrize("sa,sb", [((3, 4), (4, 5)), ((4,), (4, 2)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)),
+                                    ((2, 1, 3, 4), (5, 4, 2)), ((1, 7), (7, 1)), ((17, 33), (33, 9))])
+def test_matmul(device, rng, sa, sb):
+  a, b = rand_np(rng, sa), rand_np(rng, sb)
+  got = (Tensor(a, device=device) @ Tensor(b, device=device)).numpy()
+  assert_close(got, a @ b, rtol=1e-5, atol=1e-5)
+
+def test_matmul_dtypes(device, rng):
+  for dtype in ("float16", "float64", "int32"):
+    a, b = rand_np(rng, (5, 6), dtype), rand_np(rng, (6, 3), dtype)
+    got = alloy.matmul(Tensor(a, device=device), Tensor(b, device=device)).numpy()
+    assert_close(got, (a.astype(np.float64) @ b).astype(dtype), dtype, atol=5e-2 if dtype == "float16" else None, rtol=1e-2 if dtype == "float16" else None)
+  v = rand_np(rng, (8,))
+  assert_close(Tensor(v, device=device).dot(Tensor(v, device=device)).numpy(), v @ v, rtol=1e-5)
