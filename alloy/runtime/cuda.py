@@ -12,6 +12,8 @@ from __future__ import annotations
 import ctypes, functools, glob, os, re, shutil, struct, subprocess, sys, tempfile, threading
 from cuda.bindings import driver, nvrtc
 from alloy.helpers import DEBUG, getenv
+from alloy.codegen.opts import DeviceCaps
+from alloy.renderer.cuda import CUDARenderer
 from alloy.runtime.device import CompileError, Compiler, Device, DeviceOutOfMemory, LRUAllocator, Program
 
 _SUCCESS = driver.CUresult.CUDA_SUCCESS
@@ -442,7 +444,8 @@ def is_available() -> bool:
   except Exception: return False
 
 class CUDADevice(Device):
-  renderer = None   # the lead plugs the CUDA renderer in here (alloy/renderer/cuda.py); not part of this file
+  renderer = CUDARenderer()
+  caps = DeviceCaps(threads=True)
   graph = None      # set to CUDAGraph below
 
   def __init__(self, name: str = "CUDA"):

@@ -1,0 +1,33 @@
+"""Shared timing and table printing for the benchmarks."""
+from __future__ import annotations
+import statistics, time
+
+def median_time(fn, rounds: int = 3, min_seconds: float = 0.2) -> float:
+  """Median over rounds of the mean time per call, each round running at least min_seconds."""
+  fn()  # warm up (compiles, allocates)
+  per_round = []
+  for _ in range(rounds):
+    n, start = 0, time.perf_counter()
+    while True:
+      fn(); n += 1
+      elapsed = time.perf_counter() - start
+      if elapsed >= min_seconds: break
+    per_round.append(elapsed / n)
+  return statistics.median(per_round)
+
+def print_table(rows: list[dict], columns: list[str], unit_of: dict, ours: str = "alloy") -> None:
+  """rows: {'workload', 'unit', impl: figure}; prints each impl's figure and ours/theirs ratio."""
+  others = [c for c in columns if c != ours]
+  head = f"{'workload':34s} {'unit':7s} {ours:>10s} " + " ".join(f"{c:>10s} {'ratio':>7s}" for c in others)
+  print(head); print("-" * len(head))
+  for r in rows:
+    higher_better = r["unit"] in ("GB/s", "GFLOP/s")
+    line = f"{r['workload']:34s} {r['unit']:7s} {_fmt(r.get(ours)):>10s} "
+    for c in others:
+      mine, theirs = r.get(ours), r.get(c)
+      ratio = "" if not mine or not theirs else f"{(mine / theirs if higher_better else theirs / mine):.2f}x"
+      line += f"{_fmt(theirs):>10s} {ratio:>7s} "
+    print(line)
+  print("ratio = alloy's speed relative to the other (above 1: alloy is faster)")
+
+def _fmt(v) -> str: return "-" if v is None else f"{v:.3g}" if v < 100 else f"{v:.0f}"

@@ -1,0 +1,101 @@
+"""CPU benchmark: the same work through alloy, NumPy, and PyTorch/tinygrad when installed, in one process.
+
+python bench/cpu.py            (add --big for matmul 2048^3)
+"""
+from __future__ import annotations
+import os, sys, time
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import alloy
+from alloy import Tensor
+from common import median_time, print_table
+
+try:
+  import torch
+  torch.set_num_threads(os.cpu_count() or 1)
+except ImportError: torch = None
+
+def run(big: bool = False):
+  rng = np.random.default_rng(0)
+  dev = alloy.get_device("CPU")
+  rows = []
+  def ours(fn):
+    def go():
+      fn().realize(); dev.synchronize()
+    return median_time(go)
+  N = 1 << 24
+  a, b, c = (rng.uniform(0.5, 1.5, N).astype(np.float32) for _ in range(3))
+  ta, tb, tc = (Tensor(x, device="CPU").realize() for x in (a, b, c))
+  row = {"workload": "d = a*b + c, 2^24 f32", "unit": "GB/s"}
+  nbytes = 16 * N
+  row["alloy"] = nbytes / ours(lambda: ta * tb + tc) / 1e9
+  row["numpy"] = nbytes / median_time(lambda: a * b + c) / 1e9
+  if torch is not None:
+    xa, xb, xc = (torch.from_numpy(x) for x in (a, b, c))
+    row["torch"] = nbytes / median_time(lambda: xa * xb + xc) / 1e9
+  rows.append(row)
+  row = {"workload": "sum, 2^24 f32", "unit": "GB/s"}
+  row["alloy"] = 4 * N / ours(lambda: ta.sum()) / 1e9
+  row["numpy"] = 4 * N / median_time(lambda: a.sum()) / 1e9
+  if torch is not None: row["torch"] = 4 * N / median_time(lambda: xa.sum()) / 1e9
+  rows.append(row)
+  m = rng.uniform(0.5, 1.5, (4096, 4096)).astype(np.float32)
+  tm = Tensor(m, device="CPU").realize()
+  row = {"workload": "row sums 4096x4096 f32", "unit": "GB/s"}
+  row["alloy"] = m.nbytes / ours(lambda: tm.sum(1)) / 1e9
+  row["numpy"] = m.nbytes / median_time(lambda: m.sum(1)) / 1e9
+  if torch is not None:
+    xm = torch.from_numpy(m); row["torch"] = m.nbytes / median_time(lambda: xm.sum(1)) / 1e9
+  rows.append(row)
+  s = rng.uniform(-2, 2, (2048, 2048)).astype(np.float32)
+  ts = Tensor(s, device="CPU").realize()
+  def np_softmax():
+    e = np.exp(s - s.max(1, keepdims=True)); return e / e.sum(1, keepdims=True)
+  row = {"workload": "softmax rows 2048x2048 f32", "unit": "GB/s"}
+  row["alloy"] = 2 * s.nbytes / ours(lambda: ts.softmax(1)) / 1e9
+  row["numpy"] = 2 * s.nbytes / median_time(np_softmax) / 1e9
+  if torch is not None:
+    xs = torch.from_numpy(s); row["torch"] = 2 * s.nbytes / median_time(lambda: xs.softmax(1)) / 1e9
+  rows.append(row)
+  for n in ([1024, 2048] if big else [1024]):
+    x, y = rng.uniform(-1, 1, (n, n)).astype(np.float32), rng.uniform(-1, 1, (n, n)).astype(np.float32)
+    tx, ty = Tensor(x, device="CPU").realize(), Tensor(y, device="CPU").realize()
+    row = {"workload": f"matmul {n}^3 f32", "unit": "GFLOP/s"}
+    flops = 2 * n ** 3
+    row["alloy"] = flops / ours(lambda: tx @ ty) / 1e9
+    row["numpy"] = flops / median_time(lambda: x @ y) / 1e9
+    if torch is not None:
+      px, py = torch.from_numpy(x), torch.from_numpy(y); row["torch"] = flops / median_time(lambda: px @ py) / 1e9
+    rows.append(row)
+  small = Tensor(rng.uniform(1, 2, 1024).astype(np.float32), device="CPU").realize()
+  row = {"workload": "one realize, cached tiny kernel", "unit": "us"}
+  row["alloy"] = ours(lambda: small * 1.0001 + 1) * 1e6
+  sn = small.numpy()
+  row["numpy"] = median_time(lambda: sn * 1.0001 + 1) * 1e6
+  if torch is not None:
+    xsn = torch.from_numpy(sn); row["torch"] = median_time(lambda: xsn * 1.0001 + 1) * 1e6
+  rows.append(row)
+  # first realize of a never-seen kernel: a fresh constant makes fresh source, compiled for real
+  os.environ["ALLOY_CACHE"] = "0"
+  times = []
+  for k in range(3):
+    t0 = time.perf_counter()
+    (small * (1.5 + time.time() % 1) - k).exp().realize(); dev.synchronize()
+    times.append(time.perf_counter() - t0)
+  os.environ["ALLOY_CACHE"] = "1"
+  rows.append({"workload": "first realize, new kernel + compile", "unit": "ms", "alloy": sorted(times)[1] * 1e3})
+  e = rng.uniform(0.5, 2, (4, 3)).astype(np.float32)
+  te = Tensor(e, device="CPU").realize()
+  row = {"workload": "seed example, warm", "unit": "us"}
+  row["alloy"] = ours(lambda: te.T.pad(((1, 1), (1, 1))).sum(1)) * 1e6
+  row["numpy"] = median_time(lambda: np.pad(e.T, ((1, 1), (1, 1))).sum(1)) * 1e6
+  if torch is not None:
+    xe = torch.from_numpy(e); row["torch"] = median_time(lambda: torch.nn.functional.pad(xe.T, (1, 1, 1, 1)).sum(1)) * 1e6
+  rows.append(row)
+  cols = ["alloy", "numpy"] + (["torch"] if torch is not None else [])
+  print(f"CPU benchmark on {dev.target}, {os.cpu_count()} cores; medians of 3 rounds")
+  print_table(rows, cols, {})
+
+if __name__ == "__main__":
+  run(big="--big" in sys.argv)
