@@ -177,17 +177,19 @@ class Lowerer:
     if opts.threads:
       # GPU: one thread per output element, flattened; a guard for the last block
       total = prod(shape)
-      gid = sym.Var("gidx", 0, max(opts.global_size[0] * opts.local_size[0] - 1, 0))
+      launched = opts.global_size[0] * opts.local_size[0]
+      # index math may assume gidx < total: the guard below keeps the extra threads of the last block out
+      gid = sym.Var("gidx", 0, max(total - 1, 0))
       self.stack[0].add(Instr("special", dt.int32, (), (gid, opts.local_size[0])))
       for a, st in enumerate(strides_for_shape(shape)):
         if shape[a] > 1: idx[a] = sym.mod(sym.div(gid, st), shape[a]) if st else sym.Const(0)
-      if gid.max >= total:
-        self.stack[0].add(Instr("if", None, (), sym.in_range(gid, 0, total)))
+      if launched > total:
+        self.stack[0].add(Instr("if", None, (), sym.Cond((("lt", gid, total),))))
       val = self.value(root, tuple(idx))
       flat = sym.Const(0)
       for a, st in enumerate(strides_for_shape(shape)): flat = flat + idx[a] * st
       self.emit("store", None, (self.params[0], val), (flat, sym.Cond()), exprs=[flat], cse=False)
-      if gid.max >= total: self.stack[0].add(Instr("endif", None))
+      if launched > total: self.stack[0].add(Instr("endif", None))
     else:
       saved = []
       first = True
