@@ -3,7 +3,7 @@ from __future__ import annotations
 from alloy.dtype import DType
 from alloy.ir import symbolic as sym
 from alloy.codegen.program import LinearProgram
-from alloy.renderer.cstyle import CStyleRenderer
+from alloy.renderer.cstyle import CStyleRenderer, integer_helpers
 
 C_PRELUDE = r"""#include <math.h>
 #include <stdint.h>
@@ -17,12 +17,7 @@ static inline uint16_t alloy_float_to_bfloat16(float f) {
   if (f != f) return 0x7FC0;
   return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
 }
-#define ALLOY_IPOW(T) static inline T alloy_ipow_##T(T a, T b) { T r = 1; if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0); \
-  while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }
-typedef int8_t int8; typedef uint8_t uint8; typedef int16_t int16; typedef uint16_t uint16; typedef int32_t int32;
-typedef uint32_t uint32; typedef int64_t int64; typedef uint64_t uint64;
-ALLOY_IPOW(int8) ALLOY_IPOW(uint8) ALLOY_IPOW(int16) ALLOY_IPOW(uint16) ALLOY_IPOW(int32) ALLOY_IPOW(uint32) ALLOY_IPOW(int64) ALLOY_IPOW(uint64)
-"""
+"""+ integer_helpers("static inline")
 
 class CRenderer(CStyleRenderer):
   language = "c"

@@ -11,6 +11,16 @@ from alloy.ir import symbolic as sym
 from alloy.ir.ops import Op
 from alloy.codegen.program import Instr, LinearProgram
 
+def integer_helpers(qualifier: str) -> str:
+  """Short integer type names and an exact integer power per type (C has no integer pow)."""
+  return ("typedef int8_t int8; typedef uint8_t uint8; typedef int16_t int16; typedef uint16_t uint16; typedef int32_t int32;\n"
+          "typedef uint32_t uint32; typedef int64_t int64; typedef uint64_t uint64;\n"
+          f"#define ALLOY_IPOW(T) {qualifier} T alloy_ipow_##T(T a, T b) {{ T r = 1; "
+          "if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0); \\\n"
+          "  while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }\n"
+          "ALLOY_IPOW(int8) ALLOY_IPOW(uint8) ALLOY_IPOW(int16) ALLOY_IPOW(uint16) ALLOY_IPOW(int32) ALLOY_IPOW(uint32) "
+          "ALLOY_IPOW(int64) ALLOY_IPOW(uint64)\n")
+
 class CStyleRenderer:
   language = "c"
   type_names: dict = {}

@@ -3,14 +3,12 @@ from __future__ import annotations
 from alloy.dtype import DType
 from alloy.ir import symbolic as sym
 from alloy.codegen.program import LinearProgram
-from alloy.renderer.cstyle import CStyleRenderer
+from alloy.renderer.cstyle import CStyleRenderer, integer_helpers
 
 CUDA_PRELUDE = r"""#include <cuda_fp16.h>
 #include <cuda_bf16.h>
 typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t; typedef unsigned short uint16_t;
 typedef int int32_t; typedef unsigned int uint32_t; typedef long long int64_t; typedef unsigned long long uint64_t;
-typedef int8_t int8; typedef uint8_t uint8; typedef int16_t int16; typedef uint16_t uint16; typedef int32_t int32;
-typedef uint32_t uint32; typedef int64_t int64; typedef uint64_t uint64;
 __device__ inline long long alloy_f2i(double x) {
   return x != x ? 0 : x <= -9223372036854775808.0 ? (-9223372036854775807ll - 1) : x >= 9223372036854775807.0 ? 9223372036854775807ll : (long long)x;
 }
@@ -19,12 +17,9 @@ __device__ inline __half alloy_float_to_float16(float x) { return __float2half_r
 __device__ inline float alloy_bfloat16_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ inline __nv_bfloat16 alloy_float_to_bfloat16(float x) { return __float2bfloat16_rn(x); }
 template <class D, class S> __device__ inline D alloy_bitcast(S s) { D d; memcpy(&d, &s, sizeof(D)); return d; }
-#define ALLOY_IPOW(T) __device__ inline T alloy_ipow_##T(T a, T b) { T r = 1; if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0); \
-  while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }
-ALLOY_IPOW(int8) ALLOY_IPOW(uint8) ALLOY_IPOW(int16) ALLOY_IPOW(uint16) ALLOY_IPOW(int32) ALLOY_IPOW(uint32) ALLOY_IPOW(int64) ALLOY_IPOW(uint64)
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fffffff)
-"""
+""" + integer_helpers("__device__ inline")
 
 class CUDARenderer(CStyleRenderer):
   language = "cuda"

@@ -69,7 +69,10 @@ class CPUProgram(Program):
     self.fn.restype = None
   def __call__(self, buffers, scalars=(), global_size=(1, 1, 1), local_size=(1, 1, 1), wait=False, outs=1):
     args = [ctypes.c_void_p(b.ctypes.data) for b in buffers] + [ctypes.c_int32(s) for s in scalars]
-    return self.device.submit(self.fn, args, [buffers[i] for i in range(outs)], wait)
+    # a small (single-threaded) kernel on an idle device runs on the caller's thread: handing it to the
+    # worker costs more in GIL hand-offs than the kernel itself, and it is complete when this returns
+    small = global_size[0] <= 1
+    return self.device.submit(self.fn, args, [buffers[i] for i in range(outs)], wait, inline=small)
 
 class CPUDevice(Device):
   renderer = CRenderer()
@@ -100,7 +103,11 @@ class CPUDevice(Device):
         self.completed = seq
         self.done.notify_all()
 
-  def submit(self, fn, args, written, wait: bool):
+  def submit(self, fn, args, written, wait: bool, inline: bool = False):
+    if inline and self.completed == self.submitted:
+      start = time.perf_counter()
+      fn(*args)
+      return time.perf_counter() - start
     self.submitted += 1
     seq, timing = self.submitted, []
     for w in written: self.last_writer[id(w)] = seq
