@@ -30,18 +30,19 @@ def disk_cache_get(table: str, key: str) -> bytes | None:
     with open(_cache_path(table, key), "rb") as f: return f.read()
   except OSError: return None
 
-def disk_cache_put(table: str, key: str, value: bytes) -> None:
-  """Atomic write: a reader sees the whole entry or none, even with several processes."""
-  if not disk_cache_enabled(): return
-  path = _cache_path(table, key)
+def atomic_write(path: str, data: bytes) -> None:
+  """Write via a temp file and rename: readers see the whole file or none, even across processes."""
   os.makedirs(os.path.dirname(path), exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
   try:
-    with os.fdopen(fd, "wb") as f: f.write(value)
+    with os.fdopen(fd, "wb") as f: f.write(data)
     os.replace(tmp, path)
   except BaseException:
     if os.path.exists(tmp): os.unlink(tmp)
     raise
+
+def disk_cache_put(table: str, key: str, value: bytes) -> None:
+  if disk_cache_enabled(): atomic_write(_cache_path(table, key), value)
 
 class Timer:
   """Context manager measuring host wall time in seconds."""

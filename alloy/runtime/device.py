@@ -111,7 +111,11 @@ def get_device(name: str) -> Device:
 
 @functools.lru_cache(None)
 def _get_device(name: str) -> Device:
-  module = importlib.import_module(f"alloy.runtime.{DEVICE_MODULES[name.partition(':')[0]]}")
+  module_name = f"alloy.runtime.{DEVICE_MODULES[name.partition(':')[0]]}"
+  try: module = importlib.import_module(module_name)
+  except ModuleNotFoundError as e:
+    if e.name != module_name: raise
+    raise RuntimeError(f"the {name} device is not available in this version of alloy ({module_name} is not built yet)") from None
   return module.DEVICE_CLASS(name)
 
 def device_available(base: str) -> bool:
