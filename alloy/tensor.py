@@ -526,7 +526,7 @@ class Tensor:
     m = self.amax(a, keepdim=True) if largest else self.amin(a, keepdim=True)
     n = self.shape[a]
     idx = _index_tensor(n, self.device).reshape(tuple(n if i == a else 1 for i in range(self.ndim)))
-    hit = (self == m) | ((self != self) if self.dtype.is_float else (self != self))
+    hit = (self == m) | (self != self)   # a NaN wins, as in torch
     return hit.where(idx, n).amin(a, keepdim).cast(dt.int64)
   def argmax(self, dim=None, keepdim=False): return self._arg_extreme(dim, keepdim, True)
   def argmin(self, dim=None, keepdim=False): return self._arg_extreme(dim, keepdim, False)
@@ -542,8 +542,7 @@ class Tensor:
   def logsumexp(self, dim=None, keepdim=False):
     t = self if self.dtype.is_float else self.cast(dt.default_float)
     m = t.amax(dim, keepdim=True)
-    m = (m == float("inf")).where(0, m) if True else m
-    m = (m == float("-inf")).where(0, m)
+    m = (m.abs() == float("inf")).where(0, m)   # keep exp finite when a row is all +-inf
     out = (t - m).exp().sum(dim, keepdim=True).log() + m
     return out if keepdim else out.squeeze(t._axes(dim)) if t.ndim else out
   def softmax(self, dim=-1, dtype=None):

@@ -145,7 +145,7 @@ class ShapeTracker:
     """Flat buffer index and validity for a logical index of this tracker's shape."""
     flat, valid = self.views[-1].index(idxs)
     for view in reversed(self.views[:-1]):
-      unraveled, rest = [], flat
+      unraveled = []
       for s, st in zip(view.shape, strides_for_shape(view.shape)):
         unraveled.append(sym.mod(sym.div(flat, st), s) if st else sym.Const(0))
       f2, v2 = view.index(unraveled)
