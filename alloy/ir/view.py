@@ -82,6 +82,8 @@ class View:
     """A single view with the new shape, or None when one view can't express it."""
     if self.shape == new_shape: return self
     if self.contiguous: return View.create(new_shape)
+    if self.mask is not None and any(b >= e for b, e in self.mask):
+      return View.create(new_shape, mask=tuple((0, 0) for _ in new_shape))   # nothing valid: stays all padding
     if self.mask is not None:
       # only dims of size 1 added or removed keep a mask intact
       if tuple(s for s in self.shape if s != 1) != tuple(s for s in new_shape if s != 1): return None
