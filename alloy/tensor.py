@@ -490,7 +490,13 @@ class Tensor:
     axes = self._axes(dim)
     if self.ndim == 0: return self
     shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
-    t = self._new(Node(Op.REDUCE, (self.node,), (op, axes), self.dtype, shape))
+    if (parts := _split_count(self.shape, axes)) > 1:
+      # few long reductions: reduce `parts` slices of each in parallel, then the partial results
+      k, n = axes[0], prod(self.shape[a] for a in axes)
+      sliced = self.reshape(self.shape[:k] + (parts, n // parts))
+      partial = sliced._new(Node(Op.REDUCE, (sliced.node,), (op, (k + 1,)), self.dtype, self.shape[:k] + (parts, 1))).contiguous()
+      t = partial._new(Node(Op.REDUCE, (partial.node,), (op, (k,)), self.dtype, self.shape[:k] + (1, 1))).reshape(shape)
+    else: t = self._new(Node(Op.REDUCE, (self.node,), (op, axes), self.dtype, shape))
     return t if keepdim else t.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def sum(self, dim=None, keepdim=False, dtype=None):
     d = dt.to_dtype(dtype) if dtype else (dt.int64 if self.dtype.is_int or self.dtype.is_bool else self.dtype)
@@ -602,6 +608,17 @@ class Tensor:
   def dot(self, other: "Tensor") -> "Tensor":
     if self.ndim != 1 or other.ndim != 1: raise ValueError(f"dot: expected 1-D tensors, got shapes {self.shape} and {other.shape}")
     return self.matmul(other)
+
+SPLIT_MIN_LENGTH = 1 << 15    # reductions shorter than this run in one stage
+SPLIT_PARTIALS = 2048         # about this many partial results in the first stage fill a big GPU or all cores
+
+def _split_count(shape: tuple, axes: tuple) -> int:
+  """How many slices to cut each reduction into, so that a few long reductions (a full sum, say) spread over
+  the device instead of running on one thread group each; 1 for no split. Only trailing axes are cut."""
+  if not axes or axes != tuple(range(axes[0], len(shape))): return 1
+  n, rows = prod(shape[a] for a in axes), prod(shape[:axes[0]])
+  if n < SPLIT_MIN_LENGTH or rows * 64 > SPLIT_PARTIALS: return 1
+  return next((p for p in range(SPLIT_PARTIALS // rows, 15, -1) if n % p == 0 and n // p >= 256), 1)
 
 def _accept_axis(fn):
   """NumPy spelling: reductions take axis= as well as dim=."""

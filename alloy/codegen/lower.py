@@ -19,10 +19,11 @@ REDUCE_IDENTITY = {Op.ADD: lambda d: False if d.is_bool else 0, Op.MUL: lambda d
                    Op.MAX: dt.min_value, Op.MIN: dt.max_value}
 
 class _Level:
-  """One open loop: its body and where new instructions go (before the open child loop)."""
-  __slots__ = ("body", "insert_at", "var", "cse_keys")
-  def __init__(self, var):
-    self.body, self.insert_at, self.var, self.cse_keys = [], None, var, []
+  """One open loop: its body, where new instructions go (before the open child loop), and an optional
+  guard that skips the body (the tail of a loop whose step does not divide its length)."""
+  __slots__ = ("body", "insert_at", "var", "cse_keys", "guard")
+  def __init__(self, var, guard=None):
+    self.body, self.insert_at, self.var, self.cse_keys, self.guard = [], None, var, [], guard
   def add(self, item):
     if self.insert_at is None: self.body.append(item)
     else:
@@ -42,6 +43,8 @@ class Lowerer:
     self.cse: dict = {}
     self.memo: dict = {}
     self.n_vars = 0
+    self.group_var = self.lane_var = None
+    self.locals: list[Instr] = []          # threadgroup arrays, one per grouped reduction
     self.params = [Instr("param", ast.root.dtype if k == 0 else None, (), k) for k in range(ast.n_buffers)]
     self.buffer_dtypes = [None] * ast.n_buffers
     self.buffer_dtypes[0] = ast.root.dtype
@@ -74,7 +77,7 @@ class Lowerer:
     v = sym.Var(f"{prefix}{self.n_vars}", 0, size - 1)
     self.n_vars += 1
     return v
-  def open_loop(self, var: sym.Var, at_level: int, parallel=False) -> list:
+  def open_loop(self, var: sym.Var, at_level: int, parallel=False, guard: sym.Cond | None = None) -> list:
     """Open a loop as a child of stack[at_level]; returns the levels it displaced, to restore later."""
     saved = self.stack[at_level + 1:]
     del self.stack[at_level + 1:]
@@ -82,7 +85,7 @@ class Lowerer:
     rng = Instr("range", dt.int32, (), (var, parallel))
     parent.add(rng)
     body_pos = parent.insert_at if parent.insert_at is not None else len(parent.body)
-    lvl = _Level(var)
+    lvl = _Level(var, guard)
     lvl.body.append(rng)
     parent.body[body_pos - 1] = lvl          # the loop stands where its RANGE was added
     if parent.insert_at is not None: parent.insert_at -= 1
@@ -154,9 +157,10 @@ class Lowerer:
   def _reduce(self, n: Node, idx: tuple) -> Instr:
     op, axes = n.arg
     src = n.src[0]
-    lvl = self._level_for((), idx)
     acc = self.emit("acc", n.dtype, (), REDUCE_IDENTITY[op](n.dtype), exprs=idx, cse=False)
     acc_level = self.level_of[id(acc)]
+    if self.opts.group and acc_level == 0 and all(self._row_uniform(e) for e in idx) and prod(src.shape[a] for a in axes) > 0:
+      return self._group_reduce(n, idx, acc)
     saved_all, src_idx = [], list(idx)
     for a in axes:
       if src.shape[a] == 0: continue
@@ -169,56 +173,121 @@ class Lowerer:
     for saved in reversed(saved_all): self.close_loop(saved)
     return acc
 
+  def _row_uniform(self, e: sym.Expr) -> bool:
+    """Whether e is the same for every thread of a group: it may use the group index and nothing else."""
+    if isinstance(e, sym.Opaque): return False
+    if isinstance(e, sym.Sum): return all(self._row_uniform(t) for t, _ in e.terms)
+    if isinstance(e, (sym.Div, sym.Mod)): return self._row_uniform(e.a)
+    return not isinstance(e, sym.Var) or e is self.group_var
+
+  def _strided_index(self, e: sym.Expr, length: int) -> sym.Expr:
+    """lane + step*width under its loop's guard: named once, with the range the guard gives it, so the
+    index math below may simplify (a `% length` of it drops)."""
+    if e.max < length: return e
+    return sym.Opaque(self.emit("index", dt.int32, arg=e, exprs=[e]), 0, length - 1)
+
+  def _group_reduce(self, n: Node, idx: tuple, acc: Instr) -> Instr:
+    """The group's threads stride over the reduced elements (neighbours read neighbours), then combine."""
+    op, axes = n.arg
+    src, width = n.src[0], self.opts.group
+    length = prod(src.shape[a] for a in axes)
+    step = self.new_var(-(-length // width), "r")
+    r = self.lane_var + step * width
+    saved = self.open_loop(step, 0, guard=sym.Cond((("lt", r, length),)) if length % width else None)
+    r = self._strided_index(r, length)
+    src_idx, stride = list(idx), length
+    for a in axes:
+      stride //= src.shape[a]
+      src_idx[a] = sym.mod(sym.div(r, stride), src.shape[a]) if src.shape[a] > 1 else sym.Const(0)
+    v = self.value(src, tuple(src_idx))
+    self.emit("update", n.dtype, (acc, v), op, cse=False, exprs=[step])
+    self.close_loop(saved)
+    scratch = self.emit("local", n.dtype, (), (f"part{len(self.locals)}", -(-width // self.opts.simd)), cse=False) if width > self.opts.simd else None
+    if scratch is not None: self.locals.append(scratch)
+    return self.emit("group_reduce", n.dtype, (acc,) + ((scratch,) if scratch else ()), (op, width, self.lane_var.name), cse=False)
+
   # ---- the kernel
   def lower(self) -> LinearProgram:
     root, opts = self.ast.root, self.opts
-    shape = root.shape
-    idx: list = [sym.Const(0)] * len(shape)
-    if opts.threads:
-      # GPU: one thread per output element, flattened; a guard for the last block
-      total = prod(shape)
-      launched = opts.global_size[0] * opts.local_size[0]
-      # index math may assume gidx < total: the guard below keeps the extra threads of the last block out
-      gid = sym.Var("gidx", 0, max(total - 1, 0))
-      self.stack[0].add(Instr("special", dt.int32, (), (gid, opts.local_size[0])))
-      for a, st in enumerate(strides_for_shape(shape)):
-        if shape[a] > 1: idx[a] = sym.mod(sym.div(gid, st), shape[a]) if st else sym.Const(0)
-      if launched > total:
-        self.stack[0].add(Instr("if", None, (), sym.Cond((("lt", gid, total),))))
-      val = self.value(root, tuple(idx))
-      flat = sym.Const(0)
-      for a, st in enumerate(strides_for_shape(shape)): flat = flat + idx[a] * st
-      self.emit("store", None, (self.params[0], val), (flat, sym.Cond()), exprs=[flat], cse=False)
-      if launched > total: self.stack[0].add(Instr("endif", None))
-    else:
-      saved = []
-      first = True
-      for a, s in enumerate(shape):
-        if s <= 1: continue
-        var = self.new_var(s, "i")
-        saved.append(self.open_loop(var, len(self.stack) - 1, parallel=first and opts.parallel))
-        first = False
-        idx[a] = var
-      val = self.value(root, tuple(idx))
-      flat = sym.Const(0)
-      for a, st in enumerate(strides_for_shape(shape)): flat = flat + idx[a] * st
-      if prod(shape) > 0:
-        self.emit("store", None, (self.params[0], val), (flat, sym.Cond()), exprs=[flat], cse=False)
-      for sv in reversed(saved): self.close_loop(sv)
+    if opts.group: self._lower_groups()
+    elif opts.threads: self._lower_threads()
+    else: self._lower_loops()
     instrs = _flatten(self.stack[0].body)
     for p, d in zip(self.params, self.buffer_dtypes): p.dtype = d or dt.uint8
     meta = KernelMeta(name=kernel_name(self.ast), global_size=opts.global_size, local_size=opts.local_size,
                       flops=estimate_flops(self.ast), bytes=estimate_bytes(self.ast), opts=opts.applied)
     return LinearProgram(instrs, meta, self.buffer_dtypes)
 
+  def _store(self, idx: list) -> None:
+    shape = self.ast.root.shape
+    val = self.value(self.ast.root, tuple(idx))
+    flat = sym.Const(0)
+    for a, st in enumerate(strides_for_shape(shape)): flat = flat + idx[a] * st
+    self.emit("store", None, (self.params[0], val), (flat, sym.Cond()), exprs=[flat], cse=False)
+
+  def _lower_loops(self) -> None:
+    """CPU: a loop per output axis, the outer one split across cores when the kernel is big."""
+    shape, saved, idx = self.ast.root.shape, [], [sym.Const(0)] * len(self.ast.root.shape)
+    for a, s in enumerate(shape):
+      if s <= 1: continue
+      var = self.new_var(s, "i")
+      saved.append(self.open_loop(var, len(self.stack) - 1, parallel=not saved and self.opts.parallel))
+      idx[a] = var
+    if prod(shape) > 0: self._store(idx)
+    for sv in reversed(saved): self.close_loop(sv)
+
+  def _lower_threads(self) -> None:
+    """GPU: one thread per output element, flattened; a guard keeps the extra threads of the last block out."""
+    shape, opts = self.ast.root.shape, self.opts
+    total = prod(shape)
+    # index math may assume gidx < total: the guard below makes that true
+    gid = sym.Var("gidx", 0, max(total - 1, 0))
+    self.stack[0].add(Instr("special", dt.int32, (), (gid, "global")))
+    idx = _unflatten(gid, shape)
+    guarded = opts.global_size[0] * opts.local_size[0] > total
+    if guarded: self.stack[0].add(Instr("if", None, (), sym.Cond((("lt", gid, total),))))
+    self._store(idx)
+    if guarded: self.stack[0].add(Instr("endif", None))
+
+  def _lower_groups(self) -> None:
+    """GPU grouped reduction: the group index picks the row (the leading block_axes output axes); the
+    row's reductions are shared by its threads; its other output elements are strided over the threads."""
+    shape, opts = self.ast.root.shape, self.opts
+    rows, width = prod(shape[:opts.block_axes]), opts.group
+    self.group_var = sym.Var("gidx", 0, max(rows - 1, 0))
+    self.lane_var = sym.Var("lidx", 0, width - 1)
+    self.stack[0].add(Instr("special", dt.int32, (), (self.group_var, "group")))
+    self.stack[0].add(Instr("special", dt.int32, (), (self.lane_var, "lane")))
+    idx = _unflatten(self.group_var, shape[:opts.block_axes])
+    per_row = prod(shape[opts.block_axes:])
+    if per_row == 1:
+      idx += [sym.Const(0)] * (len(shape) - opts.block_axes)
+      val = self.value(self.ast.root, tuple(idx))   # every thread takes part in the reductions...
+      self.stack[0].add(Instr("if", None, (), sym.Cond((("lt", self.lane_var, 1),))))   # ...one stores
+      self._store(idx)
+      self.stack[0].add(Instr("endif", None))
+      return
+    step = self.new_var(-(-per_row // width), "j")
+    j = self.lane_var + step * width
+    saved = self.open_loop(step, 0, guard=sym.Cond((("lt", j, per_row),)) if per_row % width else None)
+    j = self._strided_index(j, per_row)
+    self._store(idx + _unflatten(j, shape[opts.block_axes:]))
+    self.close_loop(saved)
+
 def _flatten(body) -> list:
   out = []
   for item in body:
     if isinstance(item, _Level):
-      out.extend(_flatten(item.body))
+      inner = _flatten(item.body)
+      if item.guard is not None: inner = inner[:1] + [Instr("if", None, (), item.guard)] + inner[1:] + [Instr("endif", None)]
+      out.extend(inner)
       out.append(Instr("endrange", None))
     else: out.append(item)
   return out
+
+def _unflatten(flat: sym.Expr, shape) -> list:
+  """Per-axis indices of a row-major flat index."""
+  return [sym.mod(sym.div(flat, st), s) if s > 1 else sym.Const(0) for s, st in zip(shape, strides_for_shape(shape))]
 
 def _zero(d): return False if d.is_bool else 0.0 if d.is_float else 0
 

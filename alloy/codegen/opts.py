@@ -2,6 +2,8 @@
 from __future__ import annotations
 from dataclasses import dataclass
 from alloy.helpers import prod
+from alloy.ir.node import Node
+from alloy.ir.ops import Op
 from alloy.schedule.kernel import KernelAST
 
 @dataclass(frozen=True)
@@ -10,6 +12,7 @@ class DeviceCaps:
   threads: bool            # GPU-style launch: a grid of threads instead of loops
   max_local: int = 1024
   default_local: int = 256
+  simd_width: int = 32     # lanes that exchange registers (warp / SIMD-group)
 
 @dataclass(frozen=True)
 class KernelOpts:
@@ -17,17 +20,44 @@ class KernelOpts:
   global_size: tuple
   local_size: tuple
   parallel: bool = False
+  # GPU grouped reduction: one threadgroup of `group` threads per output row; the leading `block_axes`
+  # output axes pick the row, the threads split the row's reductions and loop over its remaining axes
+  group: int = 0
+  block_axes: int = 0
+  simd: int = 32
   applied: tuple = ()
 
 PARALLEL_MIN_WORK = 1 << 15   # elements; below this, threads cost more than they save
+GROUP_MIN_REDUCE = 128        # a reduction shorter than this is cheaper done by one thread
+GROUP_MAX_ROWS = 1 << 17      # with this many rows, one thread per row already fills a big GPU
 
 def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
   n = prod(ast.root.shape)
   if caps.threads:
-    local = min(caps.default_local, max(32, 1 << (max(n, 1) - 1).bit_length()))
+    if (grouped := _grouped_opts(ast.root, caps)) is not None: return grouped
+    local = min(caps.default_local, max(32, _pow2_at_least(n)))
     blocks = max(1, -(-n // local))
     return KernelOpts(True, (blocks, 1, 1), (local, 1, 1), applied=(("LOCAL", 0, local),))
   outer = next((s for s in ast.root.shape if s > 1), 1)
-  work = sum(m.shape[0] for m in ast.root.toposort() if m.op.name == "INPUT") + n
+  work = sum(m.shape[0] for m in ast.root.toposort() if m.op is Op.INPUT) + n
   parallel = work >= PARALLEL_MIN_WORK and outer > 1
-  return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, (("PARALLEL", 0, outer),) if parallel else ())
+  return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, applied=(("PARALLEL", 0, outer),) if parallel else ())
+
+def _grouped_opts(root: Node, caps: DeviceCaps) -> KernelOpts | None:
+  """Rows of long reductions: a threadgroup per row, its threads striding over the row (coalesced loads)
+  and combining partial results through SIMD shuffles and threadgroup memory."""
+  reduces = [m for m in root.toposort() if m.op is Op.REDUCE]
+  if not reduces or prod(root.shape) == 0: return None
+  def length(r: Node) -> int: return prod(r.src[0].shape[a] for a in r.arg[1])
+  big = max(reduces, key=length)
+  shape = root.shape
+  # trailing output axes the big reduction runs along (softmax's columns) belong to the row, not the grid
+  k = len(shape)
+  if len(big.shape) == len(shape):
+    while k > 0 and (shape[k - 1] == 1 or ((k - 1) in big.arg[1] and big.src[0].shape[k - 1] == shape[k - 1])): k -= 1
+  rows = prod(shape[:k])
+  if length(big) < GROUP_MIN_REDUCE or rows >= GROUP_MAX_ROWS: return None
+  local = max(caps.simd_width, min(caps.default_local, _pow2_at_least(length(big) // 8)))
+  return KernelOpts(True, (max(rows, 1), 1, 1), (local, 1, 1), group=local, block_axes=k, simd=caps.simd_width, applied=(("GROUP", k, local),))
+
+def _pow2_at_least(n: int) -> int: return 1 << (max(n, 1) - 1).bit_length()

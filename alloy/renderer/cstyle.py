@@ -50,7 +50,16 @@ class CStyleRenderer:
   # ---- pieces each language overrides
   def preamble(self, prog: LinearProgram) -> list[str]: return []
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str: raise NotImplementedError
-  def special(self, var: sym.Var, local: int) -> str: raise NotImplementedError
+  def special(self, kind: str) -> str:
+    """The thread index of a GPU launch: "global" (flat over the grid), "group" (threadgroup) or "lane" (in it)."""
+    raise NotImplementedError
+  def local_decl(self, name: str, d: DType, size: int) -> str:
+    """An array in memory shared by a threadgroup."""
+    raise NotImplementedError
+  def group_reduce(self, acc: str, combine, d: DType, lane: str, width: int, scratch: str | None) -> list[str]:
+    """Lines that leave the combination of acc over all `width` threads of the group in every thread's acc;
+    combine(a, b) renders one combining step."""
+    raise NotImplementedError
   def func(self, name: str, d: DType, args: list[str]) -> str:
     suffix = "f" if d.name == "float32" and self.language == "c" else ""
     return f"{name}{suffix}({', '.join(args)})"
@@ -166,8 +175,19 @@ class CStyleRenderer:
       if ins.op == "const":
         names[id(ins)] = self.const(ins.arg, ins.dtype); dtypes[id(ins)] = ins.dtype; continue
       if ins.op == "special":
-        var, local = ins.arg
-        lines.append(f"{ind}int {var.name} = {self.special(var, local)};"); continue
+        var, kind = ins.arg
+        lines.append(f"{ind}int {var.name} = {self.special(kind)};"); continue
+      if ins.op == "local":
+        name, size = ins.arg
+        names[id(ins)] = name
+        lines.append(ind + self.local_decl(name, ins.dtype, size)); continue
+      if ins.op == "group_reduce":
+        op, width, lane = ins.arg
+        acc = names[id(ins.src[0])]
+        def combine(a, b, op=op, d=ins.dtype): return self.rounded(self.alu(op, d, [a, b], [d, d]), d)
+        lines += [ind + l for l in self.group_reduce(acc, combine, ins.dtype, lane, width, names[id(ins.src[1])] if len(ins.src) > 1 else None)]
+        names[id(ins)], dtypes[id(ins)] = acc, ins.dtype
+        continue
       if ins.op == "range":
         var, parallel = ins.arg
         lines += [ind + l for l in self.range_open(var, parallel)]; depth += 1; continue

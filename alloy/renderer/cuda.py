@@ -1,7 +1,6 @@
 """CUDA C for NVRTC: one thread per output element, 16-bit floats stored natively and computed in float."""
 from __future__ import annotations
 from alloy.dtype import DType
-from alloy.ir import symbolic as sym
 from alloy.codegen.program import LinearProgram
 from alloy.renderer.cstyle import CStyleRenderer, integer_helpers
 
@@ -33,7 +32,17 @@ class CUDARenderer(CStyleRenderer):
     return f'extern "C" __global__ void __launch_bounds__({prog.meta.local_size[0]}) {name}({", ".join(params)})'
   def param_decl(self, slot: int, d: DType, written: bool) -> str:
     return f"{'' if written else 'const '}{self.tname(d)}* __restrict__ data{slot}"
-  def special(self, var: sym.Var, local: int) -> str: return "(int)(blockIdx.x*blockDim.x+threadIdx.x)"
+  def special(self, kind: str) -> str:
+    return {"global": "(int)(blockIdx.x*blockDim.x+threadIdx.x)", "group": "(int)blockIdx.x", "lane": "(int)threadIdx.x"}[kind]
+  def local_decl(self, name: str, d: DType, size: int) -> str: return f"__shared__ {self.vtype(d)} {name}[{size}];"
+  def group_reduce(self, acc: str, combine, d: DType, lane: str, width: int, scratch: str | None) -> list[str]:
+    # butterfly shuffles leave each warp's result in all its lanes; lane 0 of each warp posts it, all read all
+    wire = "int" if d.is_bool or (d.is_int and d.itemsize < 4) else self.vtype(d)
+    lines = [f"for (int o = 16; o > 0; o >>= 1) {{ {self.vtype(d)} other = ({self.vtype(d)})__shfl_xor_sync(0xffffffffu, ({wire}){acc}, o); "
+             f"{acc} = {combine(acc, 'other')}; }}"]
+    if scratch is None: return lines
+    return lines + [f"if (({lane} & 31) == 0) {scratch}[{lane} >> 5] = {acc};", "__syncthreads();",
+                    f"{acc} = {scratch}[0];", f"for (int w = 1; w < {width // 32}; w++) {acc} = {combine(acc, f'{scratch}[w]')};"]
   def func(self, name: str, d: DType, args: list[str]) -> str:
     suffix = "f" if d.name in ("float32", "float16", "bfloat16") else ""
     return f"{name}{suffix}({', '.join(args)})"

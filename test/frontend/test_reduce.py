@@ -96,3 +96,35 @@ def test_matmul_dtypes(device, rng):
     assert_close(got, (a.astype(np.float64) @ b).astype(dtype), dtype, atol=5e-2 if dtype == "float16" else None, rtol=1e-2 if dtype == "float16" else None)
   v = rand_np(rng, (8,))
   assert_close(Tensor(v, device=device).dot(Tensor(v, device=device)).numpy(), v @ v, rtol=1e-5)
+
+# long rows: threadgroups share a row on GPUs; a few very long reductions are split into two stages
+@pytest.mark.parametrize("shape,axis", [((1 << 17,), None), ((3, 40000), 1), ((2, 1 << 16), None), ((2, 300, 700), (1, 2)),
+                                        ((513, 1000), 1), ((700, 33), 0), ((40000, 3), 0)])
+def test_long_reductions(device, rng, shape, axis):
+  x = rand_np(rng, shape, low=-1, high=1)
+  t = Tensor(x, device=device)
+  assert_close(t.sum(axis).numpy(), x.astype(np.float64).sum(axis=axis), "float32", rtol=1e-4, atol=1e-3)
+  np.testing.assert_array_equal(t.amax(axis).numpy(), x.max(axis=axis))
+  np.testing.assert_array_equal(t.amin(axis).numpy(), x.min(axis=axis))
+  if not isinstance(axis, tuple):
+    np.testing.assert_array_equal(t.argmax(axis).numpy(), x.argmax(axis=axis))
+  np.testing.assert_array_equal((t > 0.999).any(axis).numpy(), (x > 0.999).any(axis=axis))
+  np.testing.assert_array_equal((t > -0.999).all(axis).numpy(), (x > -0.999).all(axis=axis))
+  xi = (x * 100).astype(np.int32)
+  np.testing.assert_array_equal(Tensor(xi, device=device).sum(axis).numpy(), xi.sum(axis=axis, dtype=np.int64))
+  if len(shape) == 2 and axis == 1:
+    assert_close(t.softmax(1).numpy(), np.exp(x - x.max(1, keepdims=True)) / np.exp(x - x.max(1, keepdims=True)).sum(1, keepdims=True), "float32")
+    assert_close(t.var(1).numpy(), x.astype(np.float64).var(1, ddof=1), "float32", rtol=1e-4)
+
+def test_long_half_reduction(device, rng):
+  x = rand_np(rng, (4, 3000), "float16", low=0.5, high=1.5)
+  t = Tensor(x, device=device)
+  assert_close(t.sum(1).numpy(), x.astype(np.float64).sum(1), "float16", rtol=1e-2)
+  np.testing.assert_array_equal(t.amax(1).numpy(), x.max(1))
+
+def test_full_sum_is_two_stages():
+  from alloy.schedule.fusion import schedule
+  t = Tensor(np.ones(1 << 20, np.float32))
+  assert len(schedule([t.sum().node])) == 2
+  assert len(schedule([Tensor(np.ones((1 << 10, 1 << 10), np.float32)).sum(1).node])) == 1
+  assert t.sum().item() == float(1 << 20)
