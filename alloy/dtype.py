@@ -11,6 +11,7 @@ class DType:
   rank: int          # order within a kind, for promotion
   np: type           # NumPy storage type (bfloat16 is stored as uint16 bits)
   def __repr__(self): return f"alloy.{self.name}"
+  def __hash__(self) -> int: return hash(self.name)   # dtypes key every graph node: keep hashing cheap
   @property
   def is_float(self) -> bool: return self.kind == "f"
   @property

@@ -212,11 +212,13 @@ class Tensor:
     if self.node.op is Op.VIEW: base, st = self.node.src[0], self.node.arg
     else: base, st = self.node, ShapeTracker.contiguous(self.shape)
     st = getattr(st, method)(*args)
+    if base.op is Op.CONST and method != "pad":   # a constant stays one node whatever its shape
+      return self._new(Node(Op.CONST, (), base.arg, self.dtype, st.shape))
     if st.is_contiguous and st.shape == base.shape and base.op is not Op.BUFFER: return self._new(base)
     return self._new(Node(Op.VIEW, (base,), st, self.dtype, st.shape))
-  def _const(self, v, d: DType | None = None) -> "Tensor":
+  def _const(self, v, d: DType | None = None, shape: tuple = ()) -> "Tensor":
     d = d or self.dtype
-    return Tensor(_cast_scalar(v, d), dtype=d, device=self.device)
+    return self._new(Node(Op.CONST, (), _cast_scalar(v, d), d, shape))
   def _operands(self, other, reverse=False, op_name="op"):
     """Broadcast two operands and promote them to a common dtype (Python scalars are weak)."""
     if isinstance(other, Tensor):
@@ -227,7 +229,7 @@ class Tensor:
     else:
       if isinstance(other, (list, tuple, np.ndarray)): other = Tensor(other, device=self.device); return self._operands(other, reverse, op_name)
       d = dt.result_type([self.dtype], [other])
-      a, b = self.cast(d), self._const(other, d)
+      a, b = self.cast(d), self._const(other, d, self.shape)
     if reverse: a, b = b, a
     shape = broadcast_shape(a.shape, b.shape)
     return a._broadcast_to(shape), b._broadcast_to(shape)

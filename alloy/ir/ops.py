@@ -4,7 +4,7 @@ from enum import Enum, auto
 class Op(Enum):
   # sources
   BUFFER = auto()      # a realized device buffer; arg = Buffer
-  CONST = auto()       # arg = Python scalar; shape ()
+  CONST = auto()       # arg = Python scalar; any shape (every element is the scalar)
   INPUT = auto()       # inside a kernel AST: the kernel's buffer number arg; shape (size,)
   ARANGE = auto()      # int32 element index 0..n-1; shape (n,)
   # movement: arg = ShapeTracker
@@ -28,6 +28,7 @@ class Op(Enum):
   GATHER = auto()
   # force a materialized, contiguous copy
   CONTIGUOUS = auto()
+  __hash__ = object.__hash__   # members are singletons; Enum's own hash is a slow Python call
 
 UNARY = {Op.NEG, Op.NOT, Op.ABS, Op.RECIP, Op.SQRT, Op.RSQRT, Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.SIN, Op.COS,
          Op.TAN, Op.TANH, Op.ERF, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC}

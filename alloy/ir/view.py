@@ -16,6 +16,11 @@ class View:
   offset: int = 0
   mask: tuple[tuple[int, int], ...] | None = None   # valid [begin, end) per axis; elsewhere the value is 0
 
+  def __hash__(self) -> int:   # views key every graph node's hash: compute once
+    if (h := self.__dict__.get("_hash")) is None:
+      object.__setattr__(self, "_hash", h := hash((self.shape, self.strides, self.offset, self.mask)))
+    return h
+
   @staticmethod
   @functools.lru_cache(None)
   def create(shape, strides=None, offset=0, mask=None) -> "View":
@@ -123,6 +128,10 @@ class View:
 @dataclass(frozen=True)
 class ShapeTracker:
   views: tuple[View, ...]
+
+  def __hash__(self) -> int:
+    if (h := self.__dict__.get("_hash")) is None: object.__setattr__(self, "_hash", h := hash(self.views))
+    return h
 
   @staticmethod
   def contiguous(shape) -> "ShapeTracker": return ShapeTracker((View.create(tuple(shape)),))

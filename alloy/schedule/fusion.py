@@ -49,9 +49,33 @@ def _fusable_reduce(reduce: Node, view: Node | None, consumer_root: Node, path_h
     if not varies[a]: seen_broadcast = True
   return True
 
+# schedules by graph structure: the same computation on other buffers reuses the kernels' cut and ASTs
+_schedules: dict = {}
+SCHEDULE_CACHE_SIZE = 4096
+
 def schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list]]:
   """Kernels in dependency order: (node realized, its AST, the nodes bound as its inputs [0]=itself)."""
   targets = [realized_nodes.get(t, t) for t in targets]
+  order = [n for i, n in _topo_nodes(targets)]
+  key = _structure(order, targets)
+  if (hit := _schedules.get(key)) is not None:
+    return [(order[k], ast, [order[i] for i in inputs]) for k, ast, inputs in hit]
+  items = _schedule(targets)
+  position = {id(n): i for i, n in enumerate(order)}
+  if len(_schedules) >= SCHEDULE_CACHE_SIZE: _schedules.clear()
+  _schedules[key] = [(position[id(n)], ast, [position[id(i)] for i in inputs]) for n, ast, inputs in items]
+  return items
+
+def _structure(order: list[Node], targets: list[Node]) -> tuple:
+  """The graph with its buffers replaced by their places: equal for the same computation on other data."""
+  position, parts = {}, []
+  for i, n in enumerate(order):
+    position[id(n)] = i
+    akey = None if n.op is Op.BUFFER else n.key[2]
+    parts.append((n.op, akey, n.dtype, n.shape, tuple(position[id(s)] for s in n.src)))
+  return tuple(parts), tuple(position[id(t)] for t in targets)
+
+def _schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list]]:
   # 1. decide which nodes become kernels
   parents: dict[int, int] = {}
   nodes = {}
@@ -95,12 +119,15 @@ def _kernel_root(n: Node) -> Node:
 def _is_buffer_view(n: Node) -> bool:
   return n.op is Op.BUFFER or (n.op is Op.VIEW and n.src[0].op is Op.BUFFER and n.arg.is_contiguous and n.arg.size() == n.src[0].shape[0])
 
-def _topo_ids(targets):
+def _topo_nodes(targets) -> list:
+  """(id, node) of every node under the targets, each after its sources."""
   seen, order = set(), []
   for t in targets:
     for n in t.toposort():
-      if id(n) not in seen: seen.add(id(n)); order.append(id(n))
+      if id(n) not in seen: seen.add(id(n)); order.append((id(n), n))
   return order
+
+def _topo_ids(targets): return [i for i, _ in _topo_nodes(targets)]
 
 def _reduces_in_kernel(root: Node, cut: set):
   """(reduce, the VIEW above it or None, whether another VIEW lies on the path) inside root's kernel."""

@@ -52,3 +52,13 @@ def test_realized_intermediate_is_reused(rng):
 def test_seed_example_is_one_kernel(rng):
   a = Tensor(rand_np(rng, (4, 3))).realize()
   assert kernels_for(lambda: a.T.pad(((1, 1), (1, 1))).sum(1).realize()) == 1
+
+def test_schedule_reused_for_same_structure(rng):
+  from alloy.schedule import fusion
+  x, y = rng.uniform(1, 2, (8, 9)).astype(np.float32), rng.uniform(1, 2, (8, 9)).astype(np.float32)
+  np.testing.assert_allclose((Tensor(x) * 3 + 1).sum(1).numpy(), (x * 3 + 1).sum(1), rtol=1e-6)
+  cached = len(fusion._schedules)
+  np.testing.assert_allclose((Tensor(y) * 3 + 1).sum(1).numpy(), (y * 3 + 1).sum(1), rtol=1e-6)   # other buffers: a hit
+  assert len(fusion._schedules) == cached
+  np.testing.assert_allclose((Tensor(y) * 4 + 1).sum(1).numpy(), (y * 4 + 1).sum(1), rtol=1e-6)   # other constant: new
+  assert len(fusion._schedules) == cached + 1
