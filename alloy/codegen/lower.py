@@ -106,11 +106,16 @@ class Lowerer:
   def _forget_memo(self, max_level: int):
     for k in [k for k, v in self.memo.items() if self.level_of.get(id(v), 0) > max_level]: del self.memo[k]
 
-  # ---- evaluation of AST nodes at a symbolic index
-  def value(self, n: Node, idx: tuple) -> Instr:
-    key = (id(n), idx)
+  # ---- evaluation of AST nodes at symbolic indices, one per lane (unrolled copies of the same work)
+  def value(self, n: Node, lanes: tuple) -> tuple:
+    """n's value at each lane's index; lanes asking for the same index share one evaluation."""
+    key = (id(n), lanes)
     if (hit := self.memo.get(key)) is not None: return hit
-    out = self._value(n, idx)
+    unique = tuple(dict.fromkeys(lanes))
+    if len(unique) < len(lanes):
+      vals = dict(zip(unique, self.value(n, unique)))
+      out = tuple(vals[idx] for idx in lanes)
+    else: out = self._value(n, lanes)
     self.memo[key] = out
     return out
 
@@ -121,57 +126,89 @@ class Lowerer:
     exprs = [flat] + [c[1] for c in valid.clauses]
     return self.emit("load", inp.dtype, (self.params[slot],), (flat, valid), exprs=exprs)
 
-  def _value(self, n: Node, idx: tuple) -> Instr:
-    if n.op is Op.CONST: return self.emit("const", n.dtype, arg=n.arg)
-    if n.op is Op.ARANGE: return self.emit("index", n.dtype, arg=idx[0], exprs=[idx[0]])
-    if n.op is Op.INPUT: return self._load(n, idx[0], sym.Cond())
-    if n.op is Op.VIEW:
-      flat, valid = n.arg.index(list(idx))
-      src = n.src[0]
-      if src.op is Op.INPUT: return self._load(src, flat, valid)
-      if valid.is_false: return self.emit("const", n.dtype, arg=_zero(n.dtype))
-      src_idx = tuple(sym.mod(sym.div(flat, st), s) if st else sym.Const(0) for s, st in zip(src.shape, strides_for_shape(src.shape)))
-      inner = self.value(src, src_idx)
-      if valid.is_true: return inner
-      cond = self.emit("cond", dt.bool_, arg=valid, exprs=[c[1] for c in valid.clauses])
-      return self.emit("alu", n.dtype, (cond, inner, self.emit("const", n.dtype, arg=_zero(n.dtype))), Op.WHERE)
-    if n.op is Op.REDUCE: return self._reduce(n, idx)
-    if n.op is Op.GATHER:
-      nb = len(n.src[1].shape)
-      b_idx, rest = idx[:nb], list(idx[nb:])
-      x = n.src[0]
-      x_idx = []
-      for a in range(len(x.shape)):
-        if a in n.arg:
-          k = n.arg.index(a)
-          iv = self.value(n.src[1 + k], b_idx)
-          x_idx.append(sym.Opaque(iv, 0, x.shape[a] - 1))
-        else: x_idx.append(rest.pop(0))
-      return self.value(x, tuple(x_idx))
+  def _value(self, n: Node, lanes: tuple) -> tuple:
+    if n.op is Op.CONST: return (self.emit("const", n.dtype, arg=n.arg),) * len(lanes)
+    if n.op is Op.ARANGE: return tuple(self.emit("index", n.dtype, arg=idx[0], exprs=[idx[0]]) for idx in lanes)
+    if n.op is Op.INPUT: return tuple(self._load(n, idx[0], sym.Cond()) for idx in lanes)
+    if n.op is Op.VIEW: return self._view(n, lanes)
+    if n.op is Op.REDUCE: return self._reduce(n, lanes)
+    if n.op is Op.GATHER: return self._gather(n, lanes)
+    srcs = [self.value(s, lanes) for s in n.src]
     if n.op in (Op.CAST, Op.BITCAST):
-      return self.emit(n.op.name.lower(), n.dtype, (self.value(n.src[0], idx),))
+      return tuple(self.emit(n.op.name.lower(), n.dtype, (v,)) for v in srcs[0])
     if n.op in ELEMENTWISE:
-      return self.emit("alu", n.dtype, tuple(self.value(s, idx) for s in n.src), n.op)
+      return tuple(self.emit("alu", n.dtype, vs, n.op) for vs in zip(*srcs))
     raise NotImplementedError(f"cannot lower {n.op}")
 
-  def _reduce(self, n: Node, idx: tuple) -> Instr:
+  def _view(self, n: Node, lanes: tuple) -> tuple:
+    src = n.src[0]
+    where = [n.arg.index(list(idx)) for idx in lanes]
+    if src.op is Op.INPUT: return tuple(self._load(src, flat, valid) for flat, valid in where)
+    live = [k for k, (_, valid) in enumerate(where) if not valid.is_false]
+    strides = strides_for_shape(src.shape)
+    inner = dict(zip(live, self.value(src, tuple(tuple(sym.mod(sym.div(where[k][0], st), sz) if st else sym.Const(0)
+                                                       for sz, st in zip(src.shape, strides)) for k in live)))) if live else {}
+    zero = self.emit("const", n.dtype, arg=_zero(n.dtype))
+    out = []
+    for k, (_, valid) in enumerate(where):
+      if valid.is_false: out.append(zero)
+      elif valid.is_true: out.append(inner[k])
+      else:
+        cond = self.emit("cond", dt.bool_, arg=valid, exprs=[c[1] for c in valid.clauses])
+        out.append(self.emit("alu", n.dtype, (cond, inner[k], zero), Op.WHERE))
+    return tuple(out)
+
+  def _gather(self, n: Node, lanes: tuple) -> tuple:
+    nb, x = len(n.src[1].shape), n.src[0]
+    picks = [self.value(n.src[1 + k], tuple(idx[:nb] for idx in lanes)) for k in range(len(n.arg))]
+    x_lanes = []
+    for lane, idx in enumerate(lanes):
+      rest, x_idx = list(idx[nb:]), []
+      for a in range(len(x.shape)):
+        if a in n.arg: x_idx.append(sym.Opaque(picks[n.arg.index(a)][lane], 0, x.shape[a] - 1))
+        else: x_idx.append(rest.pop(0))
+      x_lanes.append(tuple(x_idx))
+    return self.value(x, tuple(x_lanes))
+
+  def _reduce(self, n: Node, lanes: tuple) -> tuple:
     op, axes = n.arg
     src = n.src[0]
-    acc = self.emit("acc", n.dtype, (), REDUCE_IDENTITY[op](n.dtype), exprs=idx, cse=False)
-    acc_level = self.level_of[id(acc)]
-    if self.opts.group and acc_level == 0 and all(self._row_uniform(e) for e in idx) and prod(src.shape[a] for a in axes) > 0:
-      return self._group_reduce(n, idx, acc)
-    saved_all, src_idx = [], list(idx)
+    identity = REDUCE_IDENTITY[op](n.dtype)
+    if any(src.shape[a] == 0 for a in axes):
+      return tuple(self.emit("acc", n.dtype, (), identity, exprs=idx, cse=False) for idx in lanes)
+    if self.opts.group and len(lanes) == 1 and all(self._row_uniform(e) for e in lanes[0]):
+      return (self._group_reduce(n, lanes[0]),)
+    # the innermost reduced axis may be unrolled into independent accumulators (no add waits for the last)
+    last, unroll = axes[-1], self.opts.reduce_unroll if len(lanes) == 1 else 1
+    if src.shape[last] % unroll or src.shape[last] < 4 * unroll: unroll = 1
+    accs = [[self.emit("acc", n.dtype, (), identity, exprs=idx, cse=False) for _ in range(unroll)] for idx in lanes]
+    acc_level = max(self.level_of[id(a[0])] for a in accs)
+    saved_all, loop_idx = [], {}
     for a in axes:
-      if src.shape[a] == 0: continue
-      var = self.new_var(src.shape[a], "r")
-      saved_all.append(self.open_loop(var, len(self.stack) - 1 if saved_all else acc_level))
-      src_idx[a] = var if src.shape[a] > 1 else sym.Const(0)
-    if any(src.shape[a] == 0 for a in axes): return acc
-    v = self.value(src, tuple(src_idx))
-    self.emit("update", n.dtype, (acc, v), op, cse=False, exprs=[ax for ax in src_idx if isinstance(ax, sym.Var)])
+      size = src.shape[a] // (unroll if a == last else 1)
+      if size > 1:
+        var = self.new_var(size, "r")
+        saved_all.append(self.open_loop(var, len(self.stack) - 1 if saved_all else acc_level))
+        loop_idx[a] = var
+      else: loop_idx[a] = sym.Const(0)
+    src_lanes = []
+    for idx in lanes:
+      for c in range(unroll):
+        full = list(idx)
+        for a in axes: full[a] = loop_idx[a] * unroll + c if a == last and unroll > 1 else loop_idx[a]
+        src_lanes.append(tuple(full))
+    vals = self.value(src, tuple(src_lanes))
+    loop_vars = [v for v in loop_idx.values() if isinstance(v, sym.Var)]
+    for acc, v in zip([a for group in accs for a in group], vals):
+      self.emit("update", n.dtype, (acc, v), op, cse=False, exprs=loop_vars)
     for saved in reversed(saved_all): self.close_loop(saved)
-    return acc
+    return tuple(self._fold(group, op, n.dtype) for group in accs)
+
+  def _fold(self, parts: list, op: Op, dtype) -> Instr:
+    """Combine unrolled accumulators pairwise (a tree keeps the dependency chain short)."""
+    while len(parts) > 1:
+      parts = [self.emit("alu", dtype, (parts[i], parts[i + 1]), op) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    return parts[0]
 
   def _row_uniform(self, e: sym.Expr) -> bool:
     """Whether e is the same for every thread of a group: it may use the group index and nothing else."""
@@ -186,9 +223,10 @@ class Lowerer:
     if e.max < length: return e
     return sym.Opaque(self.emit("index", dt.int32, arg=e, exprs=[e]), 0, length - 1)
 
-  def _group_reduce(self, n: Node, idx: tuple, acc: Instr) -> Instr:
+  def _group_reduce(self, n: Node, idx: tuple) -> Instr:
     """The group's threads stride over the reduced elements (neighbours read neighbours), then combine."""
     op, axes = n.arg
+    acc = self.emit("acc", n.dtype, (), REDUCE_IDENTITY[op](n.dtype), exprs=idx, cse=False)
     src, width = n.src[0], self.opts.group
     length = prod(src.shape[a] for a in axes)
     step = self.new_var(-(-length // width), "r")
@@ -199,7 +237,7 @@ class Lowerer:
     for a in axes:
       stride //= src.shape[a]
       src_idx[a] = sym.mod(sym.div(r, stride), src.shape[a]) if src.shape[a] > 1 else sym.Const(0)
-    v = self.value(src, tuple(src_idx))
+    v, = self.value(src, (tuple(src_idx),))
     self.emit("update", n.dtype, (acc, v), op, cse=False, exprs=[step])
     self.close_loop(saved)
     scratch = self.emit("local", n.dtype, (), (f"part{len(self.locals)}", -(-width // self.opts.simd)), cse=False) if width > self.opts.simd else None
@@ -218,22 +256,30 @@ class Lowerer:
                       flops=estimate_flops(self.ast), bytes=estimate_bytes(self.ast), opts=opts.applied)
     return LinearProgram(instrs, meta, self.buffer_dtypes)
 
-  def _store(self, idx: list) -> None:
-    shape = self.ast.root.shape
-    val = self.value(self.ast.root, tuple(idx))
-    flat = sym.Const(0)
-    for a, st in enumerate(strides_for_shape(shape)): flat = flat + idx[a] * st
-    self.emit("store", None, (self.params[0], val), (flat, sym.Cond()), exprs=[flat], cse=False)
+  def _store(self, lanes: list) -> None:
+    strides = strides_for_shape(self.ast.root.shape)
+    for idx, val in zip(lanes, self.value(self.ast.root, tuple(tuple(idx) for idx in lanes))):
+      flat = sym.Const(0)
+      for a, st in enumerate(strides): flat = flat + idx[a] * st
+      self.emit("store", None, (self.params[0], val), (flat, sym.Cond()), exprs=[flat], cse=False)
 
   def _lower_loops(self) -> None:
-    """CPU: a loop per output axis, the outer one split across cores when the kernel is big."""
-    shape, saved, idx = self.ast.root.shape, [], [sym.Const(0)] * len(self.ast.root.shape)
+    """CPU: a loop per output axis, the outer one split across cores when the kernel is big; the upcast axis
+    is unrolled into lanes that share each load of the others (a register tile for matmul)."""
+    shape, opts = self.ast.root.shape, self.opts
+    saved, idx, lanes_of = [], [sym.Const(0)] * len(shape), {}
     for a, s in enumerate(shape):
       if s <= 1: continue
-      var = self.new_var(s, "i")
-      saved.append(self.open_loop(var, len(self.stack) - 1, parallel=not saved and self.opts.parallel))
-      idx[a] = var
-    if prod(shape) > 0: self._store(idx)
+      unroll = opts.upcast[1] if opts.upcast and opts.upcast[0] == a else 1
+      if s > unroll:
+        var = self.new_var(s // unroll, "i")
+        saved.append(self.open_loop(var, len(self.stack) - 1, parallel=not saved and opts.parallel))
+        idx[a] = var
+      if unroll > 1: lanes_of[a] = unroll
+    lanes = [idx]
+    for a, unroll in lanes_of.items():
+      lanes = [l[:a] + [l[a] * unroll + c] + l[a + 1:] for l in lanes for c in range(unroll)]
+    if prod(shape) > 0: self._store(lanes)
     for sv in reversed(saved): self.close_loop(sv)
 
   def _lower_threads(self) -> None:
@@ -246,7 +292,7 @@ class Lowerer:
     idx = _unflatten(gid, shape)
     guarded = opts.global_size[0] * opts.local_size[0] > total
     if guarded: self.stack[0].add(Instr("if", None, (), sym.Cond((("lt", gid, total),))))
-    self._store(idx)
+    self._store([idx])
     if guarded: self.stack[0].add(Instr("endif", None))
 
   def _lower_groups(self) -> None:
@@ -262,16 +308,16 @@ class Lowerer:
     per_row = prod(shape[opts.block_axes:])
     if per_row == 1:
       idx += [sym.Const(0)] * (len(shape) - opts.block_axes)
-      val = self.value(self.ast.root, tuple(idx))   # every thread takes part in the reductions...
+      self.value(self.ast.root, (tuple(idx),))   # every thread takes part in the reductions...
       self.stack[0].add(Instr("if", None, (), sym.Cond((("lt", self.lane_var, 1),))))   # ...one stores
-      self._store(idx)
+      self._store([idx])
       self.stack[0].add(Instr("endif", None))
       return
     step = self.new_var(-(-per_row // width), "j")
     j = self.lane_var + step * width
     saved = self.open_loop(step, 0, guard=sym.Cond((("lt", j, per_row),)) if per_row % width else None)
     j = self._strided_index(j, per_row)
-    self._store(idx + _unflatten(j, shape[opts.block_axes:]))
+    self._store([idx + _unflatten(j, shape[opts.block_axes:])])
     self.close_loop(saved)
 
 def _flatten(body) -> list:

@@ -25,9 +25,13 @@ class KernelOpts:
   group: int = 0
   block_axes: int = 0
   simd: int = 32
+  # CPU: (output axis, lanes) unrolled in registers, and the unroll of each reduction's innermost axis
+  upcast: tuple | None = None
+  reduce_unroll: int = 1
   applied: tuple = ()
 
 PARALLEL_MIN_WORK = 1 << 15   # elements; below this, threads cost more than they save
+CPU_LANES = 8                 # independent accumulators / unrolled outputs: covers add latency x issue width
 GROUP_MIN_REDUCE = 128        # a reduction shorter than this is cheaper done by one thread
 GROUP_MAX_ROWS = 1 << 17      # with this many rows, one thread per row already fills a big GPU
 
@@ -38,10 +42,20 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
     local = min(caps.default_local, max(32, _pow2_at_least(n)))
     blocks = max(1, -(-n // local))
     return KernelOpts(True, (blocks, 1, 1), (local, 1, 1), applied=(("LOCAL", 0, local),))
-  outer = next((s for s in ast.root.shape if s > 1), 1)
+  shape = ast.root.shape
+  outer = next((s for s in shape if s > 1), 1)
   work = sum(m.shape[0] for m in ast.root.toposort() if m.op is Op.INPUT) + n
   parallel = work >= PARALLEL_MIN_WORK and outer > 1
-  return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, applied=(("PARALLEL", 0, outer),) if parallel else ())
+  applied = (("PARALLEL", 0, outer),) if parallel else ()
+  if not any(m.op is Op.REDUCE for m in ast.root.toposort()):
+    return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, applied=applied)
+  # reductions: independent accumulators instead of one serial chain of adds; the innermost output axis
+  # unrolled into lanes, so each loaded element of a shared operand serves several outputs
+  inner = max((a for a, s in enumerate(shape) if s > 1), default=None)
+  upcast = (inner, CPU_LANES) if inner is not None and shape[inner] % CPU_LANES == 0 else None
+  if upcast and shape[inner] == outer and parallel and shape[inner] // CPU_LANES < 2: upcast = None
+  applied += ((("UPCAST",) + upcast,) if upcast else ()) + (("UNROLL_REDUCE", CPU_LANES),)
+  return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, upcast=upcast, reduce_unroll=CPU_LANES, applied=applied)
 
 def _grouped_opts(root: Node, caps: DeviceCaps) -> KernelOpts | None:
   """Rows of long reductions: a threadgroup per row, its threads striding over the row (coalesced loads)
