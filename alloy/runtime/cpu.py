@@ -2,6 +2,8 @@
 
 Launches are asynchronous: they queue on one worker thread (ctypes releases the GIL while a kernel runs,
 and kernels use OpenMP for their outer loop). copyout waits only for the launches that write its buffer.
+CPUGraph runs a captured list of launches as one native call: a small C trampoline walks arrays of kernel
+function pointers and their arguments, so a batch costs one queue hand-off instead of one per kernel.
 """
 from __future__ import annotations
 import ctypes, functools, os, platform, queue, shutil, subprocess, tempfile, threading, time
@@ -74,11 +76,78 @@ class CPUProgram(Program):
     small = global_size[0] <= 1
     return self.device.submit(self.fn, args, [buffers[i] for i in range(outs)], wait, inline=small)
 
+GRAPH_MAX_ARGS = 32   # the trampoline calls kernels of 0..GRAPH_MAX_ARGS pointer parameters
+
+def _trampoline_source() -> str:
+  """C that calls n kernels in order; kernel i takes nargs[i] pointers, read consecutively from args."""
+  cases = []
+  for k in range(GRAPH_MAX_ARGS + 1):
+    params = ", ".join(["void*"] * k) or "void"
+    cases.append(f"    case {k}: ((void (*)({params}))fns[i])({', '.join(f'a[{j}]' for j in range(k))}); break;")
+  return ("#include <stdint.h>\n"
+          "void alloy_graph_run(int32_t n, void **fns, const int32_t *nargs, void **args) {\n"
+          "  for (int32_t i = 0; i < n; i++) {\n"
+          "    void **a = args;\n"
+          "    args += nargs[i];\n"
+          "    switch (nargs[i]) {\n" + "\n".join(cases) + "\n    }\n  }\n}\n")
+
+class CPUGraph:
+  """A captured list of CPU launches run as one batched native call, in order, on the device's worker.
+  CPUGraph(launches, device) with launches [(program, buffers, scalars, global_size, local_size), ...];
+  __call__(buffers_per_launch=None, wait=False, scalars_per_launch=None): an entry of buffers_per_launch that
+  is not None replaces that launch's buffers (only the changed pointers are rewritten). wait=True returns seconds.
+  Kernels here take pointers only; a launch with scalar arguments is refused (ValueError)."""
+  def __init__(self, launches: list, device: "CPUDevice | None" = None):
+    if not launches: raise ValueError("a CPU graph needs at least one launch")
+    self.device = device = device if device is not None else launches[0][0].device
+    self.run = device.graph_trampoline.fn
+    self.cur: list[list] = []       # the buffers (numpy handles) each launch is bound to now
+    self.offsets: list[int] = []    # where launch i's pointers start in args
+    fns, nargs = [], []
+    for i, (prog, buffers, scalars, global_size, local_size) in enumerate(launches):
+      if not isinstance(prog, CPUProgram) or prog.device is not device: raise ValueError(f"launch {i}: not a CPUProgram of {device.name}")
+      if scalars: raise ValueError(f"launch {i} ({prog.name}): CPU graphs pass pointers only, this launch has {len(scalars)} scalars")
+      if len(buffers) > GRAPH_MAX_ARGS: raise ValueError(f"launch {i} ({prog.name}): {len(buffers)} buffers, CPU graphs take at most {GRAPH_MAX_ARGS}")
+      fns.append(ctypes.cast(prog.fn, ctypes.c_void_p).value)
+      nargs.append(len(buffers))
+      self.offsets.append(sum(nargs[:-1]))
+      self.cur.append(list(buffers))
+    self.n = len(launches)
+    self.fns = (ctypes.c_void_p * self.n)(*fns)
+    self.nargs = (ctypes.c_int32 * self.n)(*nargs)
+    self.args = (ctypes.c_void_p * max(sum(nargs), 1))(*[b.ctypes.data for bufs in self.cur for b in bufs])
+    self.small = all(launch[3][0] <= 1 for launch in launches)   # single-threaded kernels: may run inline
+    self.written = [b for bufs in self.cur for b in bufs]        # conservative, as CUDAGraph: all it touches
+    self.last_seq = 0                                            # device sequence number of the last run
+
+  def _rebind(self, i: int, buffers) -> None:
+    cur = self.cur[i]
+    if len(buffers) != len(cur): raise ValueError(f"graph launch {i}: takes {len(cur)} buffers, given {len(buffers)}")
+    for j, b in enumerate(buffers):
+      if b is cur[j]: continue
+      if self.device.completed < self.last_seq:   # a queued run still reads args: give it its own copy
+        self.args = type(self.args).from_buffer_copy(self.args)
+        self.last_seq = 0
+      self.args[self.offsets[i] + j] = b.ctypes.data
+      cur[j] = b
+      self.written = None
+
+  def __call__(self, buffers_per_launch=None, wait: bool = False, scalars_per_launch=None) -> float | None:
+    if scalars_per_launch is not None and any(s for s in scalars_per_launch):
+      raise ValueError("CPU graphs pass pointers only: scalars_per_launch must be empty")
+    if buffers_per_launch is not None:
+      for i, buffers in enumerate(buffers_per_launch):
+        if buffers is not None: self._rebind(i, buffers)
+      if self.written is None: self.written = [b for bufs in self.cur for b in bufs]
+    dev = self.device
+    elapsed = dev.submit(self.run, (ctypes.c_int32(self.n), self.fns, self.nargs, self.args), self.written, wait, inline=self.small)
+    self.last_seq = dev.submitted
+    return elapsed
+
 class CPUDevice(Device):
   renderer = CRenderer()
   caps = DeviceCaps(threads=False)
-  graph = None
-  graph_unavailable = "graph batching for CPU is not built yet: each captured launch is replayed one by one"
+  graph = CPUGraph
   def __init__(self, name: str):
     super().__init__(name)
     self.target = cpu_target()
@@ -91,6 +160,9 @@ class CPUDevice(Device):
     threading.Thread(target=self._worker, name="alloy-cpu", daemon=True).start()
   @functools.cached_property
   def compiler(self) -> CPUCompiler: return CPUCompiler()
+  @functools.cached_property
+  def graph_trampoline(self) -> CPUProgram:
+    return self.load("alloy_graph_run", self.compiler.compile_cached(_trampoline_source()))
 
   def _worker(self):
     while True:
