@@ -49,8 +49,16 @@ class CPUAllocator(LRUAllocator):
     self.device = device
   def _alloc(self, nbytes: int): return np.empty(nbytes, dtype=np.uint8)
   def _free(self, handle, nbytes: int): pass
+  def free(self, handle, nbytes: int):
+    # queued launches may still read a freed buffer: a host write into it after reuse waits for them
+    dev = self.device
+    if dev.completed < dev.submitted:
+      if len(dev.freed_at) > 4096: dev.freed_at = {h: s for h, s in dev.freed_at.items() if s > dev.completed}
+      dev.freed_at[id(handle)] = dev.submitted
+    super().free(handle, nbytes)
   def copyin(self, handle, src: memoryview):
     self.device.wait_for_writer(handle)
+    if (seq := self.device.freed_at.pop(id(handle), 0)): self.device._wait_seq(seq)
     handle[:] = np.frombuffer(src, dtype=np.uint8)
   def copyout(self, dst: memoryview, handle):
     self.device.wait_for_writer(handle)
@@ -156,6 +164,7 @@ class CPUDevice(Device):
     self.submitted = self.completed = 0
     self.done = threading.Condition()
     self.last_writer: dict[int, int] = {}     # id(buffer) -> sequence number of the last launch writing it
+    self.freed_at: dict[int, int] = {}        # id(buffer) -> launches submitted when it was freed
     self.error: BaseException | None = None
     threading.Thread(target=self._worker, name="alloy-cpu", daemon=True).start()
   @functools.cached_property
