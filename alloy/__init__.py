@@ -23,3 +23,4 @@ def minimum(a, b): return a.minimum(b)
 def matmul(a, b): return a.matmul(b)
 def synchronize(device=None): get_device(device or default_device()).synchronize()
 from alloy.engine.jit import jit, JitError
+from alloy.engine.trace import trace
