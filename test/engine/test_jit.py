@@ -141,14 +141,14 @@ def test_cpu_graph_rebinds_buffers():
   from alloy.runtime.cpu import CPUGraph
   rec = []
   listener = lambda ck, bufs, e, t: rec.append((ck, bufs))
-  x = Tensor(np.arange(4, dtype=np.float32)).realize()
+  x = Tensor(np.arange(4, dtype=np.float32), device="CPU").realize()
   engine.launch_listeners.append(listener)
   try: y = (x * 2 + 1).realize()
   finally: engine.launch_listeners.remove(listener)
   (ck, bufs), = rec
   dev = alloy.get_device("CPU")
   g = CPUGraph([(ck.runner, [b.handle for b in bufs], (), ck.meta.global_size, ck.meta.local_size)], dev)
-  other = Tensor(np.full(4, 10, np.float32)).realize()
+  other = Tensor(np.full(4, 10, np.float32), device="CPU").realize()
   g([[bufs[0].handle, other.node.src[0].arg.handle]], wait=True)
   assert_close(y.numpy(), np.full(4, 21, np.float32))
   with pytest.raises(ValueError, match="pointers only"): CPUGraph([(ck.runner, [b.handle for b in bufs], (3,), (1, 1, 1), (1, 1, 1))], dev)
