@@ -199,12 +199,14 @@ class Replay:
       elif id(buf) in first_with: self.outputs.append((None, first_with[id(buf)], n))
       else: self.outputs.append((None, None, n))   # a constant: returned as it was
     # random keys: refreshed in the order they were made, so the numbers match those of the same calls without @jit
-    self.rng = [(slots.index.get(id(key)), key.device) for key in cap.rng_keys]
+    self.rng = [(slots.index.get(id(key)), key.device, key.dtype) for key in cap.rng_keys]
     self.buffers = slots.buffers
     self.handles = [b.handle for b in slots.buffers]
-    self.variable = {s for s in self.input_slots if s is not None} | fresh_slots | {s for s, _ in self.rng if s is not None}
+    self.variable = {s for s in self.input_slots if s is not None} | fresh_slots | {r[0] for r in self.rng if r[0] is not None}
     self.direct = [(ck.runner, _picker(idx), ck.meta.global_size, ck.meta.local_size) for ck, idx in self.launches]
     self.graphs, self.graph_off = self._build_graphs() if graph_mode else ([], "JIT=2 (or graph=False) asks for replay without graphs")
+    for slot in self.variable:   # bound anew on every call: do not keep the capture call's buffers alive
+      self.buffers[slot] = self.handles[slot] = None
     if DEBUG >= 1: print(self.describe())
 
   def _build_graphs(self):
@@ -286,10 +288,10 @@ class Replay:
       b = fresh[s] = Buffer(device, size, dtype)
       h[s] = b.handle
     keys = []
-    for s, device in self.rng:
+    for s, device, dtype in self.rng:
       data = Tensor.next_rng_key()
       if s is not None:
-        keys.append(b := Buffer(device, 2, self.buffers[s].dtype).copyin(data))
+        keys.append(b := Buffer(device, 2, dtype).copyin(data))
         h[s] = b.handle
     if engine.launch_listeners: self._launch_observed(h, tensors, bound, fresh, keys)
     elif self.graphs: self._launch_graphs(h)
@@ -318,7 +320,7 @@ class Replay:
     for i, s in enumerate(self.input_slots):
       if s is not None: buffers[s] = bound[i].src[0].arg
     for s, b in fresh.items(): buffers[s] = b
-    for (s, _), b in zip([r for r in self.rng if r[0] is not None], keys): buffers[s] = b
+    for s, b in zip([r[0] for r in self.rng if r[0] is not None], keys): buffers[s] = b
     wait = engine.device_time_requests > 0
     for (ck, idx), (prog, pick, gs, ls) in zip(self.launches, self.direct):
       t0 = time.perf_counter()
