@@ -22,3 +22,5 @@ def maximum(a, b): return a.maximum(b)
 def minimum(a, b): return a.minimum(b)
 def matmul(a, b): return a.matmul(b)
 def synchronize(device=None): get_device(device or default_device()).synchronize()
+from alloy.engine.jit import jit, JitError
+from alloy.engine.trace import trace

@@ -12,6 +12,9 @@ from alloy.ir.view import ShapeTracker, View
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.device import canonical_device, default_device
 
+# listener(key_tensor) for every random key made (the jit's capture: a key is an implicit input refreshed per replay)
+rng_key_listeners: list = []
+
 MaxResult = collections.namedtuple("MaxResult", ["values", "indices"])
 
 def _norm_axis(axis: int, ndim: int, what="dimension") -> int:
@@ -131,12 +134,18 @@ class Tensor:
   def manual_seed(seed: int = 0):
     Tensor._seed, Tensor._rng_counter = int(seed) & 0xFFFFFFFF, 0
   @staticmethod
+  def next_rng_key() -> np.ndarray:
+    """The key of the next random tensor, (seed, counter) as 2 uint32; advances the counter."""
+    key = np.array([Tensor._seed, Tensor._rng_counter], dtype=np.uint32)
+    Tensor._rng_counter += 1
+    return key
+  @staticmethod
   def _random_bits(shape, device=None) -> "Tensor":
     """uint32 random bits from threefry-2x32 keyed by (seed, call counter), counter = element index."""
     shape = _shape_arg(shape)
     n = prod(shape)
-    key = Tensor(np.array([Tensor._seed, Tensor._rng_counter], dtype=np.uint32), device=device)
-    Tensor._rng_counter += 1
+    key = Tensor(Tensor.next_rng_key(), device=device)
+    for listener in rng_key_listeners: listener(key)
     ctr = _index_tensor(n, device).cast(dt.uint32)
     k0, k1 = key[0].reshape(1).expand(n), key[1].reshape(1).expand(n)
     x0, _ = _threefry2x32(ctr, Tensor.zeros(n, dtype=dt.uint32, device=device), k0, k1)

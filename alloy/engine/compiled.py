@@ -24,6 +24,12 @@ class CompiledKernel:
 
 _compiled: dict = {}
 
+# host-stage hooks (the trace recorder listens): listener(stage, start, seconds, detail), perf_counter seconds
+stage_listeners: list = []
+
+def emit_stage(stage: str, start: float, seconds: float, detail: str = "") -> None:
+  for listener in stage_listeners: listener(stage, start, seconds, detail)
+
 def compile_kernel(ast: KernelAST, device: Device) -> CompiledKernel:
   key = (device.name, ast.root, ast.n_buffers)
   if (hit := _compiled.get(key)) is not None: return hit
@@ -38,6 +44,8 @@ def compile_kernel(ast: KernelAST, device: Device) -> CompiledKernel:
   runner = device.load(prog.meta.name, binary)
   t4 = time.perf_counter()
   times.update(lower=t1 - t0, render=t2 - t1, compile=t3 - t2, load=t4 - t3)
+  if stage_listeners:
+    for stage, start in (("lower", t0), ("render", t1), ("compile", t2), ("load", t3)): emit_stage(stage, start, times[stage], prog.meta.name)
   prog.meta.target = device.target
   ck = CompiledKernel(ast, prog, source, binary, runner, prog.meta, times)
   if DEBUG >= 3: print(f"--- kernel {prog.meta.name} AST\n{ast.describe()}\nopts: {prog.meta.opts}")

@@ -8,11 +8,15 @@ from alloy.ir.view import ShapeTracker
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.device import get_device
 from alloy.schedule.fusion import schedule, realized_nodes, _is_buffer_view
-from alloy.engine.compiled import compile_kernel
+from alloy.engine.compiled import compile_kernel, emit_stage, stage_listeners
 
-# launch hooks (the jit's capture and the trace recorder listen here)
+# launch hooks (the jit's capture and the trace recorder listen here): listener(ck, buffers, elapsed, t_submit)
 launch_listeners: list = []
 kernels_launched = 0
+# while above zero every launch waits and reports device time (the trace recorder asks for it)
+device_time_requests = 0
+# called with the tensor before any read of its value on the host (the jit's capture refuses them)
+host_read_guards: list = []
 
 def _buffer_view(buf: Buffer, shape) -> Node:
   base = Node(Op.BUFFER, (), buf, buf.dtype, (buf.size,))
@@ -23,6 +27,7 @@ def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
   t0 = time.perf_counter()
   items = schedule(targets)
   t_sched = time.perf_counter() - t0
+  if stage_listeners: emit_stage("schedule", t0, t_sched, f"{len(items)} kernels")
   device = get_device(device_name)
   if DEBUG >= 1: print(f"realize on {device.name} ({device.target}): scheduled {len(items)} kernel{'s' if len(items) != 1 else ''} in {t_sched*1e3:.2f} ms")
   made: dict[int, Buffer] = {}
@@ -37,11 +42,12 @@ def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
       if b.device != device.name: raise ValueError(f"kernel {ast} mixes devices {b.device} and {device.name}")
     ck = compile_kernel(ast, device)
     handles = [b.handle for b in bufs]
-    wait = DEBUG >= 2
+    wait = DEBUG >= 2 or device_time_requests > 0
     t_launch = time.perf_counter()
     elapsed = ck.runner(handles, (), ck.meta.global_size, ck.meta.local_size, wait=wait)
     t_submit = time.perf_counter() - t_launch
     kernels_launched += 1
+    if stage_listeners: emit_stage("submit", t_launch, t_submit, ck.meta.name)
     for listener in launch_listeners: listener(ck, bufs, elapsed, t_submit)
     if DEBUG >= 2:
       m = ck.meta
@@ -74,7 +80,8 @@ def realize(tensors) -> None:
       realized_nodes[t.node] = t.node
 
 def buffer_of(t) -> Buffer:
-  """The contiguous buffer holding exactly t's elements, realizing (and copying) as needed."""
+  """The contiguous buffer holding exactly t's elements, realizing (and copying) as needed. Used to read on the host."""
+  for guard in host_read_guards: guard(t)
   realize([t])
   n = t.node
   if not (n.op is Op.VIEW and n.src[0].op is Op.BUFFER and n.arg.is_contiguous and n.src[0].shape[0] == prod(n.shape)):

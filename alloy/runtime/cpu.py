@@ -2,6 +2,8 @@
 
 Launches are asynchronous: they queue on one worker thread (ctypes releases the GIL while a kernel runs,
 and kernels use OpenMP for their outer loop). copyout waits only for the launches that write its buffer.
+CPUGraph runs a captured list of launches as one native call: a small C trampoline walks arrays of kernel
+function pointers and their arguments, so a batch costs one queue hand-off instead of one per kernel.
 """
 from __future__ import annotations
 import ctypes, functools, os, platform, queue, shutil, subprocess, tempfile, threading, time
@@ -47,8 +49,16 @@ class CPUAllocator(LRUAllocator):
     self.device = device
   def _alloc(self, nbytes: int): return np.empty(nbytes, dtype=np.uint8)
   def _free(self, handle, nbytes: int): pass
+  def free(self, handle, nbytes: int):
+    # queued launches may still read a freed buffer: a host write into it after reuse waits for them
+    dev = self.device
+    if dev.completed < dev.submitted:
+      if len(dev.freed_at) > 4096: dev.freed_at = {h: s for h, s in dev.freed_at.items() if s > dev.completed}
+      dev.freed_at[id(handle)] = dev.submitted
+    super().free(handle, nbytes)
   def copyin(self, handle, src: memoryview):
     self.device.wait_for_writer(handle)
+    if (seq := self.device.freed_at.pop(id(handle), 0)): self.device._wait_seq(seq)
     handle[:] = np.frombuffer(src, dtype=np.uint8)
   def copyout(self, dst: memoryview, handle):
     self.device.wait_for_writer(handle)
@@ -74,11 +84,78 @@ class CPUProgram(Program):
     small = global_size[0] <= 1
     return self.device.submit(self.fn, args, [buffers[i] for i in range(outs)], wait, inline=small)
 
+GRAPH_MAX_ARGS = 32   # the trampoline calls kernels of 0..GRAPH_MAX_ARGS pointer parameters
+
+def _trampoline_source() -> str:
+  """C that calls n kernels in order; kernel i takes nargs[i] pointers, read consecutively from args."""
+  cases = []
+  for k in range(GRAPH_MAX_ARGS + 1):
+    params = ", ".join(["void*"] * k) or "void"
+    cases.append(f"    case {k}: ((void (*)({params}))fns[i])({', '.join(f'a[{j}]' for j in range(k))}); break;")
+  return ("#include <stdint.h>\n"
+          "void alloy_graph_run(int32_t n, void **fns, const int32_t *nargs, void **args) {\n"
+          "  for (int32_t i = 0; i < n; i++) {\n"
+          "    void **a = args;\n"
+          "    args += nargs[i];\n"
+          "    switch (nargs[i]) {\n" + "\n".join(cases) + "\n    }\n  }\n}\n")
+
+class CPUGraph:
+  """A captured list of CPU launches run as one batched native call, in order, on the device's worker.
+  CPUGraph(launches, device) with launches [(program, buffers, scalars, global_size, local_size), ...];
+  __call__(buffers_per_launch=None, wait=False, scalars_per_launch=None): an entry of buffers_per_launch that
+  is not None replaces that launch's buffers (only the changed pointers are rewritten). wait=True returns seconds.
+  Kernels here take pointers only; a launch with scalar arguments is refused (ValueError)."""
+  def __init__(self, launches: list, device: "CPUDevice | None" = None):
+    if not launches: raise ValueError("a CPU graph needs at least one launch")
+    self.device = device = device if device is not None else launches[0][0].device
+    self.run = device.graph_trampoline.fn
+    self.cur: list[list] = []       # the buffers (numpy handles) each launch is bound to now
+    self.offsets: list[int] = []    # where launch i's pointers start in args
+    fns, nargs = [], []
+    for i, (prog, buffers, scalars, global_size, local_size) in enumerate(launches):
+      if not isinstance(prog, CPUProgram) or prog.device is not device: raise ValueError(f"launch {i}: not a CPUProgram of {device.name}")
+      if scalars: raise ValueError(f"launch {i} ({prog.name}): CPU graphs pass pointers only, this launch has {len(scalars)} scalars")
+      if len(buffers) > GRAPH_MAX_ARGS: raise ValueError(f"launch {i} ({prog.name}): {len(buffers)} buffers, CPU graphs take at most {GRAPH_MAX_ARGS}")
+      fns.append(ctypes.cast(prog.fn, ctypes.c_void_p).value)
+      nargs.append(len(buffers))
+      self.offsets.append(sum(nargs[:-1]))
+      self.cur.append(list(buffers))
+    self.n = len(launches)
+    self.fns = (ctypes.c_void_p * self.n)(*fns)
+    self.nargs = (ctypes.c_int32 * self.n)(*nargs)
+    self.args = (ctypes.c_void_p * max(sum(nargs), 1))(*[b.ctypes.data for bufs in self.cur for b in bufs])
+    self.small = all(launch[3][0] <= 1 for launch in launches)   # single-threaded kernels: may run inline
+    self.written = [b for bufs in self.cur for b in bufs]        # conservative, as CUDAGraph: all it touches
+    self.last_seq = 0                                            # device sequence number of the last run
+
+  def _rebind(self, i: int, buffers) -> None:
+    cur = self.cur[i]
+    if len(buffers) != len(cur): raise ValueError(f"graph launch {i}: takes {len(cur)} buffers, given {len(buffers)}")
+    for j, b in enumerate(buffers):
+      if b is cur[j]: continue
+      if self.device.completed < self.last_seq:   # a queued run still reads args: give it its own copy
+        self.args = type(self.args).from_buffer_copy(self.args)
+        self.last_seq = 0
+      self.args[self.offsets[i] + j] = b.ctypes.data
+      cur[j] = b
+      self.written = None
+
+  def __call__(self, buffers_per_launch=None, wait: bool = False, scalars_per_launch=None) -> float | None:
+    if scalars_per_launch is not None and any(s for s in scalars_per_launch):
+      raise ValueError("CPU graphs pass pointers only: scalars_per_launch must be empty")
+    if buffers_per_launch is not None:
+      for i, buffers in enumerate(buffers_per_launch):
+        if buffers is not None: self._rebind(i, buffers)
+      if self.written is None: self.written = [b for bufs in self.cur for b in bufs]
+    dev = self.device
+    elapsed = dev.submit(self.run, (ctypes.c_int32(self.n), self.fns, self.nargs, self.args), self.written, wait, inline=self.small)
+    self.last_seq = dev.submitted
+    return elapsed
+
 class CPUDevice(Device):
   renderer = CRenderer()
   caps = DeviceCaps(threads=False)
-  graph = None
-  graph_unavailable = "graph batching for CPU is not built yet: each captured launch is replayed one by one"
+  graph = CPUGraph
   def __init__(self, name: str):
     super().__init__(name)
     self.target = cpu_target()
@@ -87,10 +164,14 @@ class CPUDevice(Device):
     self.submitted = self.completed = 0
     self.done = threading.Condition()
     self.last_writer: dict[int, int] = {}     # id(buffer) -> sequence number of the last launch writing it
+    self.freed_at: dict[int, int] = {}        # id(buffer) -> launches submitted when it was freed
     self.error: BaseException | None = None
     threading.Thread(target=self._worker, name="alloy-cpu", daemon=True).start()
   @functools.cached_property
   def compiler(self) -> CPUCompiler: return CPUCompiler()
+  @functools.cached_property
+  def graph_trampoline(self) -> CPUProgram:
+    return self.load("alloy_graph_run", self.compiler.compile_cached(_trampoline_source()))
 
   def _worker(self):
     while True:

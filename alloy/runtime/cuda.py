@@ -411,15 +411,17 @@ class CUDAGraph:
     self.blocks[i].pack(buffers, scalars)
     _check(driver.cuGraphExecKernelNodeSetParams(self.exec, self.nodes[i], self.params[i]), "cuGraphExecKernelNodeSetParams")
     self.cur_bufs[i], self.cur_scalars[i] = buffers, scalars
-    self._written.update(buffers)
+    self._written = None   # recomputed once per replay: a set that only grew would keep every buffer ever bound
 
   def __call__(self, buffers_per_launch=None, wait: bool = False, scalars_per_launch=None) -> float | None:
     dev = self.device
     dev._activate()
     if buffers_per_launch is not None or scalars_per_launch is not None:
       for i in range(len(self.nodes)):
-        self._update(i, buffers_per_launch[i] if buffers_per_launch is not None else None,
-                     scalars_per_launch[i] if scalars_per_launch is not None else None)
+        b = buffers_per_launch[i] if buffers_per_launch is not None else None
+        s = scalars_per_launch[i] if scalars_per_launch is not None else None
+        if b is not None or s is not None: self._update(i, b, s)
+      if self._written is None: self._written = {b for bufs in self.cur_bufs for b in bufs}
     if wait: _check(driver.cuEventRecord(dev._t0, dev.stream), "cuEventRecord")
     _check(driver.cuGraphLaunch(self.exec, dev.stream), "cuGraphLaunch")
     dev._mark_written(self._written)   # conservative: every buffer the graph touches waits for the whole graph

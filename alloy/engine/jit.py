@@ -1,0 +1,390 @@
+"""@jit: run a function of Tensors once, capture the launches it makes on the second call, replay them after.
+
+A replay binds the new inputs' buffers (and fresh output buffers, and fresh random keys) into the captured
+launches and submits them, in batches of growing size as device graphs where the device has a Graph class;
+it schedules, lowers and compiles nothing. What a replay may not change is checked: every Tensor argument
+must have the shape, dtype, device and memory layout it had at capture, every other argument must be equal.
+
+Buffers a captured launch reads that are neither arguments nor made by the function (weights reached through
+a closure or `self`, constants built inside) are bound as they were at capture: pass tensors that change
+between calls as arguments.
+
+JIT=0 turns capture off, JIT=2 captures but replays launch by launch (no graphs).
+"""
+from __future__ import annotations
+import functools, inspect, time
+from alloy.helpers import DEBUG, getenv
+from alloy.ir.node import Node
+from alloy.ir.ops import Op
+from alloy.runtime.buffer import Buffer
+from alloy.runtime.device import get_device
+from alloy.schedule.fusion import realized_nodes
+from alloy.engine import realize as engine
+from alloy.tensor import Tensor, rng_key_listeners
+
+JIT = getenv("JIT", 1)
+FIRST_BATCH, MAX_BATCH = 2, 1024   # graph batch sizes double from FIRST_BATCH up to MAX_BATCH launches
+
+class JitError(RuntimeError):
+  """A jitted function was called in a way its capture cannot replay."""
+
+_capturing: "_Capture | None" = None   # the capture in progress (a jitted call inside it runs its function)
+
+# ---- arguments and results
+
+_TENSOR = object()   # marks a Tensor's place among the other arguments
+
+def _walk(obj, label: str, tensors: list, others: list, labels: list | None) -> None:
+  """Collect the Tensors of nested lists/tuples/dicts; others gets one entry per item (a mark for a Tensor),
+  labels (when given) the item's name beside each entry of others."""
+  if labels is not None: labels.append(label)
+  if type(obj) is Tensor:
+    tensors.append(obj)
+    others.append(_TENSOR)
+  elif type(obj) in (list, tuple):
+    others.append((type(obj), len(obj)))
+    for i, o in enumerate(obj): _walk(o, f"{label}[{i}]", tensors, others, labels)
+  elif type(obj) is dict:
+    others.append((dict, tuple(obj)))
+    for k, o in obj.items(): _walk(o, f"{label}[{k!r}]", tensors, others, labels)
+  else: others.append(obj)
+
+def _flatten_args(names: list[str], args: tuple, kwargs: dict, labels: list | None = None):
+  tensors, others = [], []
+  for i, a in enumerate(args): _walk(a, names[i] if i < len(names) else f"args[{i}]", tensors, others, labels)
+  for k, a in kwargs.items():
+    if labels is not None: labels.append(f"keyword {k}")
+    others.append(k)
+    _walk(a, k, tensors, others, labels)
+  return tensors, others
+
+def _tensor_labels(others: list, labels: list) -> list[str]:
+  return [label for o, label in zip(others, labels) if o is _TENSOR]
+
+def _same(a: list, b: list) -> bool:
+  try: return a == b
+  except Exception: return False   # values whose == is not a bool (arrays): compared one by one on error
+
+def _rebuild(template, values):
+  """The returned structure with its Tensors replaced, in order, by values (an iterator)."""
+  if template is _TENSOR: return next(values)
+  if isinstance(template, _Seq): return template.kind(_rebuild(t, values) for t in template.items)
+  if isinstance(template, _Map): return {k: _rebuild(t, values) for k, t in template.items.items()}
+  return template
+
+class _Seq:
+  def __init__(self, kind, items): self.kind, self.items = kind, items
+class _Map:
+  def __init__(self, items): self.items = items
+
+def _template(obj, tensors: list):
+  """The shape of a returned value: Tensors become _TENSOR (collected in order), containers are kept."""
+  if type(obj) is Tensor:
+    tensors.append(obj)
+    return _TENSOR
+  if type(obj) in (list, tuple): return _Seq(type(obj), [_template(o, tensors) for o in obj])
+  if type(obj) is dict: return _Map({k: _template(o, tensors) for k, o in obj.items()})
+  return obj
+
+def _bound_buffer(t: Tensor) -> Node:
+  """t's node as a view of a buffer (any layout), realizing t first when it is lazy."""
+  n = t.node
+  if n.op is Op.VIEW and n.src[0].op is Op.BUFFER: return n
+  engine.realize([t])
+  n = t.node
+  if n.op is Op.BUFFER: n = t.node = engine._buffer_view(n.arg, n.shape)
+  return n
+
+def _spec(t: Tensor, n: Node) -> tuple:
+  return (n.shape, n.dtype, t.device, n.arg, n.src[0].arg.size)
+
+def _describe_layout(st, size: int) -> str:
+  views = "; ".join(f"strides {v.strides} offset {v.offset}" + (f" mask {v.mask}" if v.mask else "") for v in st.views)
+  return f"{views} into a buffer of {size}"
+
+def _picker(idx: tuple):
+  """h -> tuple of h[i] for i in idx, in C where possible."""
+  if len(idx) == 1:
+    i = idx[0]
+    return lambda h: (h[i],)
+  if not idx: return lambda h: ()
+  import operator
+  return operator.itemgetter(*idx)
+
+# ---- capture
+
+class _Capture:
+  """Listens while the function runs the second time: every launch, every random key, any host read."""
+  def __init__(self, name: str):
+    self.name = name
+    self.launches: list = []   # (CompiledKernel, [Buffer])
+    self.rng_keys: list = []   # the key Buffers, in the order they were made
+  def on_launch(self, ck, buffers, elapsed, t_submit) -> None: self.launches.append((ck, list(buffers)))
+  def on_rng_key(self, key: Tensor) -> None: self.rng_keys.append(key.node.src[0].arg)
+  def on_host_read(self, t: Tensor) -> None:
+    raise JitError(f"jit {self.name}: a tensor of shape {t.shape} is read on the host (numpy(), item(), tolist(), bool() "
+                   f"or a copy to another device) inside the captured function; a replay cannot repeat that. "
+                   f"Return the tensor and read it after the call, or call the function without @jit")
+
+  def run(self, fn, args, kwargs):
+    saved = list(realized_nodes.items())
+    # work already done for equal graphs (same input buffers as the first call) must launch again to be captured
+    realized_nodes.clear()
+    listeners = ((engine.launch_listeners, self.on_launch), (rng_key_listeners, self.on_rng_key),
+                 (engine.host_read_guards, self.on_host_read))
+    global _capturing
+    for where, listener in listeners: where.append(listener)
+    _capturing = self
+    try:
+      ret = fn(*args, **kwargs)
+      outs: list = []
+      template = _template(ret, outs)
+      engine.realize(outs)
+    finally:
+      _capturing = None
+      for where, listener in listeners: where.remove(listener)
+      for node, view in saved: realized_nodes.setdefault(node, view)
+    return ret, template, outs
+
+class _Slots:
+  """Numbers every buffer the captured launches touch; fixed ones keep their Buffer, the others are bound per call."""
+  def __init__(self):
+    self.index: dict[int, int] = {}
+    self.buffers: list[Buffer] = []
+  def slot(self, buf: Buffer) -> int:
+    if (i := self.index.get(id(buf))) is None:
+      i = self.index[id(buf)] = len(self.buffers)
+      self.buffers.append(buf)
+    return i
+
+class Replay:
+  """What a capture left: the launches with their buffer slots, the input checks, how to bind each call."""
+  def __init__(self, name: str, arg_names: list[str], args, kwargs, cap: _Capture, template, outs: list[Tensor],
+               inputs: list[Node], graph_mode: bool):
+    self.name, self.arg_names = name, arg_names
+    labels: list = []
+    tensors, self.others = _flatten_args(arg_names, args, kwargs, labels)
+    self.other_labels, self.labels = labels, _tensor_labels(self.others, labels)
+    self.specs = [_spec(t, n) for t, n in zip(tensors, inputs)]
+    slots = _Slots()
+    self.launches = [(ck, tuple(slots.slot(b) for b in bufs)) for ck, bufs in cap.launches]
+    made = {id(bufs[0]) for _, bufs in cap.launches}
+    # inputs: the first argument holding a buffer binds it; a later argument holding the same buffer must again
+    self.input_slots: list = []
+    self.aliases: list = []    # (argument, earlier argument sharing its buffer at capture)
+    first_with: dict[int, int] = {}
+    for i, n in enumerate(inputs):
+      buf = n.src[0].arg
+      if id(buf) in made: raise JitError(f"jit {name}: the function writes into its argument {labels[i]}, which a replay cannot do")
+      if id(buf) in first_with:
+        self.aliases.append((i, first_with[id(buf)]))
+        self.input_slots.append(None)
+        continue
+      first_with[id(buf)] = i
+      self.input_slots.append(slots.index.get(id(buf)))
+    # outputs: a buffer made by a launch is made fresh on every call, so results the user holds keep their values
+    self.template = template
+    self.outputs: list = []   # per returned Tensor: (slot, argument or None, node to return as is or None)
+    self.fresh: list = []     # (slot, size, dtype, device)
+    fresh_slots: set = set()
+    for t in outs:
+      n = t.node
+      buf = n.src[0].arg
+      if id(buf) in made:
+        s = slots.slot(buf)
+        if s not in fresh_slots:
+          fresh_slots.add(s)
+          self.fresh.append((s, buf.size, buf.dtype, buf.device))
+        self.outputs.append((s, None, n))
+      elif id(buf) in first_with: self.outputs.append((None, first_with[id(buf)], n))
+      else: self.outputs.append((None, None, n))   # a constant: returned as it was
+    # random keys: refreshed in the order they were made, so the numbers match those of the same calls without @jit
+    self.rng = [(slots.index.get(id(key)), key.device, key.dtype) for key in cap.rng_keys]
+    self.buffers = slots.buffers
+    self.handles = [b.handle for b in slots.buffers]
+    self.variable = {s for s in self.input_slots if s is not None} | fresh_slots | {r[0] for r in self.rng if r[0] is not None}
+    self.direct = [(ck.runner, _picker(idx), ck.meta.global_size, ck.meta.local_size) for ck, idx in self.launches]
+    self.graphs, self.graph_off = self._build_graphs() if graph_mode else ([], "JIT=2 (or graph=False) asks for replay without graphs")
+    for slot in self.variable:   # bound anew on every call: do not keep the capture call's buffers alive
+      self.buffers[slot] = self.handles[slot] = None
+    if DEBUG >= 1: print(self.describe())
+
+  def _build_graphs(self):
+    """Consecutive launches on one device in batches of 2, 4, 8, ... so the device starts early batches at once."""
+    if not self.launches: return [], "nothing to replay"
+    graphs, reasons, i = [], set(), 0
+    size = FIRST_BATCH
+    while i < len(self.launches):
+      device = get_device(self.buffers[self.launches[i][1][0]].device)
+      j = i
+      while j < len(self.launches) and j - i < size and self.buffers[self.launches[j][1][0]].device == device.name: j += 1
+      batch = self.launches[i:j]
+      if device.graph is None:
+        reasons.add(f"{device.name}: {device.graph_unavailable or 'no Graph class'}")
+        graphs.append((None, i, j, []))
+      else:
+        try:
+          g = device.graph([(ck.runner, [self.handles[s] for s in idx], (), ck.meta.global_size, ck.meta.local_size) for ck, idx in batch], device)
+          var = [(k, _picker(idx)) for k, (ck, idx) in enumerate(batch) if any(s in self.variable for s in idx)]
+          graphs.append((g, i, j, var))
+        except Exception as e:   # a device that cannot batch these launches replays them one by one
+          reasons.add(f"{device.name}: {type(e).__name__}: {e}")
+          graphs.append((None, i, j, []))
+      i, size = j, min(size * 2, MAX_BATCH)
+    if all(g is None for g, *_ in graphs): return [], "; ".join(sorted(reasons))
+    return graphs, "; ".join(sorted(reasons))
+
+  def describe(self) -> str:
+    names = [ck.meta.name for ck, _ in self.launches]
+    shown = ", ".join(names[:8]) + (f", ... ({len(names) - 8} more)" if len(names) > 8 else "")
+    ins = ", ".join(f"{label}: {spec[0]} {spec[1].name} {spec[2]}" for label, spec in zip(self.labels, self.specs)) or "none"
+    if self.graphs:
+      batches = [j - i for g, i, j, _ in self.graphs if g is not None]
+      how = f"replays as {len(batches)} graph{'s' if len(batches) != 1 else ''} of {batches} launches"
+      if self.graph_off: how += f" (one by one where graphs failed: {self.graph_off})"
+    else: how = f"replays launch by launch ({self.graph_off})"
+    return (f"jit {self.name}: captured {len(names)} kernel{'s' if len(names) != 1 else ''} [{shown}]; inputs {ins}; "
+            f"{len(self.fresh)} fresh output buffer{'s' if len(self.fresh) != 1 else ''} per call, {len(self.rng)} random key{'s' if len(self.rng) != 1 else ''}, "
+            f"{len(self.buffers) - len(self.variable)} fixed buffers; {how}")
+
+  # ---- one call
+
+  def _check_others(self, others) -> None:
+    for k, (got, want) in enumerate(zip(others, self.others)):
+      try: same = got is want or bool(got == want)
+      except Exception: same = False
+      if not same:
+        if got is _TENSOR or want is _TENSOR:
+          raise JitError(f"jit {self.name}: argument {self.other_labels[k]} was {'a Tensor' if want is _TENSOR else repr(want)} at capture, "
+                         f"now {'a Tensor' if got is _TENSOR else repr(got)}")
+        raise JitError(f"jit {self.name}: argument {self.other_labels[k]} is {got!r}, captured with {want!r}; a value that is not a "
+                       f"Tensor is baked into the captured kernels: pass it as a Tensor or use one jitted function per value")
+    raise JitError(f"jit {self.name}: called with {len(others)} argument items, captured with {len(self.others)}")
+
+  def _input_error(self, i: int, t: Tensor, n: Node) -> JitError:
+    shape, dtype, device, st, size = self.specs[i]
+    what = (f"shape {n.shape}, captured with {shape}" if n.shape != shape else
+            f"dtype {n.dtype.name}, captured with {dtype.name}" if n.dtype != dtype else
+            f"device {t.device}, captured on {device}" if t.device != device else
+            f"memory layout {_describe_layout(n.arg, n.src[0].arg.size)}, captured with {_describe_layout(st, size)}")
+    return JitError(f"jit {self.name}: argument {self.labels[i]} has {what}")
+
+  def __call__(self, args, kwargs):
+    tensors, others = _flatten_args(self.arg_names, args, kwargs)
+    if not _same(others, self.others): self._check_others(others)
+    h = self.handles[:]
+    bound: list = []
+    for i, t in enumerate(tensors):
+      n = t.node
+      if n.op is not Op.VIEW or n.src[0].op is not Op.BUFFER: n = _bound_buffer(t)
+      if (n.shape, n.dtype, t.device, n.arg, n.src[0].arg.size) != self.specs[i]: raise self._input_error(i, t, n)
+      bound.append(n)
+      if (s := self.input_slots[i]) is not None: h[s] = n.src[0].arg.handle
+    for i, j in self.aliases:
+      if bound[i].src[0].arg is not bound[j].src[0].arg:
+        raise JitError(f"jit {self.name}: arguments {self.labels[j]} and {self.labels[i]} were one buffer at capture and differ now")
+    fresh = {}
+    for s, size, dtype, device in self.fresh:
+      b = fresh[s] = Buffer(device, size, dtype)
+      h[s] = b.handle
+    keys = []
+    for s, device, dtype in self.rng:
+      data = Tensor.next_rng_key()
+      if s is not None:
+        keys.append(b := Buffer(device, 2, dtype).copyin(data))
+        h[s] = b.handle
+    if engine.launch_listeners: self._launch_observed(h, tensors, bound, fresh, keys)
+    elif self.graphs: self._launch_graphs(h)
+    else:
+      for prog, pick, gs, ls in self.direct: prog(pick(h), (), gs, ls)
+    if DEBUG >= 2:
+      n_graphs = sum(1 for g, *_ in self.graphs if g is not None)
+      print(f"jit {self.name}: replayed {len(self.launches)} kernels in {n_graphs} graph{'s' if n_graphs != 1 else ''}"
+            + (f"; one by one: {self.graph_off}" if self.graph_off else ""))
+    return _rebuild(self.template, iter([self._output(k, fresh, bound) for k in range(len(self.outputs))]))
+
+  def _launch_graphs(self, h) -> None:
+    direct = self.direct
+    for g, i, j, var in self.graphs:
+      if g is None:
+        for prog, pick, gs, ls in direct[i:j]: prog(pick(h), (), gs, ls)
+      elif var:
+        per_launch = [None] * (j - i)
+        for k, pick in var: per_launch[k] = pick(h)
+        g(per_launch)
+      else: g()
+
+  def _launch_observed(self, h, tensors, bound, fresh, keys) -> None:
+    """Launch by launch, telling the listeners (the trace) about each, with device time when it is asked for."""
+    buffers = self.buffers[:]
+    for i, s in enumerate(self.input_slots):
+      if s is not None: buffers[s] = bound[i].src[0].arg
+    for s, b in fresh.items(): buffers[s] = b
+    for s, b in zip([r[0] for r in self.rng if r[0] is not None], keys): buffers[s] = b
+    wait = engine.device_time_requests > 0
+    for (ck, idx), (prog, pick, gs, ls) in zip(self.launches, self.direct):
+      t0 = time.perf_counter()
+      elapsed = prog(pick(h), (), gs, ls, wait=wait)
+      t_submit = time.perf_counter() - t0
+      for listener in engine.launch_listeners: listener(ck, [buffers[s] for s in idx], elapsed, t_submit)
+
+  def _output(self, k: int, fresh: dict, bound: list) -> Tensor:
+    s, arg, n = self.outputs[k]
+    if s is None and arg is None: return Tensor(n, device=n.src[0].arg.device)
+    buf = fresh[s] if s is not None else bound[arg].src[0].arg
+    base = Node(Op.BUFFER, (), buf, buf.dtype, (buf.size,))
+    return Tensor(Node(Op.VIEW, (base,), n.arg, n.dtype, n.shape), device=buf.device)
+
+# ---- the decorator
+
+class Jit:
+  """A function of Tensors that runs normally once, is captured on its second call and replayed after."""
+  def __init__(self, fn, graph: bool | None = None):
+    functools.update_wrapper(self, fn)
+    self.fn, self.graph = fn, graph
+    self.name = getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
+    try:
+      self.arg_names = [p.name for p in inspect.signature(fn).parameters.values()
+                        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError): self.arg_names = []
+    self.calls = 0
+    self.replay: Replay | None = None
+
+  def __get__(self, obj, objtype=None):
+    """A jitted method: one capture per instance (its weights are its own)."""
+    if obj is None: return self
+    key = f"_alloy_jit_{self.__name__}"
+    try: return obj.__dict__[key]
+    except KeyError: pass
+    bound = Jit(functools.partial(self.fn, obj), self.graph)
+    bound.name, bound.arg_names = self.name, self.arg_names[1:]
+    try: obj.__dict__[key] = bound
+    except AttributeError: pass   # no __dict__: a fresh capture per access
+    return bound
+
+  def reset(self) -> None:
+    """Forget the capture: the next call runs normally and the one after captures again."""
+    self.calls, self.replay = 0, None
+
+  def __call__(self, *args, **kwargs):
+    if self.replay is not None and _capturing is None: return self.replay(args, kwargs)
+    if JIT == 0 or _capturing is not None: return self.fn(*args, **kwargs)
+    self.calls += 1
+    tensors, _ = _flatten_args(self.arg_names, args, kwargs)
+    inputs = [_bound_buffer(t) for t in tensors]
+    if self.calls == 1:
+      ret = self.fn(*args, **kwargs)
+      outs: list = []
+      _template(ret, outs)
+      engine.realize(outs)
+      return ret
+    cap = _Capture(self.name)
+    ret, template, outs = cap.run(self.fn, args, kwargs)
+    graph_mode = self.graph if self.graph is not None else JIT != 2
+    self.replay = Replay(self.name, self.arg_names, args, kwargs, cap, template, outs, inputs, graph_mode)
+    return ret
+
+def jit(fn=None, *, graph: bool | None = None):
+  """@jit or @jit(graph=False). graph=None follows JIT (JIT=2: no graphs)."""
+  if fn is None: return lambda f: Jit(f, graph)
+  return Jit(fn, graph)

@@ -1,0 +1,90 @@
+"""Launch overhead: a chain of 1000 dependent tiny kernels (x = x*1.0001 + 1 on 1024 float32), in µs per kernel.
+
+alloy eager (schedule + cached compile per kernel), @jit replay launch by launch, @jit replay in graphs, beside
+NumPy on the CPU and PyTorch eager and torch.cuda.CUDAGraph on CUDA when PyTorch is installed.
+Also: the fixed cost of one replay (a one-kernel function) and of one fresh output buffer per replay.
+
+python bench/jit.py            (DEV=CUDA or DEV=CPU picks the device; default: the best present)
+"""
+from __future__ import annotations
+import os, sys, time
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import alloy
+from alloy import Tensor
+from alloy.runtime.buffer import Buffer
+from common import median_time, print_table
+
+try: import torch
+except ImportError: torch = None
+
+N_KERNELS, N_ELEMS = 1000, 1024
+
+def chain(x: Tensor) -> Tensor:
+  for _ in range(N_KERNELS): x = (x * 1.0001 + 1).realize()
+  return x
+
+def per_kernel_us(fn, sync, rounds: int = 3) -> float:
+  def go():
+    fn(); sync()
+  return median_time(go, rounds=rounds, min_seconds=0.3) / N_KERNELS * 1e6
+
+def run():
+  device = alloy.default_device()
+  dev = alloy.get_device(device)
+  x = Tensor(np.ones(N_ELEMS, np.float32), device=device).realize()
+  want = np.ones(N_ELEMS, np.float32)
+  for _ in range(N_KERNELS): want = want * np.float32(1.0001) + np.float32(1)
+  row = {"workload": f"{N_KERNELS} dependent kernels, {N_ELEMS} f32", "unit": "us"}
+  row["eager"] = per_kernel_us(lambda: chain(x), dev.synchronize, rounds=1)
+  for name, graph in (("jit", False), ("jit+graph", True)):
+    f = alloy.jit(chain, graph=graph)
+    f(x); f(x)
+    np.testing.assert_allclose(f(x).numpy(), want, rtol=1e-4)
+    row[name] = per_kernel_us(lambda: f(x), dev.synchronize)
+    graphs = [j - i for g, i, j, _ in f.replay.graphs if g is not None]
+    if graph and not graphs: print(f"{device}: no graphs ({f.replay.graph_off})")
+    elif graph: print(f"{device}: {len(graphs)} graphs of {graphs} kernels")
+  columns = ["jit+graph", "jit", "eager"]
+  if device == "CPU":
+    a = np.ones(N_ELEMS, np.float32)
+    def numpy_chain():
+      y = a
+      for _ in range(N_KERNELS): y = y * np.float32(1.0001) + np.float32(1)
+    row["numpy"] = per_kernel_us(numpy_chain, lambda: None)
+    columns.append("numpy")
+  if torch is not None and device.startswith("CUDA") and torch.cuda.is_available():
+    t = torch.ones(N_ELEMS, device="cuda")
+    def torch_chain():
+      y = t
+      for _ in range(N_KERNELS): y = y * 1.0001 + 1
+      return y
+    row["torch"] = per_kernel_us(torch_chain, torch.cuda.synchronize)
+    static_in = t.clone()
+    torch_chain_graph = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s): torch_chain()
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(torch_chain_graph):
+      y = static_in
+      for _ in range(N_KERNELS): y = y * 1.0001 + 1
+    row["torch+graph"] = per_kernel_us(torch_chain_graph.replay, torch.cuda.synchronize)
+    columns += ["torch", "torch+graph"]
+  print(f"launch overhead on {device} ({dev.target}): µs per kernel, lower is better")
+  print_table([row], columns, {}, ours="jit+graph")
+  # the fixed cost of one replay, and of making one fresh output buffer (plus its Tensor) per replay
+  one = alloy.jit(lambda a: a * 2, graph=True)
+  one(x); one(x)
+  replay_us = median_time(lambda: one(x)) * 1e6
+  def fresh_output():
+    b = Buffer(device, N_ELEMS, alloy.float32)
+    b.handle
+    return Tensor(one.replay._output(0, {one.replay.outputs[0][0]: b}, []).node, device=device)
+  fresh_us = median_time(fresh_output) * 1e6
+  dev.synchronize()
+  print(f"one replay of a one-kernel function: {replay_us:.2f} µs host time, of which a fresh output buffer and its Tensor: {fresh_us:.2f} µs")
+
+if __name__ == "__main__":
+  run()
