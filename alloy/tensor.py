@@ -216,7 +216,10 @@ class Tensor:
   def cpu(self): return self.to("CPU")
 
   # ---- internals
-  def _new(self, node: Node) -> "Tensor": return Tensor(node, device=self.device)
+  def _new(self, node: Node) -> "Tensor":
+    t = Tensor.__new__(Tensor)   # same device, already canonical: skip the constructor's checks
+    t.node, t.device = node, self.device
+    return t
   def _view(self, method: str, *args) -> "Tensor":
     if self.node.op is Op.VIEW: base, st = self.node.src[0], self.node.arg
     else: base, st = self.node, ShapeTracker.contiguous(self.shape)

@@ -13,6 +13,7 @@ from alloy.ir.node import Node
 from alloy.ir.ops import Op, FLOP_COST, ELEMENTWISE
 from alloy.codegen.program import Instr, KernelMeta, LinearProgram
 from alloy.codegen.opts import KernelOpts, choose_opts
+from alloy.codegen.vectorize import vectorize
 from alloy.schedule.kernel import KernelAST
 
 REDUCE_IDENTITY = {Op.ADD: lambda d: False if d.is_bool else 0, Op.MUL: lambda d: True if d.is_bool else 1,
@@ -181,6 +182,7 @@ class Lowerer:
     # the innermost reduced axis may be unrolled into independent accumulators (no add waits for the last)
     last, unroll = axes[-1], self.opts.reduce_unroll if len(lanes) == 1 else 1
     if src.shape[last] % unroll or src.shape[last] < 4 * unroll: unroll = 1
+    if self.opts.full_unroll: return self._unrolled_reduce(n, lanes)
     accs = [[self.emit("acc", n.dtype, (), identity, exprs=idx, cse=False) for _ in range(unroll)] for idx in lanes]
     acc_level = max(self.level_of[id(a[0])] for a in accs)
     saved_all, loop_idx = [], {}
@@ -203,6 +205,22 @@ class Lowerer:
       self.emit("update", n.dtype, (acc, v), op, cse=False, exprs=loop_vars)
     for saved in reversed(saved_all): self.close_loop(saved)
     return tuple(self._fold(group, op, n.dtype) for group in accs)
+
+  def _unrolled_reduce(self, n: Node, lanes: tuple) -> tuple:
+    """No loop: every reduced element is a lane, combined in a tree."""
+    op, axes = n.arg
+    src = n.src[0]
+    sizes = [src.shape[a] for a in axes]
+    points = [()]
+    for size in sizes: points = [p + (k,) for p in points for k in range(size)]
+    src_lanes = []
+    for idx in lanes:
+      for p in points:
+        full = list(idx)
+        for a, k in zip(axes, p): full[a] = sym.Const(k)
+        src_lanes.append(tuple(full))
+    vals = self.value(src, tuple(src_lanes))
+    return tuple(self._fold(list(vals[i * len(points):(i + 1) * len(points)]), op, n.dtype) for i in range(len(lanes)))
 
   def _fold(self, parts: list, op: Op, dtype) -> Instr:
     """Combine unrolled accumulators pairwise (a tree keeps the dependency chain short)."""
@@ -247,7 +265,8 @@ class Lowerer:
   # ---- the kernel
   def lower(self) -> LinearProgram:
     root, opts = self.ast.root, self.opts
-    if opts.group: self._lower_groups()
+    if opts.full_unroll: self._store([list(idx) for idx in _all_indices(root.shape)])
+    elif opts.group: self._lower_groups()
     elif opts.threads: self._lower_threads()
     else: self._lower_loops()
     instrs = _flatten(self.stack[0].body)
@@ -331,6 +350,11 @@ def _flatten(body) -> list:
     else: out.append(item)
   return out
 
+def _all_indices(shape) -> list:
+  points = [()]
+  for size in shape: points = [p + (sym.Const(k),) for p in points for k in range(size)]
+  return points
+
 def _unflatten(flat: sym.Expr, shape) -> list:
   """Per-axis indices of a row-major flat index."""
   return [sym.mod(sym.div(flat, st), s) if s > 1 else sym.Const(0) for s, st in zip(shape, strides_for_shape(shape))]
@@ -375,4 +399,7 @@ def estimate_bytes(ast: KernelAST) -> int:
   return total
 
 def lower(ast: KernelAST, device_caps) -> LinearProgram:
-  return Lowerer(ast, choose_opts(ast, device_caps)).lower()
+  prog = Lowerer(ast, choose_opts(ast, device_caps)).lower()
+  prog.instrs, prog.meta.vector_widths = vectorize(prog.instrs, device_caps.vector_width, device_caps.vector_dtypes,
+                                                   aligned=device_caps.threads)
+  return prog

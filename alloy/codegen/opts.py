@@ -13,6 +13,8 @@ class DeviceCaps:
   max_local: int = 1024
   default_local: int = 256
   simd_width: int = 32     # lanes that exchange registers (warp / SIMD-group)
+  vector_width: int = 4    # elements per vector load/store, for the dtypes below
+  vector_dtypes: frozenset = frozenset({"float32", "int32", "uint32"})
 
 @dataclass(frozen=True)
 class KernelOpts:
@@ -28,6 +30,7 @@ class KernelOpts:
   # CPU: (output axis, lanes) unrolled in registers, and the unroll of each reduction's innermost axis
   upcast: tuple | None = None
   reduce_unroll: int = 1
+  full_unroll: bool = False   # every output element and every reduced element a lane of one thread
   applied: tuple = ()
 
 PARALLEL_MIN_WORK = 1 << 15   # elements; below this, threads cost more than they save
@@ -35,8 +38,13 @@ CPU_LANES = 8                 # independent accumulators / unrolled outputs: cov
 GROUP_MIN_REDUCE = 128        # a reduction shorter than this is cheaper done by one thread
 GROUP_MAX_ROWS = 1 << 17      # with this many rows, one thread per row already fills a big GPU
 
+TINY_OUTPUTS, TINY_WORK = 16, 256   # a kernel this small is one thread with everything unrolled
+
 def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
   n = prod(ast.root.shape)
+  if 0 < n <= TINY_OUTPUTS and _work(ast.root) <= TINY_WORK:
+    # one thread, every loop unrolled: its loads and stores become a few vector accesses
+    return KernelOpts(caps.threads, (1, 1, 1), (1, 1, 1), full_unroll=True, applied=(("UNROLL_ALL", n),))
   if caps.threads:
     if (grouped := _grouped_opts(ast.root, caps)) is not None: return grouped
     local = min(caps.default_local, max(32, _pow2_at_least(n)))
@@ -73,5 +81,9 @@ def _grouped_opts(root: Node, caps: DeviceCaps) -> KernelOpts | None:
   if length(big) < GROUP_MIN_REDUCE or rows >= GROUP_MAX_ROWS: return None
   local = max(caps.simd_width, min(caps.default_local, _pow2_at_least(length(big) // 8)))
   return KernelOpts(True, (max(rows, 1), 1, 1), (local, 1, 1), group=local, block_axes=k, simd=caps.simd_width, applied=(("GROUP", k, local),))
+
+def _work(root: Node) -> int:
+  """Elements computed, counting each reduction's input."""
+  return max([prod(root.shape)] + [prod(m.src[0].shape) for m in root.toposort() if m.op is Op.REDUCE])
 
 def _pow2_at_least(n: int) -> int: return 1 << (max(n, 1) - 1).bit_length()

@@ -17,6 +17,10 @@ static inline uint16_t alloy_float_to_bfloat16(float f) {
   if (f != f) return 0x7FC0;
   return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
 }
+/* vector types of element alignment: a vector access may start at any element */
+typedef float alloy_float32x4 __attribute__((vector_size(16), aligned(4)));
+typedef int32_t alloy_int32x4 __attribute__((vector_size(16), aligned(4)));
+typedef uint32_t alloy_uint32x4 __attribute__((vector_size(16), aligned(4)));
 """+ integer_helpers("static inline")
 
 class CRenderer(CStyleRenderer):
@@ -36,5 +40,7 @@ class CRenderer(CStyleRenderer):
     if d.name == "float16": return f"(_Float16){name}f({', '.join(f'(float){a}' for a in args)})"
     return f"{name}({', '.join(args)})"
   def int_pow_name(self, d: DType) -> str: return f"alloy_ipow_{d.name}"
+  def vec_type(self, d: DType, width: int) -> str: return f"alloy_{d.name}x{width}"
+  def vec_make(self, vals: list[str], d: DType, width: int) -> str: return f"({self.vec_type(d, width)}){{{', '.join(vals)}}}"
   def bitcast(self, v: str, src: DType, dst: DType) -> str:
     return f"({{ {self.tname(src)} _s = {self.to_storage(v, src)}; {self.tname(dst)} _d; memcpy(&_d, &_s, sizeof(_d)); {self.from_storage('_d', dst)}; }})"

@@ -147,6 +147,13 @@ class CStyleRenderer:
     return f"(({self.vtype(dst)})({v}))"
   def bitcast(self, v: str, src: DType, dst: DType) -> str: raise NotImplementedError
 
+  # vector accesses: a language names its vector types and how a lane is read and a vector built
+  def vec_type(self, d: DType, width: int) -> str: raise NotImplementedError
+  def vec_pointer(self, buf: str, idx: str, d: DType, width: int, writable: bool) -> str:
+    return f"(({'' if writable else 'const '}{self.vec_type(d, width)}*)({buf}+{idx}))"
+  def vec_lane(self, v: str, k: int) -> str: return f"{v}[{k}]"
+  def vec_make(self, vals: list[str], d: DType, width: int) -> str: raise NotImplementedError
+
   def load(self, buf: str, idx: str, valid: str | None, d: DType) -> str:
     v = self.from_storage(f"{buf}[{idx}]", d)
     return f"({valid}?{v}:{self.const(0, d)})" if valid else v
@@ -199,6 +206,18 @@ class CStyleRenderer:
         flat, _ = ins.arg
         buf, val = ins.src
         lines.append(ind + self.store(names[id(buf)], self.expr(flat, names), names[id(val)], buf.dtype)); continue
+      if ins.op == "vstore":
+        flat, width = ins.arg
+        buf = ins.src[0]
+        vals = [self.to_storage(names[id(v)], buf.dtype) for v in ins.src[1:]]
+        lines.append(f"{ind}*{self.vec_pointer(names[id(buf)], self.expr(flat, names), buf.dtype, width, True)} = {self.vec_make(vals, buf.dtype, width)};")
+        continue
+      if ins.op == "vload":
+        flat, width = ins.arg
+        name = new("vec")
+        names[id(ins)], dtypes[id(ins)] = name, ins.dtype
+        lines.append(f"{ind}{self.vec_type(ins.dtype, width)} {name} = *{self.vec_pointer(names[id(ins.src[0])], self.expr(flat, names), ins.dtype, width, False)};")
+        continue
       if ins.op == "update":
         acc, val = ins.src
         a = names[id(acc)]
@@ -209,6 +228,7 @@ class CStyleRenderer:
         buf = ins.src[0]
         rhs = self.load(names[id(buf)], self.expr(flat, names), None if valid.is_true else self.cond(valid, names), ins.dtype)
       elif ins.op == "index": rhs = f"({self.expr(ins.arg, names)})"
+      elif ins.op == "gep": rhs = self.from_storage(self.vec_lane(names[id(ins.src[0])], ins.arg), ins.dtype)
       elif ins.op == "cond": rhs = self.cond(ins.arg, names)
       elif ins.op == "acc": rhs = self.const(ins.arg, ins.dtype)
       elif ins.op == "cast": rhs = self.rounded(self.cast(names[id(ins.src[0])], dtypes[id(ins.src[0])], ins.dtype), ins.dtype)

@@ -46,5 +46,9 @@ class CUDARenderer(CStyleRenderer):
   def func(self, name: str, d: DType, args: list[str]) -> str:
     suffix = "f" if d.name in ("float32", "float16", "bfloat16") else ""
     return f"{name}{suffix}({', '.join(args)})"
+  vector_names = {"float32": "float", "int32": "int", "uint32": "uint"}
+  def vec_type(self, d: DType, width: int) -> str: return f"{self.vector_names[d.name]}{width}"
+  def vec_lane(self, v: str, k: int) -> str: return f"{v}.{'xyzw'[k]}"
+  def vec_make(self, vals: list[str], d: DType, width: int) -> str: return f"make_{self.vec_type(d, width)}({', '.join(vals)})"
   def bitcast(self, v: str, src: DType, dst: DType) -> str:
     return self.from_storage(f"alloy_bitcast<{self.tname(dst)}>({self.to_storage(v, src)})", dst)
