@@ -63,6 +63,9 @@ class MetalCompiler(Compiler):
     if software: self.mode = "software"
     else: self.mode = "metallib" if shutil.which("xcrun") and subprocess.run(["xcrun", "-sdk", "macosx", "--find", "metal"], capture_output=True).returncode == 0 else "source"
     self.identity = f"metal-{self.mode}"
+    if software:
+      from alloy.runtime.metal_software import compiler as sw
+      self.identity += f" format {sw.FORMAT_VERSION} shim {sw.shim_hash()[:16]} {sw.compiler()} {' '.join(sw.KERNEL_FLAGS)}"
     if self.mode == "metallib":
       self.identity += " " + subprocess.run(["xcrun", "-sdk", "macosx", "metal", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     if DEBUG >= 1:
@@ -81,10 +84,6 @@ class MetalCompiler(Compiler):
     lib = subprocess.run(["xcrun", "-sdk", "macosx", "metallib", "-", "-o", "-"], input=air.stdout, capture_output=True)
     if lib.returncode != 0 or lib.stdout[:4] != b"MTLB": raise CompileError(f"xcrun metallib failed:\n{lib.stderr.decode()}", source)
     return lib.stdout
-
-  def compile_cached(self, source: str) -> bytes:
-    # the software compiler keeps its own disk cache, keyed by source, shim, compiler identity and flags
-    return self.compile(source) if self.mode == "software" else super().compile_cached(source)
 
 # ---------------------------------------------------------------------------------------------------
 

@@ -123,3 +123,15 @@ def test_end_to_end_on_metal():
   t = Tensor(x, device="METAL")
   np.testing.assert_allclose((t.T.pad(((1, 1), (1, 1))) * 2).sum(1).numpy(), (np.pad(x.T, ((1, 1), (1, 1))) * 2).sum(1))
   np.testing.assert_array_equal(Tensor(x.astype(np.int64), device="METAL").cumsum(1).numpy(), np.cumsum(x.astype(np.int64), 1))
+
+def test_many_live_buffers(dev):
+  # each software buffer holds a file descriptor; a worker started now gets sockets past fd 1024 (select's limit)
+  held = [dev.allocator._alloc(4) for _ in range(1100)]
+  if dev.software:
+    dev.synchronize()
+    dev.mtl.shutdown()
+  axpb = program(dev, "axpb")
+  x, y = buffer(dev, np.ones(32, np.float32)), dev.allocator.alloc(32 * 4)
+  for _ in range(3): axpb([y, x], (2, 3), (1, 1, 1), (32, 1, 1))   # a commit polls for the completions before it
+  np.testing.assert_array_equal(read(dev, y, 32), np.full(32, 5.0))
+  del held
