@@ -62,7 +62,7 @@ class MetalCompiler(Compiler):
     self.software = software
     if software: self.mode = "software"
     else: self.mode = "metallib" if shutil.which("xcrun") and subprocess.run(["xcrun", "-sdk", "macosx", "--find", "metal"], capture_output=True).returncode == 0 else "source"
-    self.identity = f"metal-{self.mode}"
+    self.identity = f"metal-{self.mode}" + (" -fno-fast-math" if self.mode == "metallib" else "")
     if software:
       from alloy.runtime.metal_software import compiler as sw
       self.identity += f" format {sw.FORMAT_VERSION} shim {sw.shim_hash()[:16]} {sw.compiler()} {' '.join(sw.KERNEL_FLAGS)}"
@@ -79,7 +79,8 @@ class MetalCompiler(Compiler):
       try: return compile_library(source)
       except MetalCompileError as e: raise CompileError(str(e), source) from None
     if self.mode == "source": return source.encode()
-    air = subprocess.run(["xcrun", "-sdk", "macosx", "metal", "-x", "metal", "-c", "-", "-o", "-"], input=source.encode(), capture_output=True)
+    # -fno-fast-math: the offline compiler defaults to fast math, which may ignore NaN/Inf (as the runtime's safe math mode)
+    air = subprocess.run(["xcrun", "-sdk", "macosx", "metal", "-fno-fast-math", "-x", "metal", "-c", "-", "-o", "-"], input=source.encode(), capture_output=True)
     if air.returncode != 0: raise CompileError(f"xcrun metal failed:\n{air.stderr.decode()}", source)
     lib = subprocess.run(["xcrun", "-sdk", "macosx", "metallib", "-", "-o", "-"], input=air.stdout, capture_output=True)
     if lib.returncode != 0 or lib.stdout[:4] != b"MTLB": raise CompileError(f"xcrun metallib failed:\n{lib.stderr.decode()}", source)
