@@ -10,7 +10,7 @@ from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker, View
 from alloy.runtime.buffer import Buffer
-from alloy.runtime.device import canonical_device, default_device
+from alloy.runtime.device import canonical_device, default_device, unsupported_dtype
 
 # listener(key_tensor) for every random key made (the jit's capture: a key is an implicit input refreshed per replay)
 rng_key_listeners: list = []
@@ -43,6 +43,9 @@ def _infer_shape_and_dtype(data) -> np.ndarray:
   if arr.dtype == object: raise TypeError(f"cannot build a tensor from {type(data).__name__} holding non-numbers")
   return arr
 
+def _check_dtype(device: str, d: DType) -> None:
+  if (why := unsupported_dtype(device, d.name)): raise TypeError(f"{d.name} is not supported on {device}: {why}")
+
 class Tensor:
   __slots__ = ("node", "device", "__weakref__")
   _seed, _rng_counter = 0, 0
@@ -51,6 +54,7 @@ class Tensor:
     device = canonical_device(device) if device is not None else default_device()
     dtype = dt.to_dtype(dtype) if dtype is not None else None
     if isinstance(data, Node):
+      _check_dtype(device, data.dtype)
       self.node, self.device = data, device
       return
     if isinstance(data, Tensor):
@@ -59,6 +63,7 @@ class Tensor:
       return
     if isinstance(data, (bool, int, float, np.bool_, np.integer, np.floating)) and not isinstance(data, np.ndarray):
       d = dtype or (dt.to_dtype(data.dtype) if isinstance(data, np.generic) else dt.result_type([], [data]))
+      _check_dtype(device, d)
       self.node, self.device = Node(Op.CONST, (), _cast_scalar(data, d), d, ()), device
       return
     arr = _infer_shape_and_dtype(data)
@@ -66,6 +71,7 @@ class Tensor:
       if arr.dtype == np.float64 and not isinstance(data, np.ndarray): dtype = dt.default_float
       elif arr.dtype == np.int64 and not isinstance(data, np.ndarray): dtype = dt.default_int
       else: dtype = dt.to_dtype(arr.dtype)
+    _check_dtype(device, dtype)
     if arr.dtype.kind == "f" and dtype.is_int:
       raise TypeError(f"cannot build an {dtype.name} tensor from floating-point data; cast it explicitly")
     storage = dt.to_numpy_array(arr, dtype)
@@ -169,8 +175,9 @@ class Tensor:
     if high is None: low, high = 0, low
     if high <= low: raise ValueError(f"randint: low ({low}) must be less than high ({high})")
     d = dt.to_dtype(dtype) if dtype else dt.default_int
-    bits = Tensor._random_bits(size, device).cast(dt.float64)
-    return ((bits * ((high - low) / 4294967296.0)).floor() + low).cast(d)
+    # floor(bits * range / 2**32) in exact integer arithmetic (no float64, which not every device has)
+    bits = Tensor._random_bits(size, device).cast(dt.uint64)
+    return ((bits * (high - low)) >> 32).cast(dt.int64).add(low).cast(d)
   def zeros_like(self, dtype=None, device=None): return Tensor.zeros(*self.shape, dtype=dtype or self.dtype, device=device or self.device)
   def ones_like(self, dtype=None, device=None): return Tensor.ones(*self.shape, dtype=dtype or self.dtype, device=device or self.device)
   def full_like(self, v, dtype=None, device=None): return Tensor.full(self.shape, v, dtype=dtype or self.dtype, device=device or self.device)

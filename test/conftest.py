@@ -1,12 +1,30 @@
 import os, numpy as np, pytest
-from alloy.runtime.device import device_available
+from alloy.runtime.device import device_available, unsupported_dtype
 
 def present_devices() -> list[str]:
+  """CPU, CUDA and METAL where present; METAL includes the software device (it needs only a C++ compiler)."""
   if os.environ.get("DEV"): return [os.environ["DEV"].upper()]
   return [d for d in ("CPU", "CUDA", "METAL") if device_available(d)]
 
+def expect_unsupported(device: str, dtype: str) -> bool:
+  """True (after checking that making such a tensor raises the clear error) when `device` has no `dtype`."""
+  if not unsupported_dtype(device, dtype): return False
+  from alloy import Tensor
+  with pytest.raises(TypeError, match=f"{dtype} is not supported on {device}"): Tensor([1], dtype=dtype, device=device)
+  return True
+
+def supported(device: str, dtypes) -> list:
+  """The dtypes of `dtypes` that `device` has, checking the clear error for the others."""
+  return [d for d in dtypes if not expect_unsupported(device, d)]
+
 @pytest.fixture(params=present_devices())
-def device(request): return request.param
+def device(request):
+  # a test parametrized over a dtype the device lacks checks the error instead of running its body
+  params = request.node.callspec.params if hasattr(request.node, "callspec") else {}
+  for key in ("dtype", "src"):
+    if isinstance(params.get(key), str) and expect_unsupported(request.param, params[key]):
+      pytest.skip(f"{request.param} has no {params[key]}; checked that it raises a clear TypeError")
+  return request.param
 
 @pytest.fixture
 def rng(): return np.random.default_rng(1234)

@@ -101,6 +101,13 @@ class Device:
 
 DEVICE_MODULES = {"CPU": "cpu", "CUDA": "cuda", "METAL": "metal"}
 
+# dtypes a device cannot compute in, and why; checked when a tensor is made, so the error points at the user's line
+UNSUPPORTED_DTYPES = {"METAL": {"float64": "Metal has no 64-bit floating point; use float32"}}
+
+def unsupported_dtype(device: str, dtype_name: str) -> str | None:
+  """Why `device` cannot hold `dtype_name`, or None when it can."""
+  return why.get(dtype_name) if (why := UNSUPPORTED_DTYPES.get(device.partition(":")[0])) else None
+
 def canonical_device(name: str) -> str:
   base, _, idx = name.upper().partition(":")
   if base not in DEVICE_MODULES: raise ValueError(f"unknown device {name!r}; choose one of {', '.join(DEVICE_MODULES)}")
@@ -118,13 +125,14 @@ def _get_device(name: str) -> Device:
     raise RuntimeError(f"the {name} device is not available in this version of alloy ({module_name} is not built yet)") from None
   return module.DEVICE_CLASS(name)
 
-def device_available(base: str) -> bool:
+def device_available(base: str, hardware: bool = False) -> bool:
+  """Whether the device can run here; hardware=True excludes software stand-ins (the software Metal device)."""
   try:
     module = importlib.import_module(f"alloy.runtime.{DEVICE_MODULES[base]}")
-    return module.is_available()
+    return module.is_hardware() if hardware and hasattr(module, "is_hardware") else module.is_available()
   except ImportError: return False
 
 @functools.lru_cache(None)
 def default_device() -> str:
   if (dev := os.environ.get("DEV")): return canonical_device(dev)
-  return "CUDA" if device_available("CUDA") else "CPU"
+  return next((d for d in ("CUDA", "METAL") if device_available(d, hardware=True)), "CPU")

@@ -8,8 +8,8 @@ def _run_example(cache_home: str) -> str:
   env = dict(os.environ, XDG_CACHE_HOME=cache_home, DEBUG="0", PYTHONPATH=str(ROOT))
   code = textwrap.dedent("""
     import runpy, io, contextlib
-    from alloy.runtime.device import get_device
-    dev = get_device("CPU")
+    from alloy.runtime.device import default_device, get_device
+    dev = get_device(default_device())
     calls = []
     orig = type(dev.compiler).compile
     type(dev.compiler).compile = lambda self, src: calls.append(1) or orig(self, src)

@@ -7,28 +7,28 @@ from alloy.runtime.cpu import CPUCompiler
 
 def test_broadcast_error():
   with pytest.raises(ValueError, match=r"shapes \(2, 3\) and \(4,\) cannot be broadcast"):
-    Tensor(np.ones((2, 3))) + Tensor(np.ones(4))
+    Tensor(np.ones((2, 3), np.float32)) + Tensor(np.ones(4, np.float32))
 
 def test_matmul_error():
   with pytest.raises(ValueError, match=r"matmul: shapes \(2, 3\) and \(4, 5\) are not aligned"):
-    Tensor(np.ones((2, 3))) @ Tensor(np.ones((4, 5)))
+    Tensor(np.ones((2, 3), np.float32)) @ Tensor(np.ones((4, 5), np.float32))
   with pytest.raises(ValueError, match="at least 1 dimension"):
-    Tensor(2.0) @ Tensor(np.ones(3))
+    Tensor(2.0) @ Tensor(np.ones(3, np.float32))
 
 def test_reshape_error():
   with pytest.raises(ValueError, match=r"cannot reshape tensor of shape \(2, 3\) \(6 elements\) into shape \(4, 2\)"):
-    Tensor(np.ones((2, 3))).reshape(4, 2)
+    Tensor(np.ones((2, 3), np.float32)).reshape(4, 2)
   with pytest.raises(ValueError, match="only one dimension can be -1"):
-    Tensor(np.ones((2, 3))).reshape(-1, -1)
+    Tensor(np.ones((2, 3), np.float32)).reshape(-1, -1)
 
 def test_axis_errors():
-  t = Tensor(np.ones((2, 3)))
+  t = Tensor(np.ones((2, 3), np.float32))
   with pytest.raises(IndexError, match=r"dimension 2 is out of range for a tensor with 2 dimensions"): t.sum(2)
   with pytest.raises(IndexError, match="out of range"): t.permute(0, 5)
   with pytest.raises(ValueError, match="expand"): t.expand(4, 3)
 
 def test_index_errors():
-  t = Tensor(np.ones((2, 3)))
+  t = Tensor(np.ones((2, 3), np.float32))
   with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 1 with size 3"): t[0, 3]
   with pytest.raises(IndexError, match="too many indices"): t[0, 0, 0]
   with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 0 with size 2"): t[Tensor([0, 5])]

@@ -271,6 +271,13 @@ def _recv_msg(sock: socket.socket):
     return None if body is None else pickle.loads(body)
 
 
+def _readable(sock: socket.socket, timeout: float) -> bool:
+    """poll, not select: every buffer holds a memfd, so socket numbers can pass select's FD_SETSIZE (1024)."""
+    p = select.poll()
+    p.register(sock, select.POLLIN)
+    return bool(p.poll(max(timeout, 0.0) * 1000))
+
+
 class _WorkerProcess:
     """One worker subprocess: its sockets, status page and what it has already been sent."""
 
@@ -372,8 +379,7 @@ class _Host:
         w = self.worker
         if w is None: return True
         if timeout is not None:
-            r, _, _ = select.select([w.data], [], [], max(timeout, 0.0))
-            if not r: return False
+            if not _readable(w.data, timeout): return False
         msg = _recv_msg(w.data)
         if msg is None:
             self._handle_death()
@@ -390,8 +396,7 @@ class _Host:
 
     def _poll(self) -> None:
         while self.worker is not None and self.inflight:
-            r, _, _ = select.select([self.worker.data], [], [], 0)
-            if not r: return
+            if not _readable(self.worker.data, 0.0): return
             self._read_one(None)
 
     def poll(self) -> None:

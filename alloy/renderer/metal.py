@@ -1,0 +1,73 @@
+"""Metal Shading Language: one thread per output element, like CUDA.
+
+half is native; bfloat16 is kept as ushort bits and computed in float (so it needs neither MSL 3.1 nor
+native bfloat, and runs on the software device); int64 is `long`. Metal has no double: float64 is
+rejected before codegen (see runtime/device.py's unsupported_dtype), and here as a last guard.
+Shared-memory and barrier instructions plug in through `shared_qualifier` and `barrier`.
+"""
+from __future__ import annotations
+from alloy.dtype import DType
+from alloy.ir import symbolic as sym
+from alloy.codegen.program import LinearProgram
+from alloy.renderer.cstyle import CStyleRenderer, integer_helpers
+
+# Metal has no erf: below 0.84375 fdlibm's rational fit, above it the Chebyshev fit of erfc from Numerical
+# Recipes (relative error < 1.2e-7); both in float, which is all Metal has.
+METAL_PRELUDE = r"""#include <metal_stdlib>
+using namespace metal;
+inline long alloy_f2i(float x) {
+  return x != x ? 0 : x <= -9223372036854775808.0f ? (-9223372036854775807l - 1) : x >= 9223372036854775807.0f ? 9223372036854775807l : (long)x;
+}
+inline float alloy_bfloat16_to_float(ushort b) { return as_type<float>((uint)b << 16); }
+inline ushort alloy_float_to_bfloat16(float f) {
+  uint u = as_type<uint>(f);
+  return f != f ? (ushort)0x7FC0 : (ushort)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+inline float alloy_erf(float x) {
+  float a = fabs(x);
+  if (a < 0.84375f) {
+    float z = x * x;
+    float p = 1.28379166e-01f + z * (-3.25042108e-01f + z * (-2.84817495e-02f + z * (-5.77027029e-03f + z * -2.37630166e-05f)));
+    float q = 1.0f + z * (3.97917223e-01f + z * (6.50222499e-02f + z * (5.08130628e-03f + z * (1.32494738e-04f + z * -3.96022827e-06f))));
+    return x + x * (p / q);
+  }
+  if (a >= 6.0f) return x < 0.0f ? -1.0f : 1.0f;
+  float t = 1.0f / (1.0f + 0.5f * a);
+  float y = t * exp(-a * a - 1.26551223f + t * (1.00002368f + t * (0.37409196f + t * (0.09678418f + t * (-0.18628806f +
+            t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f)))))))));
+  return x < 0.0f ? y - 1.0f : 1.0f - y;
+}
+""" + integer_helpers("inline")
+
+class MetalRenderer(CStyleRenderer):
+  language = "metal"
+  type_names = {"bool": "bool", "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort",
+                "int32": "int", "uint32": "uint", "int64": "long", "uint64": "ulong",
+                "float16": "half", "bfloat16": "ushort", "float32": "float"}
+  compute_in_float = {"bfloat16"}
+  # hooks for threadgroup memory and barriers, used once codegen emits them
+  shared_qualifier = "threadgroup"
+  barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+
+  def tname(self, d: DType) -> str:
+    if d.name not in self.type_names: raise TypeError(f"Metal has no {d.name}: the METAL device cannot compute in {d.name}")
+    return self.type_names[d.name]
+  def preamble(self, prog: LinearProgram) -> list[str]: return [METAL_PRELUDE]
+  def signature(self, name: str, params: list[str], prog: LinearProgram) -> str:
+    specials = ["uint3 gid [[threadgroup_position_in_grid]]", "uint3 lid [[thread_position_in_threadgroup]]"]
+    return f"kernel void {name}({', '.join(params + specials)})"
+  def param_decl(self, slot: int, d: DType, written: bool) -> str:
+    return f"device {'' if written else 'const '}{self.tname(d)}* data{slot} [[buffer({slot})]]"
+  def special(self, var: sym.Var, local: int) -> str: return f"(int)(gid.x*{local}+lid.x)"
+  def func(self, name: str, d: DType, args: list[str]) -> str:
+    if name == "erf": return f"(({self.vtype(d)})alloy_erf((float)({args[0]})))"
+    return f"{name}({', '.join(args)})"
+  def const(self, v, d: DType) -> str:
+    if d.name == "int64": return f"{int(v)}l" if int(v) != -(1 << 63) else "(-9223372036854775807l-1)"
+    if d.name == "uint64": return f"{int(v)}ul"
+    return super().const(v, d)
+  def cast(self, v: str, src: DType, dst: DType) -> str:
+    if src.is_float and dst.is_int and not dst.is_bool: return f"(({self.vtype(dst)})alloy_f2i((float)({v})))"
+    return super().cast(v, src, dst)
+  def bitcast(self, v: str, src: DType, dst: DType) -> str:
+    return self.from_storage(f"as_type<{self.tname(dst)}>({self.to_storage(v, src)})", dst)
