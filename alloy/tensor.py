@@ -224,7 +224,8 @@ class Tensor:
 
   # ---- internals
   def _new(self, node: Node) -> "Tensor":
-    t = Tensor.__new__(Tensor)   # same device, already canonical: skip the constructor's checks
+    if node.dtype is not self.dtype: _check_dtype(self.device, node.dtype)
+    t = Tensor.__new__(Tensor)   # same device, already canonical: skip the rest of the constructor
     t.node, t.device = node, self.device
     return t
   def _view(self, method: str, *args) -> "Tensor":

@@ -258,9 +258,10 @@ class Lowerer:
     v, = self.value(src, (tuple(src_idx),))
     self.emit("update", n.dtype, (acc, v), op, cse=False, exprs=[step])
     self.close_loop(saved)
-    scratch = self.emit("local", n.dtype, (), (f"part{len(self.locals)}", -(-width // self.opts.simd)), cse=False) if width > self.opts.simd else None
-    if scratch is not None: self.locals.append(scratch)
-    return self.emit("group_reduce", n.dtype, (acc,) + ((scratch,) if scratch else ()), (op, width, self.lane_var.name), cse=False)
+    # a slot per thread: SIMD shuffles use one per SIMD group, a language without them one per thread
+    scratch = self.emit("local", n.dtype, (), (f"part{len(self.locals)}", width), cse=False)
+    self.locals.append(scratch)
+    return self.emit("group_reduce", n.dtype, (acc, scratch), (op, width, self.lane_var.name), cse=False)
 
   # ---- the kernel
   def lower(self) -> LinearProgram:

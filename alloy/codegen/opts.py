@@ -26,7 +26,6 @@ class KernelOpts:
   # output axes pick the row, the threads split the row's reductions and loop over its remaining axes
   group: int = 0
   block_axes: int = 0
-  simd: int = 32
   # CPU: (output axis, lanes) unrolled in registers, and the unroll of each reduction's innermost axis
   upcast: tuple | None = None
   reduce_unroll: int = 1
@@ -80,7 +79,7 @@ def _grouped_opts(root: Node, caps: DeviceCaps) -> KernelOpts | None:
   rows = prod(shape[:k])
   if length(big) < GROUP_MIN_REDUCE or rows >= GROUP_MAX_ROWS: return None
   local = max(caps.simd_width, min(caps.default_local, _pow2_at_least(length(big) // 8)))
-  return KernelOpts(True, (max(rows, 1), 1, 1), (local, 1, 1), group=local, block_axes=k, simd=caps.simd_width, applied=(("GROUP", k, local),))
+  return KernelOpts(True, (max(rows, 1), 1, 1), (local, 1, 1), group=local, block_axes=k, applied=(("GROUP", k, local),))
 
 def _work(root: Node) -> int:
   """Elements computed, counting each reduction's input."""

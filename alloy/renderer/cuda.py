@@ -40,7 +40,7 @@ class CUDARenderer(CStyleRenderer):
     wire = "int" if d.is_bool or (d.is_int and d.itemsize < 4) else self.vtype(d)
     lines = [f"for (int o = 16; o > 0; o >>= 1) {{ {self.vtype(d)} other = ({self.vtype(d)})__shfl_xor_sync(0xffffffffu, ({wire}){acc}, o); "
              f"{acc} = {combine(acc, 'other')}; }}"]
-    if scratch is None: return lines
+    if width <= 32: return lines
     return lines + [f"if (({lane} & 31) == 0) {scratch}[{lane} >> 5] = {acc};", "__syncthreads();",
                     f"{acc} = {scratch}[0];", f"for (int w = 1; w < {width // 32}; w++) {acc} = {combine(acc, f'{scratch}[w]')};"]
   def func(self, name: str, d: DType, args: list[str]) -> str:

@@ -3,11 +3,10 @@
 half is native; bfloat16 is kept as ushort bits and computed in float (so it needs neither MSL 3.1 nor
 native bfloat, and runs on the software device); int64 is `long`. Metal has no double: float64 is
 rejected before codegen (see runtime/device.py's unsupported_dtype), and here as a last guard.
-Shared-memory and barrier instructions plug in through `shared_qualifier` and `barrier`.
+Grouped reductions combine through SIMD-group shuffles and threadgroup memory.
 """
 from __future__ import annotations
 from alloy.dtype import DType
-from alloy.ir import symbolic as sym
 from alloy.codegen.program import LinearProgram
 from alloy.renderer.cstyle import CStyleRenderer, integer_helpers
 
@@ -45,20 +44,37 @@ class MetalRenderer(CStyleRenderer):
                 "int32": "int", "uint32": "uint", "int64": "long", "uint64": "ulong",
                 "float16": "half", "bfloat16": "ushort", "float32": "float"}
   compute_in_float = {"bfloat16"}
-  # hooks for threadgroup memory and barriers, used once codegen emits them
-  shared_qualifier = "threadgroup"
-  barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+  vector_names = {"float32": "float", "int32": "int", "uint32": "uint"}
 
   def tname(self, d: DType) -> str:
     if d.name not in self.type_names: raise TypeError(f"Metal has no {d.name}: the METAL device cannot compute in {d.name}")
     return self.type_names[d.name]
   def preamble(self, prog: LinearProgram) -> list[str]: return [METAL_PRELUDE]
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str:
-    specials = ["uint3 gid [[threadgroup_position_in_grid]]", "uint3 lid [[thread_position_in_threadgroup]]"]
+    specials = ["uint3 gid [[threadgroup_position_in_grid]]", "uint3 lid [[thread_position_in_threadgroup]]",
+                "uint3 lsize [[threads_per_threadgroup]]"]
     return f"kernel void {name}({', '.join(params + specials)})"
   def param_decl(self, slot: int, d: DType, written: bool) -> str:
     return f"device {'' if written else 'const '}{self.tname(d)}* data{slot} [[buffer({slot})]]"
-  def special(self, var: sym.Var, local: int) -> str: return f"(int)(gid.x*{local}+lid.x)"
+  def special(self, kind: str) -> str:
+    return {"global": "(int)(gid.x*lsize.x+lid.x)", "group": "(int)gid.x", "lane": "(int)lid.x"}[kind]
+  def local_decl(self, name: str, d: DType, size: int) -> str: return f"threadgroup {self.vtype(d)} {name}[{size}];"
+  def group_reduce(self, acc: str, combine, d: DType, lane: str, width: int, scratch: str | None) -> list[str]:
+    t = self.vtype(d)
+    barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+    if d.itemsize == 8:   # no 64-bit SIMD shuffles: every thread posts its value and reads all of them
+      return [f"{scratch}[{lane}] = {acc};", barrier, f"{acc} = {scratch}[0];",
+              f"for (int w = 1; w < {width}; w++) {acc} = {combine(acc, f'{scratch}[w]')};"]
+    # SIMD-group butterflies leave each SIMD group's result in all its lanes; one lane per group posts it
+    wire = "int" if d.is_bool or (d.is_int and d.itemsize < 4) else t
+    lines = [f"for (ushort o = 16; o > 0; o >>= 1) {{ {t} other = ({t})simd_shuffle_xor(({wire}){acc}, o); {acc} = {combine(acc, 'other')}; }}"]
+    if width <= 32: return lines
+    return lines + [f"if (({lane} & 31) == 0) {scratch}[{lane} >> 5] = {acc};", barrier,
+                    f"{acc} = {scratch}[0];", f"for (int w = 1; w < {width // 32}; w++) {acc} = {combine(acc, f'{scratch}[w]')};"]
+  def vec_type(self, d: DType, width: int) -> str: return f"{self.vector_names[d.name]}{width}"
+  def vec_pointer(self, buf: str, idx: str, d: DType, width: int, writable: bool) -> str:
+    return f"((device {'' if writable else 'const '}{self.vec_type(d, width)}*)({buf}+{idx}))"
+  def vec_make(self, vals: list[str], d: DType, width: int) -> str: return f"{self.vec_type(d, width)}({', '.join(vals)})"
   def func(self, name: str, d: DType, args: list[str]) -> str:
     if name == "erf": return f"(({self.vtype(d)})alloy_erf((float)({args[0]})))"
     return f"{name}({', '.join(args)})"
