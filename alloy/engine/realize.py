@@ -77,7 +77,6 @@ def realize(tensors) -> None:
     for t, b in zip(ts, bases):
       buf_node = realized_nodes.get(b, b)
       t.node = buf_node if b is t.node else _buffer_view(buf_node.src[0].arg, t.shape)
-      realized_nodes[t.node] = t.node
 
 def buffer_of(t) -> Buffer:
   """The contiguous buffer holding exactly t's elements, realizing (and copying) as needed. Used to read on the host."""
