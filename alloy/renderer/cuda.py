@@ -4,21 +4,24 @@ from alloy.dtype import DType
 from alloy.codegen.program import LinearProgram
 from alloy.renderer.cstyle import CStyleRenderer, integer_helpers
 
-CUDA_PRELUDE = r"""#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t; typedef unsigned short uint16_t;
+CUDA_PRELUDE = r"""typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t; typedef unsigned short uint16_t;
 typedef int int32_t; typedef unsigned int uint32_t; typedef long long int64_t; typedef unsigned long long uint64_t;
 __device__ inline long long alloy_f2i(double x) {
   return x != x ? 0 : x <= -9223372036854775808.0 ? (-9223372036854775807ll - 1) : x >= 9223372036854775807.0 ? 9223372036854775807ll : (long long)x;
 }
-__device__ inline float alloy_float16_to_float(__half x) { return __half2float(x); }
-__device__ inline __half alloy_float_to_float16(float x) { return __float2half_rn(x); }
-__device__ inline float alloy_bfloat16_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ inline __nv_bfloat16 alloy_float_to_bfloat16(float x) { return __float2bfloat16_rn(x); }
 template <class D, class S> __device__ inline D alloy_bitcast(S s) { D d; memcpy(&d, &s, sizeof(D)); return d; }
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fffffff)
 """ + integer_helpers("__device__ inline")
+
+# the 16-bit float headers are large: NVRTC parses them only for kernels that use the types
+CUDA_HALF_PRELUDE = r"""#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+__device__ inline float alloy_float16_to_float(__half x) { return __half2float(x); }
+__device__ inline __half alloy_float_to_float16(float x) { return __float2half_rn(x); }
+__device__ inline float alloy_bfloat16_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ inline __nv_bfloat16 alloy_float_to_bfloat16(float x) { return __float2bfloat16_rn(x); }
+"""
 
 class CUDARenderer(CStyleRenderer):
   language = "cuda"
@@ -27,7 +30,10 @@ class CUDARenderer(CStyleRenderer):
                 "float16": "__half", "bfloat16": "__nv_bfloat16", "float32": "float", "float64": "double"}
   compute_in_float = {"float16", "bfloat16"}
 
-  def preamble(self, prog: LinearProgram) -> list[str]: return [CUDA_PRELUDE]
+  def preamble(self, prog: LinearProgram) -> list[str]:
+    halves = any(d is not None and d.name in self.compute_in_float for d in prog.buffer_dtypes) or \
+             any(ins.dtype is not None and ins.dtype.name in self.compute_in_float for ins in prog.instrs)
+    return ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE]
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str:
     return f'extern "C" __global__ void __launch_bounds__({prog.meta.local_size[0]}) {name}({", ".join(params)})'
   def param_decl(self, slot: int, d: DType, written: bool) -> str:
