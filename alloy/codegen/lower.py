@@ -16,6 +16,8 @@ from alloy.codegen.opts import KernelOpts, choose_opts
 from alloy.codegen.vectorize import vectorize
 from alloy.schedule.kernel import KernelAST
 
+GROUP_VECTOR = 4   # elements a grouped-reduction thread takes at once: one 16-byte access for 4-byte types
+
 REDUCE_IDENTITY = {Op.ADD: lambda d: False if d.is_bool else 0, Op.MUL: lambda d: True if d.is_bool else 1,
                    Op.MAX: dt.min_value, Op.MIN: dt.max_value}
 
@@ -235,11 +237,18 @@ class Lowerer:
     if isinstance(e, (sym.Div, sym.Mod)): return self._row_uniform(e.a)
     return not isinstance(e, sym.Var) or e is self.group_var
 
-  def _strided_index(self, e: sym.Expr, length: int) -> sym.Expr:
-    """lane + step*width under its loop's guard: named once, with the range the guard gives it, so the
-    index math below may simplify (a `% length` of it drops)."""
-    if e.max < length: return e
-    return sym.Opaque(self.emit("index", dt.int32, arg=e, exprs=[e]), 0, length - 1)
+  def _thread_stride(self, length: int, prefix: str) -> tuple:
+    """Open the loop by which a group's threads cover `length` elements: each thread takes GROUP_VECTOR
+    neighbours (one vector access) every width*GROUP_VECTOR elements, so neighbouring threads read
+    neighbouring vectors. Returns (the levels to restore, each taken element's index)."""
+    width = self.opts.group
+    vec = GROUP_VECTOR if length % GROUP_VECTOR == 0 and length >= GROUP_VECTOR * width else 1
+    step = self.new_var(-(-length // (width * vec)), prefix)
+    base = (self.lane_var + step * width) * vec
+    saved = self.open_loop(step, 0, guard=sym.Cond((("lt", base, length),)) if length % (width * vec) else None)
+    if base.max > length - vec:   # name it once, with the range its guard gives it, so `% length` drops below
+      base = sym.Opaque(self.emit("index", dt.int32, arg=base, exprs=[base]), 0, length - vec)
+    return saved, [base + c for c in range(vec)]
 
   def _group_reduce(self, n: Node, idx: tuple) -> Instr:
     """The group's threads stride over the reduced elements (neighbours read neighbours), then combine."""
@@ -247,16 +256,16 @@ class Lowerer:
     acc = self.emit("acc", n.dtype, (), REDUCE_IDENTITY[op](n.dtype), exprs=idx, cse=False)
     src, width = n.src[0], self.opts.group
     length = prod(src.shape[a] for a in axes)
-    step = self.new_var(-(-length // width), "r")
-    r = self.lane_var + step * width
-    saved = self.open_loop(step, 0, guard=sym.Cond((("lt", r, length),)) if length % width else None)
-    r = self._strided_index(r, length)
-    src_idx, stride = list(idx), length
-    for a in axes:
-      stride //= src.shape[a]
-      src_idx[a] = sym.mod(sym.div(r, stride), src.shape[a]) if src.shape[a] > 1 else sym.Const(0)
-    v, = self.value(src, (tuple(src_idx),))
-    self.emit("update", n.dtype, (acc, v), op, cse=False, exprs=[step])
+    saved, taken = self._thread_stride(length, "r")
+    lanes = []
+    for r in taken:
+      src_idx, stride = list(idx), length
+      for a in axes:
+        stride //= src.shape[a]
+        src_idx[a] = sym.mod(sym.div(r, stride), src.shape[a]) if src.shape[a] > 1 else sym.Const(0)
+      lanes.append(tuple(src_idx))
+    for v in self.value(src, tuple(lanes)):
+      self.emit("update", n.dtype, (acc, v), op, cse=False, exprs=[self.stack[-1].var])
     self.close_loop(saved)
     # a slot per thread: SIMD shuffles use one per SIMD group, a language without them one per thread
     scratch = self.emit("local", n.dtype, (), (f"part{len(self.locals)}", width), cse=False)
@@ -333,11 +342,8 @@ class Lowerer:
       self._store([idx])
       self.stack[0].add(Instr("endif", None))
       return
-    step = self.new_var(-(-per_row // width), "j")
-    j = self.lane_var + step * width
-    saved = self.open_loop(step, 0, guard=sym.Cond((("lt", j, per_row),)) if per_row % width else None)
-    j = self._strided_index(j, per_row)
-    self._store([idx + _unflatten(j, shape[opts.block_axes:])])
+    saved, taken = self._thread_stride(per_row, "j")
+    self._store([idx + _unflatten(j, shape[opts.block_axes:]) for j in taken])
     self.close_loop(saved)
 
 def _flatten(body) -> list:

@@ -14,6 +14,12 @@ def _split(flat: sym.Expr) -> tuple:
   if isinstance(flat, sym.Sum): return tuple(flat.terms), flat.const
   return ((flat, 1),), 0
 
+def _multiple_of(e: sym.Expr, width: int) -> bool:
+  """Whether e is a multiple of width: here, a named index whose every term is."""
+  if not (isinstance(e, sym.Opaque) and getattr(e.ref, "op", None) == "index"): return False
+  terms, off = _split(e.ref.arg)
+  return off % width == 0 and all(c % width == 0 for _, c in terms)
+
 def _scopes(instrs: list) -> list:
   """For each instruction, the block it sits in (a number per opened loop or if)."""
   out, stack, fresh = [], [0], 0
@@ -33,7 +39,7 @@ def vectorize(instrs: list, width: int, dtypes: set, aligned: bool) -> tuple[lis
       flat, valid = ins.arg
       if not valid.is_true: continue
       terms, off = _split(flat)
-      if aligned and any(c % width for _, c in terms): continue
+      if aligned and not all(c % width == 0 or _multiple_of(t, width) for t, c in terms): continue
       groups.setdefault((ins.op, id(ins.src[0]), scopes[pos], terms), {}).setdefault(off, pos)
   replace: dict[int, Instr] = {}    # position -> vector instruction placed there
   drop: set[int] = set()
