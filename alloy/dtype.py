@@ -3,7 +3,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)   # one instance per dtype: identity is equality, and hashing stays in C
 class DType:
   name: str
   itemsize: int
@@ -11,7 +11,7 @@ class DType:
   rank: int          # order within a kind, for promotion
   np: type           # NumPy storage type (bfloat16 is stored as uint16 bits)
   def __repr__(self): return f"alloy.{self.name}"
-  def __hash__(self) -> int: return hash(self.name)   # dtypes key every graph node: keep hashing cheap
+  def __reduce__(self): return (to_dtype, (self.name,))   # copies and pickles resolve to the one instance
   @property
   def is_float(self) -> bool: return self.kind == "f"
   @property
@@ -88,6 +88,10 @@ def scalar_category(x) -> str:
 
 def result_type(tensor_dtypes: list[DType], scalars: list) -> DType:
   """PyTorch's rule: tensors decide; a Python scalar only lifts the category (bool < int < float)."""
+  if len(tensor_dtypes) == 1 and len(scalars) == 1:   # tensor (op) Python number: the common case, kept short
+    d, s = tensor_dtypes[0], scalars[0]
+    if type(s) is float: return d if d.kind == "f" else default_float
+    if type(s) is int: return default_int if d.kind == "b" else d
   if not tensor_dtypes:
     cats = {scalar_category(s) for s in scalars}
     return default_float if "f" in cats else default_int if "i" in cats else bool_

@@ -26,6 +26,7 @@ def _norm_axis(axis: int, ndim: int, what="dimension") -> int:
   return axis % max(ndim, 1)
 
 def broadcast_shape(*shapes: tuple) -> tuple:
+  if all(s == shapes[0] for s in shapes[1:]): return tuple(shapes[0])
   nd = max(len(s) for s in shapes)
   padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
   out = []
@@ -249,7 +250,8 @@ class Tensor:
     else:
       if isinstance(other, (list, tuple, np.ndarray)): other = Tensor(other, device=self.device); return self._operands(other, reverse, op_name)
       d = dt.result_type([self.dtype], [other])
-      a, b = self.cast(d), self._const(other, d, self.shape)
+      a, b = self.cast(d), self._const(other, d, self.shape)   # the constant takes our shape: no broadcast
+      return (b, a) if reverse else (a, b)
     if reverse: a, b = b, a
     shape = broadcast_shape(a.shape, b.shape)
     return a._broadcast_to(shape), b._broadcast_to(shape)

@@ -18,7 +18,7 @@ from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.device import get_device
-from alloy.schedule.fusion import realized_nodes
+from alloy.schedule.fusion import forget_realized
 from alloy.engine import realize as engine
 from alloy.tensor import Tensor, rng_key_listeners
 
@@ -127,23 +127,21 @@ class _Capture:
                    f"Return the tensor and read it after the call, or call the function without @jit")
 
   def run(self, fn, args, kwargs):
-    saved = list(realized_nodes.items())
-    # work already done for equal graphs (same input buffers as the first call) must launch again to be captured
-    realized_nodes.clear()
     listeners = ((engine.launch_listeners, self.on_launch), (rng_key_listeners, self.on_rng_key),
                  (engine.host_read_guards, self.on_host_read))
     global _capturing
     for where, listener in listeners: where.append(listener)
     _capturing = self
     try:
-      ret = fn(*args, **kwargs)
-      outs: list = []
-      template = _template(ret, outs)
-      engine.realize(outs)
+      # work already done for equal graphs (same input buffers as the first call) must launch again to be captured
+      with forget_realized():
+        ret = fn(*args, **kwargs)
+        outs: list = []
+        template = _template(ret, outs)
+        engine.realize(outs)
     finally:
       _capturing = None
       for where, listener in listeners: where.remove(listener)
-      for node, view in saved: realized_nodes.setdefault(node, view)
     return ret, template, outs
 
 class _Slots:

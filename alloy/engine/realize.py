@@ -1,13 +1,13 @@
 """Runs a schedule: allocate outputs, compile, load, launch; keeps per-kernel stage timings."""
 from __future__ import annotations
-import time
+import functools, time
 from alloy.helpers import DEBUG, prod
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.device import get_device
-from alloy.schedule.fusion import schedule, realized_nodes, _is_buffer_view
+from alloy.schedule.fusion import schedule, realized, set_realized, _is_buffer_view
 from alloy.engine.compiled import compile_kernel, emit_stage, stage_listeners
 
 # launch hooks (the jit's capture and the trace recorder listen here): listener(ck, buffers, elapsed, t_submit)
@@ -19,8 +19,12 @@ device_time_requests = 0
 host_read_guards: list = []
 
 def _buffer_view(buf: Buffer, shape) -> Node:
+  shape = tuple(shape)
   base = Node(Op.BUFFER, (), buf, buf.dtype, (buf.size,))
-  return Node(Op.VIEW, (base,), ShapeTracker.contiguous((buf.size,)).reshape(tuple(shape)), buf.dtype, tuple(shape))
+  return Node(Op.VIEW, (base,), _contiguous_tracker(buf.size, shape), buf.dtype, shape)
+
+@functools.lru_cache(maxsize=4096)
+def _contiguous_tracker(size: int, shape: tuple) -> ShapeTracker: return ShapeTracker.contiguous((size,)).reshape(shape)
 
 def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
   global kernels_launched
@@ -55,7 +59,7 @@ def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
       gflops = m.flops / elapsed / 1e9 if elapsed else 0
       print(f"  {m.name:28s} global={m.global_size} local={m.local_size} {elapsed*1e6:9.1f} us "
             f"{gbs:7.2f} GB/s {gflops:7.2f} GFLOP/s  (compile {ck.stage_seconds['compile']*1e3:.1f} ms)")
-    realized_nodes[node] = _buffer_view(out, node.shape)
+    set_realized(node, _buffer_view(out, node.shape))
   return made
 
 def _peel_reshape(n: Node) -> Node:
@@ -67,15 +71,15 @@ def _peel_reshape(n: Node) -> Node:
 def realize(tensors) -> None:
   by_device: dict[str, list] = {}
   for t in tensors:
-    n = realized_nodes.get(t.node, t.node)
+    n = realized(t.node)
     t.node = n
     if _is_buffer_view(n): continue
     by_device.setdefault(t.device, []).append(t)
   for device_name, ts in by_device.items():
     bases = [_peel_reshape(t.node) for t in ts]
-    run_schedule([realized_nodes.get(b, b) for b in bases], device_name)
+    run_schedule([realized(b) for b in bases], device_name)
     for t, b in zip(ts, bases):
-      buf_node = realized_nodes.get(b, b)
+      buf_node = realized(b)
       t.node = buf_node if b is t.node else _buffer_view(buf_node.src[0].arg, t.shape)
 
 def buffer_of(t) -> Buffer:

@@ -1,20 +1,28 @@
 """Lazy graph nodes: immutable and hash-consed, so equal subgraphs are one object."""
 from __future__ import annotations
-import weakref
+import functools, weakref
 from alloy.dtype import DType
 from alloy.ir.ops import Op
 
+# key -> weak reference to the live node with that key (a plain dict: WeakValueDictionary costs microseconds
+# per node, and graph building makes a few nodes per op)
+_table: dict = {}
+
+def _drop(key, ref) -> None:
+  """A node died: forget its key, unless a newer node has taken it."""
+  if _table.get(key) is ref: del _table[key]
+
 class Node:
-  __slots__ = ("op", "src", "arg", "dtype", "shape", "key", "__weakref__")
-  _table: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary()
+  __slots__ = ("op", "src", "arg", "dtype", "shape", "key", "realized", "__weakref__")
 
   def __new__(cls, op: Op, src: tuple = (), arg=None, dtype: DType = None, shape: tuple = ()):
     akey = id(arg) if op is Op.BUFFER else (repr(arg), type(arg)) if op is Op.CONST else arg
-    key = (op, tuple(id(s) for s in src), akey, dtype, shape)
-    if (hit := Node._table.get(key)) is not None: return hit
-    self = super().__new__(cls)
+    key = (op, tuple(map(id, src)), akey, dtype, shape)
+    if (ref := _table.get(key)) is not None and (hit := ref()) is not None: return hit
+    self = object.__new__(cls)
     self.op, self.src, self.arg, self.dtype, self.shape, self.key = op, src, arg, dtype, shape, key
-    Node._table[key] = self
+    self.realized = None   # (generation, view of the buffer holding this node's value) once computed
+    _table[key] = weakref.ref(self, functools.partial(_drop, key))
     return self
 
   def __repr__(self):

@@ -34,7 +34,10 @@ class View:
 
   @property
   def contiguous(self) -> bool:
-    return self.offset == 0 and self.mask is None and self.strides == strides_for_shape(self.shape)
+    if (c := self.__dict__.get("_contiguous")) is None:   # asked on every realize: compute once per view
+      c = self.offset == 0 and self.mask is None and self.strides == strides_for_shape(self.shape)
+      object.__setattr__(self, "_contiguous", c)
+    return c
 
   def index(self, idxs: list) -> tuple[sym.Expr, sym.Cond]:
     flat, valid = sym.Const(self.offset), sym.Cond()

@@ -6,15 +6,33 @@ lead the consumer's loop order (so it is computed once per output row, not once 
 otherwise, and when it feeds several kernels or a gather, it becomes a kernel of its own.
 """
 from __future__ import annotations
-import weakref
+import contextlib
 from alloy.helpers import prod, strides_for_shape
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker
 from alloy.schedule.kernel import KernelAST, ScheduledKernel
 
-# a realized node's buffer view, so later graphs that still mention the node read the buffer
-realized_nodes: "weakref.WeakKeyDictionary[Node, Node]" = weakref.WeakKeyDictionary()
+# A computed node remembers the buffer holding its value, so later graphs that still mention it read the
+# buffer. Entries older than _valid_from are ignored: the jit's capture needs every kernel launched again.
+_generation, _valid_from = 0, 0
+
+def realized(n: Node) -> Node:
+  """The view of the buffer holding n's value if n was computed, else n."""
+  r = n.realized
+  return r[1] if r is not None and r[0] >= _valid_from else n
+
+def set_realized(n: Node, view: Node) -> None: n.realized = (_generation, view)
+
+@contextlib.contextmanager
+def forget_realized():
+  """Inside, nodes computed before count as not computed."""
+  global _generation, _valid_from
+  saved = _valid_from
+  _generation += 1
+  _valid_from = _generation
+  try: yield
+  finally: _valid_from = saved
 
 def _pure_expand_dims(view_node: Node) -> list[bool] | None:
   """For VIEW(reduce) that only broadcasts (and adds or drops size-1 axes): per axis, True where the value varies."""
@@ -55,25 +73,34 @@ SCHEDULE_CACHE_SIZE = 4096
 
 def schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list]]:
   """Kernels in dependency order: (node realized, its AST, the nodes bound as its inputs [0]=itself)."""
-  targets = [realized_nodes.get(t, t) for t in targets]
-  order = [n for i, n in _topo_nodes(targets)]
-  key = _structure(order, targets)
+  targets = [realized(t) for t in targets]
+  order, position, key = _structure(targets)
   if (hit := _schedules.get(key)) is not None:
     return [(order[k], ast, [order[i] for i in inputs]) for k, ast, inputs in hit]
   items = _schedule(targets)
-  position = {id(n): i for i, n in enumerate(order)}
   if len(_schedules) >= SCHEDULE_CACHE_SIZE: _schedules.clear()
   _schedules[key] = [(position[id(n)], ast, [position[id(i)] for i in inputs]) for n, ast, inputs in items]
   return items
 
-def _structure(order: list[Node], targets: list[Node]) -> tuple:
-  """The graph with its buffers replaced by their places: equal for the same computation on other data."""
-  position, parts = {}, []
-  for i, n in enumerate(order):
-    position[id(n)] = i
-    akey = None if n.op is Op.BUFFER else n.key[2]
-    parts.append((n.op, akey, n.dtype, n.shape, tuple(position[id(s)] for s in n.src)))
-  return tuple(parts), tuple(position[id(t)] for t in targets)
+def _structure(targets: list[Node]) -> tuple:
+  """(every node under the targets, each after its sources; node id -> place in that order; the graph with
+  its buffers replaced by their places, equal for the same computation on other data). One pass."""
+  order, position, parts = [], {}, []
+  for t in targets:
+    if id(t) in position: continue
+    stack = [(t, iter(t.src))]
+    while stack:
+      n, srcs = stack[-1]
+      for s in srcs:
+        if id(s) not in position:
+          stack.append((s, iter(s.src)))
+          break
+      else:
+        stack.pop()
+        position[id(n)] = len(order)
+        order.append(n)
+        parts.append((n.op, None if n.op is Op.BUFFER else n.key[2], n.dtype, n.shape, tuple([position[id(s)] for s in n.src])))
+  return order, position, (tuple(parts), tuple([position[id(t)] for t in targets]))
 
 def _schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list]]:
   # 1. decide which nodes become kernels
@@ -105,7 +132,7 @@ def _schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list]]:
     for red_id, roots in users.items():
       if len(roots) > 1 and red_id not in cut: cut.add(red_id); changed = True
   # 2. build an AST per cut node, children first
-  order = [nodes[i] for i in _topo_ids(targets) if i in cut]
+  order = [n for n in _structure(targets)[0] if id(n) in cut]
   out = []
   for n in order:
     inputs: list[Node] = [n]
@@ -118,16 +145,6 @@ def _kernel_root(n: Node) -> Node:
 
 def _is_buffer_view(n: Node) -> bool:
   return n.op is Op.BUFFER or (n.op is Op.VIEW and n.src[0].op is Op.BUFFER and n.arg.is_contiguous and n.arg.size() == n.src[0].shape[0])
-
-def _topo_nodes(targets) -> list:
-  """(id, node) of every node under the targets, each after its sources."""
-  seen, order = set(), []
-  for t in targets:
-    for n in t.toposort():
-      if id(n) not in seen: seen.add(id(n)); order.append((id(n), n))
-  return order
-
-def _topo_ids(targets): return [i for i, _ in _topo_nodes(targets)]
 
 def _reduces_in_kernel(root: Node, cut: set):
   """(reduce, the VIEW above it or None, whether another VIEW lies on the path) inside root's kernel."""
