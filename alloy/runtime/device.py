@@ -113,8 +113,11 @@ def canonical_device(name: str) -> str:
   if base not in DEVICE_MODULES: raise ValueError(f"unknown device {name!r}; choose one of {', '.join(DEVICE_MODULES)}")
   return base if idx in ("", "0") else f"{base}:{int(idx)}"
 
+_by_name: dict = {}   # any spelling already seen -> its device (canonicalizing costs more than the lookup)
+
 def get_device(name: str) -> Device:
-  return _get_device(canonical_device(name))
+  if (dev := _by_name.get(name)) is None: dev = _by_name[name] = _get_device(canonical_device(name))
+  return dev
 
 @functools.lru_cache(None)
 def _get_device(name: str) -> Device:
