@@ -711,13 +711,15 @@ def cat(tensors: Sequence[Tensor], dim=0) -> Tensor:
     if t.device != ref.device: raise ValueError(f"cat: expected all tensors on {ref.device}, got {t.device}")
   out_dtype = dt.promote_types(*[t.dtype for t in tensors])
   total = sum(t.shape[d] for t in tensors)
-  parts, start = [], 0
+  out, start = None, 0
   for t in tensors:
     n = t.shape[d]
-    parts.append(t.cast(out_dtype).pad(tuple((start, total - start - n) if i == d else (0, 0) for i in range(t.ndim))))
+    widths = tuple((start, total - start - n) if i == d else (0, 0) for i in range(t.ndim))
+    part = t.cast(out_dtype).pad(widths)
+    # select, not add: adding the zero padding would turn -0.0 into +0.0
+    inside = Tensor.ones(*t.shape, dtype=dt.bool_, device=t.device).pad(widths)
+    out = part if out is None else inside.where(part, out)
     start += n
-  out = parts[0]
-  for p in parts[1:]: out = out | p if out_dtype.is_bool else out + p
   return out
 
 def stack(tensors: Sequence[Tensor], dim=0) -> Tensor:

@@ -85,3 +85,13 @@ def test_random(device):
   assert abs(n.mean()) < 0.05 and abs(n.std() - 1) < 0.05
   r = alloy.randint(3, 9, (5000,), device=device).numpy()
   assert r.min() == 3 and r.max() == 8 and r.dtype == np.int64
+
+def test_cat_keeps_negative_zero_and_dtypes(device):
+  x = np.array([[-0.0, 1.5], [2.0, -0.0]], np.float32)
+  got = alloy.cat([Tensor(x, device=device), Tensor(-x, device=device)], dim=1).numpy()
+  want = np.concatenate([x, -x], 1)
+  np.testing.assert_array_equal(got, want)
+  np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+  mixed = alloy.cat([Tensor([1, 2], device=device), Tensor([0.5], device=device)])   # int64 + float32 -> float32
+  assert mixed.dtype == alloy.float32
+  np.testing.assert_array_equal(mixed.numpy(), [1.0, 2.0, 0.5])
