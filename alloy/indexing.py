@@ -68,7 +68,8 @@ def getitem(t, idx):
       raise IndexError(f"tensors used as indices must be integer tensors, got {it.dtype.name}")
     if it.device != t.device: raise ValueError(f"index tensor on {it.device} for a tensor on {t.device}")
     size = x.shape[pos]
-    vals = it.numpy()
+    # bounds are checked on the host: free for host indices; a device index tensor is read back (a sync)
+    vals = np.asarray(ix) if not isinstance(ix, Tensor) else it.numpy()
     if vals.size and (vals.min() < -size or vals.max() >= size):
       bad = vals[(vals < -size) | (vals >= size)].flat[0]
       raise IndexError(f"index {bad} is out of bounds for dimension {d} with size {size}")
