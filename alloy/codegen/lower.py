@@ -381,21 +381,14 @@ def kernel_name(ast: KernelAST) -> str:
   rdims = "_".join(str(n.src[0].shape[a]) for n in reduces[:1] for a in n.arg[1])
   return f"r_{dims}_{rdims}"
 
-def _evaluations(ast: KernelAST) -> dict:
-  """How many times each node is computed: its own shape, times the loops of reductions above it."""
-  counts: dict[int, int] = {}
-  def walk(n: Node, mult: int):
-    c = mult * max(prod(n.shape), 1)
-    if counts.get(id(n), 0) >= c: return
-    counts[id(n)] = c
-    inner = mult * (prod(n.src[0].shape) // max(prod(n.shape), 1)) if n.op is Op.REDUCE else mult
-    for s in n.src: walk(s, inner if n.op is Op.REDUCE else mult)
-  walk(ast.root, 1)
-  return counts
-
 def estimate_flops(ast: KernelAST) -> int:
-  counts = _evaluations(ast)
-  return sum(FLOP_COST.get(n.op, 1) * counts.get(id(n), 0) for n in ast.root.toposort() if n.op in ELEMENTWISE or n.op is Op.REDUCE)
+  """Arithmetic per launch: each elementwise op once per element of its shape (a broadcast operand is not
+  recomputed), each reduction once per element it folds in."""
+  total = 0
+  for n in ast.root.toposort():
+    if n.op is Op.REDUCE: total += prod(n.src[0].shape)
+    elif n.op in ELEMENTWISE: total += FLOP_COST.get(n.op, 1) * prod(n.shape)
+  return total
 
 def estimate_bytes(ast: KernelAST) -> int:
   seen, total = set(), prod(ast.root.shape) * ast.root.dtype.itemsize
