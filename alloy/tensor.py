@@ -634,7 +634,7 @@ class Tensor:
     return self.matmul(other)
 
 SPLIT_MIN_LENGTH = 1 << 15    # reductions shorter than this run in one stage
-SPLIT_PARTIALS = 2048         # about this many partial results in the first stage fill a big GPU or all cores
+SPLIT_PARTIALS = 4096         # about this many partial results: several waves of blocks on a big GPU (small tail), all cores busy
 
 def _split_count(shape: tuple, axes: tuple) -> int:
   """How many slices to cut each reduction into, so that a few long reductions (a full sum, say) spread over
