@@ -299,7 +299,7 @@ class Lowerer:
     saved, idx, lanes_of = [], [sym.Const(0)] * len(shape), {}
     for a, s in enumerate(shape):
       if s <= 1: continue
-      unroll = opts.upcast[1] if opts.upcast and opts.upcast[0] == a else 1
+      unroll = dict(opts.upcast).get(a, 1)
       if s > unroll:
         var = self.new_var(s // unroll, "i")
         saved.append(self.open_loop(var, len(self.stack) - 1, parallel=not saved and opts.parallel))
@@ -407,6 +407,6 @@ def estimate_bytes(ast: KernelAST) -> int:
 
 def lower(ast: KernelAST, device_caps) -> LinearProgram:
   prog = Lowerer(ast, choose_opts(ast, device_caps)).lower()
-  prog.instrs, prog.meta.vector_widths = vectorize(prog.instrs, device_caps.vector_width, device_caps.vector_dtypes,
-                                                   aligned=device_caps.threads)
+  prog.instrs, prog.meta.vector_widths = vectorize(prog.instrs, device_caps.vector_widths, device_caps.vector_dtypes,
+                                                   aligned=device_caps.threads, arithmetic=device_caps.vector_arithmetic)
   return prog

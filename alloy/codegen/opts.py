@@ -2,6 +2,7 @@
 from __future__ import annotations
 from dataclasses import dataclass
 from alloy.helpers import prod
+from alloy.ir import symbolic as sym
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.schedule.kernel import KernelAST
@@ -13,7 +14,8 @@ class DeviceCaps:
   max_local: int = 1024
   default_local: int = 256
   simd_width: int = 32     # lanes that exchange registers (warp / SIMD-group)
-  vector_width: int = 4    # elements per vector load/store, for the dtypes below
+  vector_widths: tuple = (4,)   # elements per vector load/store, for the dtypes below
+  vector_arithmetic: bool = False   # the language computes on vectors: lane-wise arithmetic becomes vector arithmetic
   vector_dtypes: frozenset = frozenset({"float32", "int32", "uint32"})
 
 @dataclass(frozen=True)
@@ -26,14 +28,15 @@ class KernelOpts:
   # output axes pick the row, the threads split the row's reductions and loop over its remaining axes
   group: int = 0
   block_axes: int = 0
-  # CPU: (output axis, lanes) unrolled in registers, and the unroll of each reduction's innermost axis
-  upcast: tuple | None = None
+  # CPU: ((output axis, lanes), ...) unrolled in registers, and the unroll of each reduction's innermost axis
+  upcast: tuple = ()
   reduce_unroll: int = 1
   full_unroll: bool = False   # every output element and every reduced element a lane of one thread
   applied: tuple = ()
 
 PARALLEL_MIN_WORK = 1 << 15   # elements; below this, threads cost more than they save
 CPU_LANES = 8                 # independent accumulators / unrolled outputs: covers add latency x issue width
+TILE_ROWS, TILE_COLS = 4, (16, 8)   # a register tile: rows x columns of accumulators (AVX2: 16 vector registers)
 GROUP_MIN_REDUCE = 128        # a reduction shorter than this is cheaper done by one thread
 GROUP_MAX_ROWS = 1 << 17      # with this many rows, one thread per row already fills a big GPU
 
@@ -59,10 +62,33 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
   # reductions: independent accumulators instead of one serial chain of adds; the innermost output axis
   # unrolled into lanes, so each loaded element of a shared operand serves several outputs
   inner = max((a for a, s in enumerate(shape) if s > 1), default=None)
-  upcast = (inner, CPU_LANES) if inner is not None and shape[inner] % CPU_LANES == 0 else None
-  if upcast and shape[inner] == outer and parallel and shape[inner] // CPU_LANES < 2: upcast = None
-  applied += ((("UPCAST",) + upcast,) if upcast else ()) + (("UNROLL_REDUCE", CPU_LANES),)
+  upcast = ((inner, CPU_LANES),) if inner is not None and shape[inner] % CPU_LANES == 0 else ()
+  if upcast and shape[inner] == outer and parallel and shape[inner] // CPU_LANES < 2: upcast = ()
+  if upcast and (tile := _register_tile(ast.root, inner)) is not None: upcast = tile
+  applied += tuple(("UPCAST",) + u for u in upcast) + (("UNROLL_REDUCE", CPU_LANES),)
   return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, upcast=upcast, reduce_unroll=CPU_LANES, applied=applied)
+
+def _register_tile(root: Node, inner: int) -> tuple | None:
+  """A 2D register tile (matmul's): rows of one output axis times columns of the innermost, when one operand
+  of a reduction is the same along the columns and another the same along the rows, so each loaded
+  element serves a whole row or column of the tile's accumulators."""
+  shape = root.shape
+  cols = next((c for c in TILE_COLS if shape[inner] % c == 0), None)
+  if cols is None: return None
+  loads = [m for m in root.toposort() if m.op is Op.VIEW and m.src[0].op is Op.INPUT and len(m.shape) == len(shape)]
+  uses = [_axes_used(m) for m in loads]
+  for row in reversed(range(inner)):
+    if shape[row] % TILE_ROWS or shape[row] == 1: continue
+    if any(inner not in u and row in u for u in uses) and any(row not in u and inner in u for u in uses):
+      return ((row, TILE_ROWS), (inner, cols))
+  return None
+
+def _axes_used(view: Node) -> set:
+  """The axes a view's index depends on."""
+  idx = [sym.Var(f"a{k}", 0, max(s - 1, 0)) for k, s in enumerate(view.shape)]
+  flat, valid = view.arg.index(idx)
+  names = {v.name for v in flat.vars()} | {v.name for c in valid.clauses for v in c[1].vars()}
+  return {k for k in range(len(idx)) if f"a{k}" in names}
 
 def _grouped_opts(root: Node, caps: DeviceCaps) -> KernelOpts | None:
   """Rows of long reductions: a threadgroup per row, its threads striding over the row (coalesced loads)

@@ -21,6 +21,9 @@ static inline uint16_t alloy_float_to_bfloat16(float f) {
 typedef float alloy_float32x4 __attribute__((vector_size(16), aligned(4)));
 typedef int32_t alloy_int32x4 __attribute__((vector_size(16), aligned(4)));
 typedef uint32_t alloy_uint32x4 __attribute__((vector_size(16), aligned(4)));
+typedef float alloy_float32x8 __attribute__((vector_size(32), aligned(4)));
+typedef int32_t alloy_int32x8 __attribute__((vector_size(32), aligned(4)));
+typedef uint32_t alloy_uint32x8 __attribute__((vector_size(32), aligned(4)));
 """+ integer_helpers("static inline")
 
 class CRenderer(CStyleRenderer):
