@@ -1,7 +1,7 @@
 """How a kernel's logical shape maps onto a launch: the heuristics that choose global/local sizes."""
 from __future__ import annotations
 from dataclasses import dataclass
-from alloy.helpers import prod
+from alloy.helpers import prod, strides_for_shape
 from alloy.ir import symbolic as sym
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
@@ -75,20 +75,36 @@ def _register_tile(root: Node, inner: int) -> tuple | None:
   shape = root.shape
   cols = next((c for c in TILE_COLS if shape[inner] % c == 0), None)
   if cols is None: return None
-  loads = [m for m in root.toposort() if m.op is Op.VIEW and m.src[0].op is Op.INPUT and len(m.shape) == len(shape)]
-  uses = [_axes_used(m) for m in loads]
+  uses = _axes_of_loads(root)
   for row in reversed(range(inner)):
     if shape[row] % TILE_ROWS or shape[row] == 1: continue
     if any(inner not in u and row in u for u in uses) and any(row not in u and inner in u for u in uses):
       return ((row, TILE_ROWS), (inner, cols))
   return None
 
-def _axes_used(view: Node) -> set:
-  """The axes a view's index depends on."""
-  idx = [sym.Var(f"a{k}", 0, max(s - 1, 0)) for k, s in enumerate(view.shape)]
-  flat, valid = view.arg.index(idx)
-  names = {v.name for v in flat.vars()} | {v.name for c in valid.clauses for v in c[1].vars()}
-  return {k for k in range(len(idx)) if f"a{k}" in names}
+def _axes_of_loads(root: Node) -> list[set]:
+  """For each load of an input, the output axes its address depends on (traced through views and reductions)."""
+  out, seen = [], set()
+  def walk(n: Node, idx: tuple):
+    if (id(n), idx) in seen: return
+    seen.add((id(n), idx))
+    if n.op is Op.INPUT: out.append(_output_axes(idx[:1]))
+    elif n.op is Op.VIEW:
+      flat, valid = n.arg.index(list(idx))
+      if n.src[0].op is Op.INPUT: out.append(_output_axes([flat] + [c[1] for c in valid.clauses]))
+      else: walk(n.src[0], tuple(sym.mod(sym.div(flat, st), sz) if st else sym.Const(0)
+                                 for sz, st in zip(n.src[0].shape, strides_for_shape(n.src[0].shape))))
+    elif n.op is Op.REDUCE:
+      src = n.src[0]
+      walk(src, tuple(sym.Var(f"r{id(n)}_{a}", 0, src.shape[a] - 1) if a in n.arg[1] else e for a, e in enumerate(idx)))
+    elif n.op is Op.GATHER: out.append(set(range(len(root.shape))))   # data-dependent: assume every axis
+    else:
+      for s in n.src: walk(s, idx)
+  walk(root, tuple(sym.Var(f"o{k}", 0, max(s - 1, 0)) for k, s in enumerate(root.shape)))
+  return out
+
+def _output_axes(exprs) -> set:
+  return {int(v.name[1:]) for e in exprs for v in e.vars() if v.name.startswith("o")}
 
 def _grouped_opts(root: Node, caps: DeviceCaps) -> KernelOpts | None:
   """Rows of long reductions: a threadgroup per row, its threads striding over the row (coalesced loads)

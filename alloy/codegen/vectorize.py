@@ -170,7 +170,7 @@ def pack_arithmetic(instrs: list) -> list:
   while work:
     seed = work.pop()
     while (vec := try_pack(seed, seed.arg[1])) is not None:
-      if vec.op == "valu": work.append(vec)
+      work.append(vec)
   for ins in instrs:   # a store of a whole vector's lanes in order stores the vector
     if ins.op == "vstore" and (v := operand(list(ins.src[1:]), ins.arg[1], broadcast=False)) is not None:
       ins.src = (ins.src[0], v)
