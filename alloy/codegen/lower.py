@@ -293,12 +293,12 @@ class Lowerer:
       self.emit("store", None, (self.params[0], val), (flat, sym.Cond()), exprs=[flat], cse=False)
 
   def _lower_loops(self) -> None:
-    """CPU: a loop per output axis, the outer one split across cores when the kernel is big; the upcast axis
-    is unrolled into lanes that share each load of the others (a register tile for matmul)."""
+    """CPU: a loop per output axis (in opts.loop_order), the outer one split across cores when the kernel is big;
+    the upcast axes are unrolled into lanes that share each load of the others (a register tile for matmul)."""
     shape, opts = self.ast.root.shape, self.opts
     saved, idx, lanes_of = [], [sym.Const(0)] * len(shape), {}
-    for a, s in enumerate(shape):
-      if s <= 1: continue
+    for a in opts.loop_order or range(len(shape)):
+      if (s := shape[a]) <= 1: continue
       unroll = dict(opts.upcast).get(a, 1)
       if s > unroll:
         var = self.new_var(s // unroll, "i")
@@ -306,7 +306,7 @@ class Lowerer:
         idx[a] = var
       if unroll > 1: lanes_of[a] = unroll
     lanes = [idx]
-    for a, unroll in lanes_of.items():
+    for a, unroll in sorted(lanes_of.items()):
       lanes = [l[:a] + [l[a] * unroll + c] + l[a + 1:] for l in lanes for c in range(unroll)]
     if prod(shape) > 0: self._store(lanes)
     for sv in reversed(saved): self.close_loop(sv)

@@ -30,13 +30,15 @@ class KernelOpts:
   block_axes: int = 0
   # CPU: ((output axis, lanes), ...) unrolled in registers, and the unroll of each reduction's innermost axis
   upcast: tuple = ()
+  loop_order: tuple = ()      # CPU: output axes outermost first (default: in order)
   reduce_unroll: int = 1
   full_unroll: bool = False   # every output element and every reduced element a lane of one thread
   applied: tuple = ()
 
 PARALLEL_MIN_WORK = 1 << 15   # elements; below this, threads cost more than they save
 CPU_LANES = 8                 # independent accumulators / unrolled outputs: covers add latency x issue width
-TILE_ROWS, TILE_COLS = 4, (16, 8)   # a register tile: rows x columns of accumulators (AVX2: 16 vector registers)
+TILE_ROWS, TILE_COLS = 8, (16, 8)   # a register tile: rows x columns of accumulators (AVX2: 16 vector registers)
+TILE_OUTER_MIN = 8            # column tiles needed to put their loop outermost (it is the one split across cores)
 GROUP_MIN_REDUCE = 128        # a reduction shorter than this is cheaper done by one thread
 GROUP_MAX_ROWS = 1 << 17      # with this many rows, one thread per row already fills a big GPU
 
@@ -64,9 +66,19 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
   inner = max((a for a, s in enumerate(shape) if s > 1), default=None)
   upcast = ((inner, CPU_LANES),) if inner is not None and shape[inner] % CPU_LANES == 0 else ()
   if upcast and shape[inner] == outer and parallel and shape[inner] // CPU_LANES < 2: upcast = ()
-  if upcast and (tile := _register_tile(ast.root, inner)) is not None: upcast = tile
+  order = ()
+  if upcast and (tile := _register_tile(ast.root, inner)) is not None:
+    upcast = tile
+    (row, _), (_, cols) = tile
+    if shape[inner] // cols >= TILE_OUTER_MIN:
+      # columns outside rows: a column panel of the shared operand is reused by every row tile while it is
+      # in cache (rows inside, it streams from memory once per row tile, a page per element)
+      order = tuple(inner if a == row else row if a == inner else a for a in range(len(shape)))
+      applied += (("SWAP", row, inner),)
+      if parallel and outer == shape[row] and row == next(a for a, s in enumerate(shape) if s > 1): outer = shape[inner]
   applied += tuple(("UPCAST",) + u for u in upcast) + (("UNROLL_REDUCE", CPU_LANES),)
-  return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, upcast=upcast, reduce_unroll=CPU_LANES, applied=applied)
+  return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, upcast=upcast, reduce_unroll=CPU_LANES,
+                    loop_order=order, applied=applied)
 
 def _register_tile(root: Node, inner: int) -> tuple | None:
   """A 2D register tile (matmul's): rows of one output axis times columns of the innermost, when one operand

@@ -119,9 +119,10 @@ def test_cpu_matmul_is_vector_code():
   a = Tensor(np.arange(64 * 64, dtype=np.float32).reshape(64, 64), device="CPU")
   ((_, ast, _),) = schedule([(a @ a).node])
   prog = lower(ast, CPUDevice.caps)
-  assert [o for o in prog.meta.opts if o[0] == "UPCAST"] == [("UPCAST", 0, 4), ("UPCAST", 1, 16)]
+  from alloy.codegen.opts import TILE_ROWS
+  assert [o for o in prog.meta.opts if o[0] == "UPCAST"] == [("UPCAST", 0, TILE_ROWS), ("UPCAST", 1, 16)]
   ops = [i.op for i in prog.instrs]
-  assert ops.count("vacc") == 8 and ops.count("vupdate") == 8 and "update" not in ops and 8 in prog.meta.vector_widths
+  assert ops.count("vacc") == ops.count("vupdate") == 2 * TILE_ROWS and "update" not in ops and 8 in prog.meta.vector_widths
 
 # long rows: threadgroups share a row on GPUs; a few very long reductions are split into two stages
 @pytest.mark.parametrize("shape,axis", [((1 << 17,), None), ((3, 40000), 1), ((2, 1 << 16), None), ((2, 300, 700), (1, 2)),
