@@ -180,4 +180,23 @@ def pack_arithmetic(instrs: list) -> list:
     out.extend(insert_before.get(k, ()))
     if k not in drop: out.append(ins)
     out.extend(insert_after.get(k, ()))
-  return out
+  return _fuse_multiply_add(out)
+
+def _fuse_multiply_add(instrs: list) -> list:
+  """acc += a*b on float32 vectors becomes one fused multiply-add when the product has no other use: one
+  rounding instead of two, as BLAS does; elementwise a*b+c is left alone (it rounds twice, like NumPy)."""
+  refs: dict[int, int] = {}
+  for ins in instrs:
+    for s in ins.src: refs[id(s)] = refs.get(id(s), 0) + 1
+  lanes: dict[int, list] = {}
+  for ins in instrs:
+    if ins.op == "gep": lanes.setdefault(id(ins.src[0]), []).append(ins)
+  gone: set[int] = set()
+  for ins in instrs:
+    if ins.op != "vupdate" or ins.arg is not Op.ADD or ins.dtype.name != "float32": continue
+    prod = ins.src[1]
+    if prod.op != "valu" or prod.arg[0] is not Op.MUL or refs.get(id(prod), 0) != 1 + len(lanes.get(id(prod), [])): continue
+    if any(refs.get(id(g), 0) for g in lanes.get(id(prod), [])): continue
+    ins.src = (ins.src[0],) + prod.src
+    gone.update([id(prod)] + [id(g) for g in lanes.get(id(prod), [])])
+  return [ins for ins in instrs if id(ins) not in gone] if gone else instrs

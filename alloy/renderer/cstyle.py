@@ -153,6 +153,9 @@ class CStyleRenderer:
     return f"(({'' if writable else 'const '}{self.vec_type(d, width)}*)({buf}+{idx}))"
   def vec_lane(self, v: str, k: int) -> str: return f"{v}[{k}]"
   def vec_make(self, vals: list[str], d: DType, width: int) -> str: raise NotImplementedError
+  def vec_fma(self, a: str, b: str, c: str, d: DType, width: int) -> str:
+    """a*b+c lane by lane with one rounding."""
+    raise NotImplementedError
 
   def load(self, buf: str, idx: str, valid: str | None, d: DType) -> str:
     v = self.from_storage(f"{buf}[{idx}]", d)
@@ -217,9 +220,11 @@ class CStyleRenderer:
         names[id(ins)] = self.from_storage(self.vec_lane(names[id(ins.src[0])], ins.arg), ins.dtype)
         dtypes[id(ins)] = ins.dtype
         continue
-      if ins.op == "vupdate":
-        acc, val = ins.src
-        lines.append(f"{ind}{names[id(acc)]} = {names[id(acc)]} {self.infix[ins.arg]} {names[id(val)]};"); continue
+      if ins.op == "vupdate":   # acc op= val, or with two values acc += a*b fused
+        acc, *vals = ins.src
+        a, v = names[id(acc)], [names[id(x)] for x in vals]
+        rhs = self.vec_fma(v[0], v[1], a, ins.dtype, acc.arg[1]) if len(v) == 2 else f"{a} {self.infix[ins.arg]} {v[0]}"
+        lines.append(f"{ind}{a} = {rhs};"); continue
       if ins.op in ("vbroadcast", "vacc", "valu"):
         width = ins.arg if ins.op == "vbroadcast" else ins.arg[1]
         if ins.op == "vbroadcast": rhs = self.vec_make([names[id(ins.src[0])]] * width, ins.dtype, width)
