@@ -293,20 +293,20 @@ class Lowerer:
       self.emit("store", None, (self.params[0], val), (flat, sym.Cond()), exprs=[flat], cse=False)
 
   def _lower_loops(self) -> None:
-    """CPU: a loop per output axis, the outer one split across cores when the kernel is big; the upcast axis
-    is unrolled into lanes that share each load of the others (a register tile for matmul)."""
+    """CPU: a loop per output axis (in opts.loop_order), the outer one split across cores when the kernel is big;
+    the upcast axes are unrolled into lanes that share each load of the others (a register tile for matmul)."""
     shape, opts = self.ast.root.shape, self.opts
     saved, idx, lanes_of = [], [sym.Const(0)] * len(shape), {}
-    for a, s in enumerate(shape):
-      if s <= 1: continue
-      unroll = opts.upcast[1] if opts.upcast and opts.upcast[0] == a else 1
+    for a in opts.loop_order or range(len(shape)):
+      if (s := shape[a]) <= 1: continue
+      unroll = dict(opts.upcast).get(a, 1)
       if s > unroll:
         var = self.new_var(s // unroll, "i")
         saved.append(self.open_loop(var, len(self.stack) - 1, parallel=not saved and opts.parallel))
         idx[a] = var
       if unroll > 1: lanes_of[a] = unroll
     lanes = [idx]
-    for a, unroll in lanes_of.items():
+    for a, unroll in sorted(lanes_of.items()):
       lanes = [l[:a] + [l[a] * unroll + c] + l[a + 1:] for l in lanes for c in range(unroll)]
     if prod(shape) > 0: self._store(lanes)
     for sv in reversed(saved): self.close_loop(sv)
@@ -400,6 +400,6 @@ def estimate_bytes(ast: KernelAST) -> int:
 
 def lower(ast: KernelAST, device_caps) -> LinearProgram:
   prog = Lowerer(ast, choose_opts(ast, device_caps)).lower()
-  prog.instrs, prog.meta.vector_widths = vectorize(prog.instrs, device_caps.vector_width, device_caps.vector_dtypes,
-                                                   aligned=device_caps.threads)
+  prog.instrs, prog.meta.vector_widths = vectorize(prog.instrs, device_caps.vector_widths, device_caps.vector_dtypes,
+                                                   aligned=device_caps.threads, arithmetic=device_caps.vector_arithmetic)
   return prog

@@ -1,7 +1,8 @@
 """How a kernel's logical shape maps onto a launch: the heuristics that choose global/local sizes."""
 from __future__ import annotations
 from dataclasses import dataclass
-from alloy.helpers import prod
+from alloy.helpers import prod, strides_for_shape
+from alloy.ir import symbolic as sym
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.schedule.kernel import KernelAST
@@ -13,7 +14,8 @@ class DeviceCaps:
   max_local: int = 1024
   default_local: int = 256
   simd_width: int = 32     # lanes that exchange registers (warp / SIMD-group)
-  vector_width: int = 4    # elements per vector load/store, for the dtypes below
+  vector_widths: tuple = (4,)   # elements per vector load/store, for the dtypes below
+  vector_arithmetic: bool = False   # the language computes on vectors: lane-wise arithmetic becomes vector arithmetic
   vector_dtypes: frozenset = frozenset({"float32", "int32", "uint32"})
 
 @dataclass(frozen=True)
@@ -26,14 +28,17 @@ class KernelOpts:
   # output axes pick the row, the threads split the row's reductions and loop over its remaining axes
   group: int = 0
   block_axes: int = 0
-  # CPU: (output axis, lanes) unrolled in registers, and the unroll of each reduction's innermost axis
-  upcast: tuple | None = None
+  # CPU: ((output axis, lanes), ...) unrolled in registers, and the unroll of each reduction's innermost axis
+  upcast: tuple = ()
+  loop_order: tuple = ()      # CPU: output axes outermost first (default: in order)
   reduce_unroll: int = 1
   full_unroll: bool = False   # every output element and every reduced element a lane of one thread
   applied: tuple = ()
 
 PARALLEL_MIN_WORK = 1 << 15   # elements; below this, threads cost more than they save
 CPU_LANES = 8                 # independent accumulators / unrolled outputs: covers add latency x issue width
+TILE_ROWS, TILE_COLS = 8, (16, 8)   # a register tile: rows x columns of accumulators (AVX2: 16 vector registers)
+TILE_OUTER_MIN = 8            # column tiles needed to put their loop outermost (it is the one split across cores)
 GROUP_MIN_REDUCE = 128        # a reduction shorter than this is cheaper done by one thread
 GROUP_MAX_ROWS = 1 << 17      # with this many rows, one thread per row already fills a big GPU
 
@@ -59,10 +64,59 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
   # reductions: independent accumulators instead of one serial chain of adds; the innermost output axis
   # unrolled into lanes, so each loaded element of a shared operand serves several outputs
   inner = max((a for a, s in enumerate(shape) if s > 1), default=None)
-  upcast = (inner, CPU_LANES) if inner is not None and shape[inner] % CPU_LANES == 0 else None
-  if upcast and shape[inner] == outer and parallel and shape[inner] // CPU_LANES < 2: upcast = None
-  applied += ((("UPCAST",) + upcast,) if upcast else ()) + (("UNROLL_REDUCE", CPU_LANES),)
-  return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, upcast=upcast, reduce_unroll=CPU_LANES, applied=applied)
+  upcast = ((inner, CPU_LANES),) if inner is not None and shape[inner] % CPU_LANES == 0 else ()
+  if upcast and shape[inner] == outer and parallel and shape[inner] // CPU_LANES < 2: upcast = ()
+  order = ()
+  if upcast and (tile := _register_tile(ast.root, inner)) is not None:
+    upcast = tile
+    (row, _), (_, cols) = tile
+    if shape[inner] // cols >= TILE_OUTER_MIN:
+      # columns outside rows: a column panel of the shared operand is reused by every row tile while it is
+      # in cache (rows inside, it streams from memory once per row tile, a page per element)
+      order = tuple(inner if a == row else row if a == inner else a for a in range(len(shape)))
+      applied += (("SWAP", row, inner),)
+      if parallel and outer == shape[row] and row == next(a for a, s in enumerate(shape) if s > 1): outer = shape[inner]
+  applied += tuple(("UPCAST",) + u for u in upcast) + (("UNROLL_REDUCE", CPU_LANES),)
+  return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, upcast=upcast, reduce_unroll=CPU_LANES,
+                    loop_order=order, applied=applied)
+
+def _register_tile(root: Node, inner: int) -> tuple | None:
+  """A 2D register tile (matmul's): rows of one output axis times columns of the innermost, when one operand
+  of a reduction is the same along the columns and another the same along the rows, so each loaded
+  element serves a whole row or column of the tile's accumulators."""
+  shape = root.shape
+  cols = next((c for c in TILE_COLS if shape[inner] % c == 0), None)
+  if cols is None: return None
+  uses = _axes_of_loads(root)
+  for row in reversed(range(inner)):
+    if shape[row] % TILE_ROWS or shape[row] == 1: continue
+    if any(inner not in u and row in u for u in uses) and any(row not in u and inner in u for u in uses):
+      return ((row, TILE_ROWS), (inner, cols))
+  return None
+
+def _axes_of_loads(root: Node) -> list[set]:
+  """For each load of an input, the output axes its address depends on (traced through views and reductions)."""
+  out, seen = [], set()
+  def walk(n: Node, idx: tuple):
+    if (id(n), idx) in seen: return
+    seen.add((id(n), idx))
+    if n.op is Op.INPUT: out.append(_output_axes(idx[:1]))
+    elif n.op is Op.VIEW:
+      flat, valid = n.arg.index(list(idx))
+      if n.src[0].op is Op.INPUT: out.append(_output_axes([flat] + [c[1] for c in valid.clauses]))
+      else: walk(n.src[0], tuple(sym.mod(sym.div(flat, st), sz) if st else sym.Const(0)
+                                 for sz, st in zip(n.src[0].shape, strides_for_shape(n.src[0].shape))))
+    elif n.op is Op.REDUCE:
+      src = n.src[0]
+      walk(src, tuple(sym.Var(f"r{id(n)}_{a}", 0, src.shape[a] - 1) if a in n.arg[1] else e for a, e in enumerate(idx)))
+    elif n.op is Op.GATHER: out.append(set(range(len(root.shape))))   # data-dependent: assume every axis
+    else:
+      for s in n.src: walk(s, idx)
+  walk(root, tuple(sym.Var(f"o{k}", 0, max(s - 1, 0)) for k, s in enumerate(root.shape)))
+  return out
+
+def _output_axes(exprs) -> set:
+  return {int(v.name[1:]) for e in exprs for v in e.vars() if v.name.startswith("o")}
 
 def _grouped_opts(root: Node, caps: DeviceCaps) -> KernelOpts | None:
   """Rows of long reductions: a threadgroup per row, its threads striding over the row (coalesced loads)

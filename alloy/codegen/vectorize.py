@@ -1,12 +1,22 @@
-"""Runs of scalar loads and stores at consecutive addresses become vector loads and stores.
+"""Runs of scalar loads and stores at consecutive addresses become vector loads and stores; on the CPU,
+the arithmetic on their lanes then becomes vector arithmetic too.
 
 Unrolled lanes (an upcast axis, a tiny kernel's elements) read and write neighbours; a 4-wide
 access moves them in one instruction. GPUs need the vector aligned to its size, so there a run
 must start at a multiple of the width; the C vector types used on the CPU take any address.
+
+A C compiler does not reliably turn the unrolled scalar arithmetic of a register tile into SIMD
+instructions, so `pack_arithmetic` does it here: starting from the lanes of each vector load, a
+set of like instructions, one per lane, whose operands are the lanes of one vector (or one scalar
+shared by all lanes, broadcast) becomes one vector instruction; accumulators updated lane by lane
+become one vector accumulator.
 """
 from __future__ import annotations
 from alloy.ir import symbolic as sym
+from alloy.ir.ops import Op
 from alloy.codegen.program import Instr
+
+VECTOR_OPS = {Op.ADD, Op.SUB, Op.MUL}   # ops every vector language writes infix, exact lane by lane
 
 def _split(flat: sym.Expr) -> tuple:
   """flat = sum of (term * coefficient) + a constant offset: (the terms, the offset)."""
@@ -29,9 +39,10 @@ def _scopes(instrs: list) -> list:
     if ins.op in ("range", "if"): fresh += 1; stack.append(fresh)
   return out
 
-def vectorize(instrs: list, width: int, dtypes: set, aligned: bool) -> tuple[list, tuple]:
-  """(new instruction list, the vector widths used)."""
-  if width <= 1: return instrs, ()
+def vectorize(instrs: list, widths: tuple, dtypes: set, aligned: bool, arithmetic: bool = False) -> tuple[list, tuple]:
+  """(new instruction list, the vector widths used). Widths are tried widest first."""
+  widths = tuple(sorted((w for w in widths if w > 1), reverse=True))
+  if not widths: return instrs, ()
   scopes = _scopes(instrs)
   groups: dict = {}
   for pos, ins in enumerate(instrs):
@@ -39,26 +50,30 @@ def vectorize(instrs: list, width: int, dtypes: set, aligned: bool) -> tuple[lis
       flat, valid = ins.arg
       if not valid.is_true: continue
       terms, off = _split(flat)
-      if aligned and not all(c % width == 0 or _multiple_of(t, width) for t, c in terms): continue
+      if aligned and not all(c % widths[-1] == 0 or _multiple_of(t, widths[-1]) for t, c in terms): continue
       groups.setdefault((ins.op, id(ins.src[0]), scopes[pos], terms), {}).setdefault(off, pos)
   replace: dict[int, Instr] = {}    # position -> vector instruction placed there
   drop: set[int] = set()
-  for (op, _, _, _), by_off in groups.items():
-    for start in sorted(o for o in by_off if o % width == 0):
-      run = [by_off.get(start + k) for k in range(width)]
-      if any(p is None for p in run) or any(p in drop or p in replace for p in run): continue
-      members = [instrs[p] for p in run]
-      flat = members[0].arg[0]
-      if op == "load":
-        at = min(run)
-        vec = Instr("vload", members[0].dtype, (members[0].src[0],), (flat, width))
-        replace[at] = vec
-        for k, m in enumerate(members):   # each scalar load becomes a lane of the vector, in place
-          m.op, m.src, m.arg = "gep", (vec,), k
-      else:
-        at = max(run)
-        replace[at] = Instr("vstore", None, (members[0].src[0],) + tuple(m.src[1] for m in members), (flat, width))
-        drop.update(p for p in run if p != at)
+  used = set()
+  for width in widths:
+    for (op, _, _, terms), by_off in groups.items():
+      if aligned and not all(c % width == 0 or _multiple_of(t, width) for t, c in terms): continue
+      for start in sorted(o for o in by_off if o % width == 0):
+        run = [by_off.get(start + k) for k in range(width)]
+        if any(p is None or p in used for p in run): continue
+        used.update(run)
+        members = [instrs[p] for p in run]
+        flat = members[0].arg[0]
+        if op == "load":
+          at = min(run)
+          vec = Instr("vload", members[0].dtype, (members[0].src[0],), (flat, width))
+          replace[at] = vec
+          for k, m in enumerate(members):   # each scalar load becomes a lane of the vector, in place
+            m.op, m.src, m.arg = "gep", (vec,), k
+        else:
+          at = max(run)
+          replace[at] = Instr("vstore", None, (members[0].src[0],) + tuple(m.src[1] for m in members), (flat, width))
+          drop.update(p for p in run if p != at)
   if not replace: return instrs, ()
   out = []
   for pos, ins in enumerate(instrs):
@@ -67,4 +82,121 @@ def vectorize(instrs: list, width: int, dtypes: set, aligned: bool) -> tuple[lis
       out.append(replace[pos])
       if replace[pos].op == "vstore": continue
     out.append(ins)
-  return out, (width,)
+  used_widths = tuple(sorted({ins.arg[1] for ins in replace.values()}, reverse=True))
+  return (pack_arithmetic(out) if arithmetic else out), used_widths
+
+def pack_arithmetic(instrs: list) -> list:
+  """Like instructions on the lanes of vectors become vector instructions (see the module's docstring)."""
+  pos = {id(ins): k for k, ins in enumerate(instrs)}
+  scopes = _scopes(instrs)
+  users: dict[int, list] = {}
+  for ins in instrs:
+    for k, s in enumerate(ins.src): users.setdefault(id(s), []).append((ins, k))
+  lane_of: dict[int, tuple] = {}    # id(scalar) -> (its vector, lane)
+  vectors = []
+  for ins in instrs:
+    if ins.op == "gep": lane_of[id(ins)] = (ins.src[0], ins.arg)
+    if ins.op == "vload": vectors.append(ins)
+  lanes_of = {id(v): [None] * v.arg[1] for v in vectors}
+  for ins in instrs:
+    if ins.op == "gep": lanes_of[id(ins.src[0])][ins.arg] = ins
+  insert_before: dict[int, list] = {}   # position -> new instructions placed just before it
+  insert_after: dict[int, list] = {}
+  drop: set[int] = set()
+  packed: set[int] = set()
+  broadcasts: dict[int, Instr] = {}
+
+  def operand(vals: list, width: int, broadcast=True):
+    """The vector whose lanes are vals: an existing one, or (for `vector`) the one scalar all lanes share,
+    to broadcast; None if neither."""
+    first = lane_of.get(id(vals[0]))
+    if first is not None and first[1] == 0 and first[0].arg[1] == width and \
+       all(lane_of.get(id(v)) == (first[0], k) for k, v in enumerate(vals)):
+      return first[0]
+    if broadcast and all(v is vals[0] for v in vals) and vals[0].op not in ("acc", "gep") and id(vals[0]) in pos:
+      return vals[0]
+    return None
+
+  def vector(src, width: int) -> Instr:
+    if src.op in ("vload", "valu", "vacc", "vbroadcast"): return src
+    if (b := broadcasts.get((id(src), width))) is None:
+      b = broadcasts[(id(src), width)] = Instr("vbroadcast", src.dtype, (src,), width)
+      insert_after.setdefault(pos[id(src)], []).append(b)
+    return b
+
+  def try_pack(seed: Instr, width: int) -> Instr | None:
+    """A vector instruction for the users of seed's lanes that are alike, one per lane; None if there is none."""
+    lanes = lanes_of[id(seed)]
+    for u0, k0 in users.get(id(lanes[0]), []):
+      if id(u0) in packed or u0.op not in ("alu", "update") or u0.arg not in VECTOR_OPS: continue
+      members = [u0]
+      for lane in lanes[1:]:
+        match = next((u for u, k in users.get(id(lane), []) if k == k0 and u.op == u0.op and u.arg is u0.arg
+                      and u.dtype == u0.dtype and id(u) not in packed and u not in members
+                      and scopes[pos[id(u)]] == scopes[pos[id(u0)]]), None)
+        if match is None: break
+        members.append(match)
+      if len(members) < width: continue
+      at = max(pos[id(m)] for m in members)
+      if u0.op == "alu":
+        srcs = [operand([m.src[k] for m in members], width) for k in range(len(u0.src))]
+        if any(s is None for s in srcs): continue
+        # the members become lanes of the vector: every other user must come after it
+        if any(pos[id(u)] <= at for m in members for u, _ in users.get(id(m), [])): continue
+        vec = Instr("valu", u0.dtype, tuple(vector(v, width) for v in srcs), (u0.arg, width))
+        insert_after.setdefault(at, []).extend([vec] + members)   # its lanes, defined after it
+        drop.update(pos[id(m)] for m in members)
+      else:
+        accs = [m.src[0] for m in members]
+        if any(a.op != "acc" or a.arg != accs[0].arg or a.dtype != accs[0].dtype or id(a) in packed for a in accs): continue
+        if any(sum(u.op == "update" for u, _ in users.get(id(a), [])) != 1 for a in accs): continue
+        val = operand([m.src[1] for m in members], width)
+        if val is None: continue
+        vec = Instr("vacc", u0.dtype, (), (accs[0].arg, width))
+        insert_before.setdefault(min(pos[id(a)] for a in accs), []).append(vec)
+        insert_after.setdefault(at, []).append(Instr("vupdate", u0.dtype, (vec, vector(val, width)), u0.arg))
+        drop.update(pos[id(m)] for m in members)
+        packed.update(id(a) for a in accs)
+        members = accs                        # the accumulators are now lanes of the vector one
+      packed.update(id(m) for m in members)
+      for k, m in enumerate(members):
+        m.op, m.src, m.arg = "gep", (vec,), k
+        lane_of[id(m)] = (vec, k)
+      lanes_of[id(vec)] = members
+      return vec
+    return None
+
+  work = list(vectors)
+  while work:
+    seed = work.pop()
+    while (vec := try_pack(seed, seed.arg[1])) is not None:
+      work.append(vec)
+  for ins in instrs:   # a store of a whole vector's lanes in order stores the vector
+    if ins.op == "vstore" and (v := operand(list(ins.src[1:]), ins.arg[1], broadcast=False)) is not None:
+      ins.src = (ins.src[0], v)
+  if not (insert_before or insert_after or drop): return instrs
+  out = []
+  for k, ins in enumerate(instrs):
+    out.extend(insert_before.get(k, ()))
+    if k not in drop: out.append(ins)
+    out.extend(insert_after.get(k, ()))
+  return _fuse_multiply_add(out)
+
+def _fuse_multiply_add(instrs: list) -> list:
+  """acc += a*b on float32 vectors becomes one fused multiply-add when the product has no other use: one
+  rounding instead of two, as BLAS does; elementwise a*b+c is left alone (it rounds twice, like NumPy)."""
+  refs: dict[int, int] = {}
+  for ins in instrs:
+    for s in ins.src: refs[id(s)] = refs.get(id(s), 0) + 1
+  lanes: dict[int, list] = {}
+  for ins in instrs:
+    if ins.op == "gep": lanes.setdefault(id(ins.src[0]), []).append(ins)
+  gone: set[int] = set()
+  for ins in instrs:
+    if ins.op != "vupdate" or ins.arg is not Op.ADD or ins.dtype.name != "float32": continue
+    prod = ins.src[1]
+    if prod.op != "valu" or prod.arg[0] is not Op.MUL or refs.get(id(prod), 0) != 1 + len(lanes.get(id(prod), [])): continue
+    if any(refs.get(id(g), 0) for g in lanes.get(id(prod), [])): continue
+    ins.src = (ins.src[0],) + prod.src
+    gone.update([id(prod)] + [id(g) for g in lanes.get(id(prod), [])])
+  return [ins for ins in instrs if id(ins) not in gone] if gone else instrs

@@ -21,6 +21,18 @@ static inline uint16_t alloy_float_to_bfloat16(float f) {
 typedef float alloy_float32x4 __attribute__((vector_size(16), aligned(4)));
 typedef int32_t alloy_int32x4 __attribute__((vector_size(16), aligned(4)));
 typedef uint32_t alloy_uint32x4 __attribute__((vector_size(16), aligned(4)));
+typedef float alloy_float32x8 __attribute__((vector_size(32), aligned(4)));
+typedef int32_t alloy_int32x8 __attribute__((vector_size(32), aligned(4)));
+typedef uint32_t alloy_uint32x8 __attribute__((vector_size(32), aligned(4)));
+/* a*b+c with one rounding, lane by lane: the FMA instruction where there is one */
+#if defined(__FMA__) && (defined(__x86_64__) || defined(__i386__))
+#define alloy_fma_float32x8(a, b, c) ((alloy_float32x8)__builtin_ia32_vfmaddps256((a), (b), (c)))
+#define alloy_fma_float32x4(a, b, c) ((alloy_float32x4)__builtin_ia32_vfmaddps((a), (b), (c)))
+#else
+#define ALLOY_FMA(N) static inline alloy_float32x##N alloy_fma_float32x##N(alloy_float32x##N a, alloy_float32x##N b, \
+  alloy_float32x##N c) { for (int k = 0; k < N; k++) c[k] = fmaf(a[k], b[k], c[k]); return c; }
+ALLOY_FMA(8) ALLOY_FMA(4)
+#endif
 """+ integer_helpers("static inline")
 
 class CRenderer(CStyleRenderer):
@@ -42,5 +54,6 @@ class CRenderer(CStyleRenderer):
   def int_pow_name(self, d: DType) -> str: return f"alloy_ipow_{d.name}"
   def vec_type(self, d: DType, width: int) -> str: return f"alloy_{d.name}x{width}"
   def vec_make(self, vals: list[str], d: DType, width: int) -> str: return f"({self.vec_type(d, width)}){{{', '.join(vals)}}}"
+  def vec_fma(self, a: str, b: str, c: str, d: DType, width: int) -> str: return f"alloy_fma_{d.name}x{width}({a}, {b}, {c})"
   def bitcast(self, v: str, src: DType, dst: DType) -> str:
     return f"({{ {self.tname(src)} _s = {self.to_storage(v, src)}; {self.tname(dst)} _d; memcpy(&_d, &_s, sizeof(_d)); {self.from_storage('_d', dst)}; }})"

@@ -153,6 +153,9 @@ class CStyleRenderer:
     return f"(({'' if writable else 'const '}{self.vec_type(d, width)}*)({buf}+{idx}))"
   def vec_lane(self, v: str, k: int) -> str: return f"{v}[{k}]"
   def vec_make(self, vals: list[str], d: DType, width: int) -> str: raise NotImplementedError
+  def vec_fma(self, a: str, b: str, c: str, d: DType, width: int) -> str:
+    """a*b+c lane by lane with one rounding."""
+    raise NotImplementedError
 
   def load(self, buf: str, idx: str, valid: str | None, d: DType) -> str:
     v = self.from_storage(f"{buf}[{idx}]", d)
@@ -210,7 +213,26 @@ class CStyleRenderer:
         flat, width = ins.arg
         buf = ins.src[0]
         vals = [self.to_storage(names[id(v)], buf.dtype) for v in ins.src[1:]]
-        lines.append(f"{ind}*{self.vec_pointer(names[id(buf)], self.expr(flat, names), buf.dtype, width, True)} = {self.vec_make(vals, buf.dtype, width)};")
+        value = names[id(ins.src[1])] if len(vals) == 1 else self.vec_make(vals, buf.dtype, width)
+        lines.append(f"{ind}*{self.vec_pointer(names[id(buf)], self.expr(flat, names), buf.dtype, width, True)} = {value};")
+        continue
+      if ins.op == "gep":   # a lane is read where it is used: an accumulator's lanes are final only after its loop
+        names[id(ins)] = self.from_storage(self.vec_lane(names[id(ins.src[0])], ins.arg), ins.dtype)
+        dtypes[id(ins)] = ins.dtype
+        continue
+      if ins.op == "vupdate":   # acc op= val, or with two values acc += a*b fused
+        acc, *vals = ins.src
+        a, v = names[id(acc)], [names[id(x)] for x in vals]
+        rhs = self.vec_fma(v[0], v[1], a, ins.dtype, acc.arg[1]) if len(v) == 2 else f"{a} {self.infix[ins.arg]} {v[0]}"
+        lines.append(f"{ind}{a} = {rhs};"); continue
+      if ins.op in ("vbroadcast", "vacc", "valu"):
+        width = ins.arg if ins.op == "vbroadcast" else ins.arg[1]
+        if ins.op == "vbroadcast": rhs = self.vec_make([names[id(ins.src[0])]] * width, ins.dtype, width)
+        elif ins.op == "vacc": rhs = self.vec_make([self.const(ins.arg[0], ins.dtype)] * width, ins.dtype, width)
+        else: rhs = f"({f' {self.infix[ins.arg[0]]} '.join(names[id(s)] for s in ins.src)})"
+        name = new("acc" if ins.op == "vacc" else "v")
+        names[id(ins)] = name
+        lines.append(f"{ind}{self.vec_type(ins.dtype, width)} {name} = {rhs};")
         continue
       if ins.op == "vload":
         flat, width = ins.arg
@@ -228,7 +250,6 @@ class CStyleRenderer:
         buf = ins.src[0]
         rhs = self.load(names[id(buf)], self.expr(flat, names), None if valid.is_true else self.cond(valid, names), ins.dtype)
       elif ins.op == "index": rhs = f"({self.expr(ins.arg, names)})"
-      elif ins.op == "gep": rhs = self.from_storage(self.vec_lane(names[id(ins.src[0])], ins.arg), ins.dtype)
       elif ins.op == "cond": rhs = self.cond(ins.arg, names)
       elif ins.op == "acc": rhs = self.const(ins.arg, ins.dtype)
       elif ins.op == "cast": rhs = self.rounded(self.cast(names[id(ins.src[0])], dtypes[id(ins.src[0])], ins.dtype), ins.dtype)

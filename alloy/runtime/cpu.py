@@ -154,7 +154,7 @@ class CPUGraph:
 
 class CPUDevice(Device):
   renderer = CRenderer()
-  caps = DeviceCaps(threads=False)
+  caps = DeviceCaps(threads=False, vector_widths=(8, 4), vector_arithmetic=True)
   graph = CPUGraph
   def __init__(self, name: str):
     super().__init__(name)

@@ -97,6 +97,33 @@ def test_matmul_dtypes(device, rng):
   v = rand_np(rng, (8,))
   assert_close(Tensor(v, device=device).dot(Tensor(v, device=device)).numpy(), v @ v, rtol=1e-5)
 
+# sizes that take the CPU's register tile (rows x 16 or 8 columns, vector arithmetic), with epilogues fused
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float64"])
+def test_matmul_tiles(device, rng, dtype):
+  for sa, sb in [((64, 48), (48, 32)), ((3, 16, 20), (20, 24)), ((8, 40), (40, 8)), ((12, 9), (9, 16))]:
+    a, b = rand_np(rng, sa, dtype), rand_np(rng, sb, dtype)
+    ta, tb = Tensor(a, device=device), Tensor(b, device=device)
+    want = a @ b
+    assert_close((ta @ tb).numpy(), want, dtype, rtol=1e-5)
+    assert_close(((ta @ tb) * 2 + 1).numpy(), want * 2 + 1, dtype, rtol=1e-5)
+  # a transposed operand, and a reduction whose lanes are max, not sum (no vector op for it)
+  a, b = rand_np(rng, (32, 24)), rand_np(rng, (16, 24))
+  assert_close((Tensor(a, device=device) @ Tensor(b, device=device).T).numpy(), a @ b.T, rtol=1e-5, atol=1e-5)
+  x = rand_np(rng, (8, 16, 20))
+  np.testing.assert_array_equal(Tensor(x, device=device).amax(2).numpy(), x.max(2))
+
+def test_cpu_matmul_is_vector_code():
+  from alloy.codegen.lower import lower
+  from alloy.runtime.cpu import CPUDevice
+  from alloy.schedule.fusion import schedule
+  a = Tensor(np.arange(64 * 64, dtype=np.float32).reshape(64, 64), device="CPU")
+  ((_, ast, _),) = schedule([(a @ a).node])
+  prog = lower(ast, CPUDevice.caps)
+  from alloy.codegen.opts import TILE_ROWS
+  assert [o for o in prog.meta.opts if o[0] == "UPCAST"] == [("UPCAST", 0, TILE_ROWS), ("UPCAST", 1, 16)]
+  ops = [i.op for i in prog.instrs]
+  assert ops.count("vacc") == ops.count("vupdate") == 2 * TILE_ROWS and "update" not in ops and 8 in prog.meta.vector_widths
+
 # long rows: threadgroups share a row on GPUs; a few very long reductions are split into two stages
 @pytest.mark.parametrize("shape,axis", [((1 << 17,), None), ((3, 40000), 1), ((2, 1 << 16), None), ((2, 300, 700), (1, 2)),
                                         ((513, 1000), 1), ((700, 33), 0), ((40000, 3), 0)])
