@@ -9,17 +9,16 @@ import functools
 from alloy.helpers import prod, strides_for_shape
 from alloy.ir import symbolic as sym
 
-@dataclass(frozen=True)
+# Views and trackers are interned: one object per distinct value, so identity is equality and hashing them
+# (they key every graph node and several caches) costs no Python call.
+
+@dataclass(frozen=True, eq=False)
 class View:
+  def __reduce__(self): return (View.create, (self.shape, self.strides, self.offset, self.mask))
   shape: tuple[int, ...]
   strides: tuple[int, ...]
   offset: int = 0
   mask: tuple[tuple[int, int], ...] | None = None   # valid [begin, end) per axis; elsewhere the value is 0
-
-  def __hash__(self) -> int:   # views key every graph node's hash: compute once
-    if (h := self.__dict__.get("_hash")) is None:
-      object.__setattr__(self, "_hash", h := hash((self.shape, self.strides, self.offset, self.mask)))
-    return h
 
   @staticmethod
   @functools.lru_cache(None)
@@ -30,7 +29,7 @@ class View:
       mask = tuple((max(0, b), min(s, e)) for (b, e), s in zip(mask, shape))
       if any(b >= e for b, e in mask): strides, offset, mask = (0,) * len(shape), 0, tuple((0, 0) for _ in shape)
       elif all(b == 0 and e == s for (b, e), s in zip(mask, shape)): mask = None
-    return View(shape, strides, offset, mask)
+    return _interned_view(shape, tuple(strides), offset, mask)
 
   @property
   def contiguous(self) -> bool:
@@ -128,13 +127,29 @@ class View:
     mask = tuple(next(mit) if s != 1 else (0, 1) for s in new_shape) if self.mask is not None else None
     return View.create(new_shape, strides, self.offset, mask)
 
-@dataclass(frozen=True)
+@functools.lru_cache(None)
+def _interned_view(shape, strides, offset, mask) -> View: return View(shape, strides, offset, mask)
+
+_trackers: dict = {}
+
+def _memoized(method):
+  """Movement ops repeat every training step on the same trackers: answer a repeat from a cache (which also
+  hands back the same tracker object, so the next op's lookup is an identity hit)."""
+  cached = functools.lru_cache(maxsize=1 << 14)(method)
+  @functools.wraps(method)
+  def call(self, arg):
+    try: return cached(self, arg)
+    except TypeError: return method(self, arg)   # an unhashable argument (a list): no cache
+  return call
+
+@dataclass(frozen=True, eq=False)
 class ShapeTracker:
   views: tuple[View, ...]
 
-  def __hash__(self) -> int:
-    if (h := self.__dict__.get("_hash")) is None: object.__setattr__(self, "_hash", h := hash(self.views))
-    return h
+  def __new__(cls, views: tuple):
+    if (hit := _trackers.get(views)) is None: hit = _trackers[views] = object.__new__(cls)
+    return hit
+  def __reduce__(self): return (ShapeTracker, (self.views,))
 
   @staticmethod
   def contiguous(shape) -> "ShapeTracker": return ShapeTracker((View.create(tuple(shape)),))
@@ -145,11 +160,17 @@ class ShapeTracker:
   def size(self) -> int: return prod(self.shape)
 
   def _with_last(self, v: View) -> "ShapeTracker": return ShapeTracker(self.views[:-1] + (v,))
+  @_memoized
   def permute(self, order): return self._with_last(self.views[-1].permute(order))
+  @_memoized
   def expand(self, shape): return self._with_last(self.views[-1].expand(tuple(shape)))
+  @_memoized
   def shrink(self, arg): return self._with_last(self.views[-1].shrink(arg))
+  @_memoized
   def pad(self, arg): return self._with_last(self.views[-1].pad(arg))
+  @_memoized
   def stride(self, steps): return self._with_last(self.views[-1].stride(steps))
+  @_memoized
   def reshape(self, shape) -> "ShapeTracker":
     shape = tuple(shape)
     if (v := self.views[-1].reshape(shape)) is not None: return self._with_last(v)
