@@ -14,7 +14,7 @@ from cuda.bindings import driver, nvrtc
 from alloy.helpers import DEBUG, getenv
 from alloy.codegen.opts import DeviceCaps
 from alloy.renderer.cuda import CUDARenderer
-from alloy.runtime.device import CompileError, Compiler, Device, DeviceOutOfMemory, LRUAllocator, Program
+from alloy.runtime.device import CompileError, Compiler, Device, DeviceOutOfMemory, LaunchList, LRUAllocator, Program
 
 _SUCCESS = driver.CUresult.CUDA_SUCCESS
 _tls = threading.local()    # the context current on this thread, as last set by us
@@ -434,6 +434,64 @@ class CUDAGraph:
     except Exception: pass
 
 # ---------------------------------------------------------------------------------------------------
+# Launch list
+
+class CUDALaunchList(LaunchList):
+  """Captured launches submitted one by one (see LaunchList) with everything but cuLaunchKernel done once: launch
+  dimensions checked, and a parameter block of its own packed, per launch. A call repacks only the rebound launches'
+  blocks (the driver copies parameters at launch, so rewriting a block after its launch is safe) and records one
+  event after the last launch: the stream runs in order, so that event completes every buffer the list writes."""
+  def __init__(self, launches: list, device: "CUDADevice"):
+    if not launches: raise ValueError("a launch list needs at least one launch")
+    self.device = device
+    device._activate()
+    self.calls: list[tuple] = []              # cuLaunchKernel's arguments per launch
+    self.blocks: list[_ParamBlock] = []
+    self.cur: list[tuple] = []                # the buffers (device pointers) each launch is bound to now
+    self.scalars: list[tuple] = []
+    self.programs: list[CUDAProgram] = []
+    for i, (prog, buffers, scalars, global_size, local_size) in enumerate(launch[:5] for launch in launches):
+      if not isinstance(prog, CUDAProgram) or prog.device is not device: raise ValueError(f"launch {i}: not a CUDAProgram of {device.name}")
+      if not buffers: raise ValueError(f"launch {i} ({prog.name}): no buffers; a launch writes its first")
+      prog._set_dims(global_size, local_size)
+      blk = _ParamBlock(len(buffers), len(scalars))
+      prog._check_params(blk)
+      blk.pack(buffers, scalars)
+      self.calls.append((*prog._launch_dims, device.stream, blk.addr, 0))
+      self.blocks.append(blk)
+      self.cur.append(tuple(int(b) for b in buffers))
+      self.scalars.append(tuple(int(x) for x in scalars))
+      self.programs.append(prog)
+    self.written = [bufs[0] for bufs in self.cur]   # as CUDAProgram: a launch writes its first buffer
+
+  def _rebind(self, i: int, buffers) -> None:
+    cur = self.cur[i]
+    if len(buffers) != len(cur): raise ValueError(f"launch {i}: takes {len(cur)} buffers, given {len(buffers)}")
+    buffers = tuple(b if type(b) is int else int(b) for b in buffers)
+    if buffers == cur: return
+    self.blocks[i].pack(buffers, self.scalars[i])
+    self.cur[i] = buffers
+    self.written[i] = buffers[0]
+
+  def __call__(self, buffers_per_launch=None, wait: bool = False) -> float | None:
+    dev = self.device
+    if _tls.__dict__.get("ctx") is not dev.ctx: dev._activate()
+    if buffers_per_launch is not None:
+      for i, buffers in enumerate(buffers_per_launch):
+        if buffers is not None: self._rebind(i, buffers)
+    if wait: _check(driver.cuEventRecord(dev._t0, dev.stream), "cuEventRecord")
+    launch = driver.cuLaunchKernel
+    for args in self.calls:
+      err, = launch(*args)
+      if err != _SUCCESS: self._failed(args, err)
+    dev._mark_written(self.written)
+    return dev._elapsed_since_t0() if wait else None
+
+  def _failed(self, args, err):
+    prog = self.programs[self.calls.index(args)]
+    raise CUDAError(err, f"cuLaunchKernel({prog.name}, grid={args[1:4]}, block={args[4:7]})")
+
+# ---------------------------------------------------------------------------------------------------
 # Device
 
 
@@ -449,6 +507,7 @@ class CUDADevice(Device):
   renderer = CUDARenderer()
   caps = DeviceCaps(threads=True)
   graph = None      # set to CUDAGraph below
+  launch_list = CUDALaunchList
 
   def __init__(self, name: str = "CUDA"):
     super().__init__(name)
