@@ -325,7 +325,10 @@ class Replay:
 
   def _tensors(self, args, kwargs) -> list:
     """The Tensor arguments, in capture order, once every other argument is checked equal to the capture's."""
-    if self.plain and not kwargs and len(args) == len(self.others) and all(type(a) is Tensor for a in args): return args
+    if self.plain and not kwargs and len(args) == len(self.others):
+      for a in args:
+        if type(a) is not Tensor: break
+      else: return args
     tensors, others = _flatten_args(self.arg_names, args, kwargs)
     if not _same(others, self.others): self._check_others(others)
     return tensors

@@ -186,11 +186,17 @@ class CPULaunchList(LaunchList):
   def _rebind(self, i: int, buffers) -> None:
     cur = self.cur[i]
     if len(buffers) != len(cur): raise ValueError(f"launch {i}: takes {len(cur)} buffers, given {len(buffers)}")
-    if all(b is c for b, c in zip(buffers, cur)): return
+    for b, c in zip(buffers, cur):
+      if b is not c: break
+    else: return
     if self.device.completed < self.last_seq:   # a queued run still walks the list: give it its own
       self.calls = self.calls[:]
       self.last_seq = 0
-    self.calls[i] = (self.calls[i][0], _kernel_args(buffers, self.scalars[i]))
+    fn, args = self.calls[i]
+    args = list(args)
+    for j, b in enumerate(buffers):
+      if b is not cur[j]: args[j] = ctypes.c_void_p(_address(b))
+    self.calls[i] = (fn, tuple(args))
     self.cur[i] = list(buffers)
     self.written[i] = buffers[0]
 
@@ -199,6 +205,7 @@ class CPULaunchList(LaunchList):
       for i, buffers in enumerate(buffers_per_launch):
         if buffers is not None: self._rebind(i, buffers)
     dev = self.device
+    if self.small and not wait and dev.completed == dev.submitted: return _run_calls(self.calls)   # as submit(inline=True)
     elapsed = dev.submit(_run_calls, (self.calls,), self.written, wait, inline=self.small)
     self.last_seq = dev.submitted
     return elapsed
