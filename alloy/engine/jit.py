@@ -1,8 +1,10 @@
 """@jit: run a function of Tensors once, capture the launches it makes on the second call, replay them after.
 
-A replay binds the new inputs' buffers (and fresh output buffers, and fresh random keys) into the captured
-launches and submits them, in batches of growing size as device graphs where the device has a Graph class;
-it schedules, lowers and compiles nothing. What a replay may not change is checked: every Tensor argument
+A replay binds the new inputs' buffers (and output buffers, and fresh random keys) into the captured launches
+and submits them, in batches of growing size as device graphs where the device has a Graph class, else through
+the device's LaunchList (launch by launch, arguments encoded at capture); it schedules, lowers and compiles
+nothing. An output buffer is made anew unless the result a recent call returned in it has been dropped by
+everyone: then the call writes into it again (see _Results). What a replay may not change is checked: every Tensor argument
 must have the shape, dtype, device and memory layout it had at capture, every other argument must be equal.
 
 Buffers a captured launch reads that are neither arguments nor made by the function (weights reached through

@@ -325,6 +325,8 @@ def bench():
   print(f"launch overhead: Program.__call__ {call:.2f} us, bare cuLaunchKernel {bare:.2f} us (median of 5x10000, host)")
   ev = dev._ring[0]
   print(f"bare cuEventRecord: {per_launch(lambda: driver.cuEventRecord(ev, dev.stream)):.2f} us")
+  ll = dev.launch_list([(empty, bufs, scal, g, l)] * 100, dev)
+  print(f"launch list of 100 launches: {per_launch(ll, 100) / 100:.2f} us per launch (host)")
   one, h1 = np.ones(1, np.float32), dev.allocator.alloc(4)
   print(f"copyin 4 bytes: {per_launch(lambda: dev.allocator.copyin(h1, memoryview(one)), 1000):.2f} us, "
         f"copyout 4 bytes: {per_launch(lambda: dev.allocator.copyout(memoryview(one), h1), 1000):.2f} us")
