@@ -553,7 +553,7 @@ class CUDADevice(Device):
     ev = self._ring[self._ring_i]
     self._ring_i = (self._ring_i + 1) & _RING_MASK
     _check(driver.cuEventRecord(ev, self.stream), "cuEventRecord")
-    for b in buffers: self._writers[b] = ev
+    self._writers.update(dict.fromkeys(buffers, ev))
 
   def _elapsed_since_t0(self) -> float:
     _check(driver.cuEventRecord(self._t1, self.stream), "cuEventRecord")
