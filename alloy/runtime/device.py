@@ -34,6 +34,7 @@ class LRUAllocator(Allocator):
   def __init__(self, max_cached_bytes: int = 1 << 30):
     self.cache: collections.OrderedDict[int, list] = collections.OrderedDict()
     self.cached_bytes, self.max_cached_bytes = 0, max_cached_bytes
+    self.keep = getenv("ALLOY_LRU", 1) != 0   # read once: every free would pay for the environment lookup
   def alloc(self, nbytes: int) -> Any:
     if (handles := self.cache.get(nbytes)):
       self.cached_bytes -= nbytes
@@ -45,7 +46,7 @@ class LRUAllocator(Allocator):
       self.free_cache()
       return self._alloc(nbytes)
   def free(self, handle: Any, nbytes: int) -> None:
-    if getenv("ALLOY_LRU", 1) == 0 or nbytes > self.max_cached_bytes: return self._free(handle, nbytes)
+    if not self.keep or nbytes > self.max_cached_bytes: return self._free(handle, nbytes)
     self.cache.setdefault(nbytes, []).append(handle)
     self.cache.move_to_end(nbytes)
     self.cached_bytes += nbytes
