@@ -42,6 +42,11 @@ def run():
     f(x); f(x)
     np.testing.assert_allclose(f(x).numpy(), want, rtol=1e-4)
     row[name] = per_kernel_us(lambda: f(x), dev.synchronize)
+    if not graph:
+      runner = f.replay.batches[0][0]
+      how = type(runner).__name__
+      if hasattr(runner, "loop"): how += " and its C launch loop" if runner.loop is not None else f", launching from Python ({runner.launch})"
+      print(f"{device}: launch by launch through {how}")
     graphs = [j - i for g, i, j, _ in f.replay.graphs if g is not None]
     if graph and not graphs: print(f"{device}: no graphs ({f.replay.graph_off})")
     elif graph: print(f"{device}: {len(graphs)} graphs of {graphs} kernels")

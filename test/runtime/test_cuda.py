@@ -92,34 +92,43 @@ def test_ptx_and_disassemble():
 def test_is_available_does_not_raise():
   assert rc.is_available() in (True, False)
 
-def test_launch_list_encodes_once(monkeypatch):
-  """CUDALaunchList against a stand-in driver (no GPU): parameters packed once per launch, repacked only where
-  rebound, one writer event per call after the last launch."""
+@pytest.mark.parametrize("native", [True, False])
+def test_launch_list_encodes_once(monkeypatch, request, native):
+  """CUDALaunchList against a stand-in for the driver (no GPU), with its C loop and from Python: parameters packed
+  once per launch, repacked only where rebound, one writer event per call after the last launch."""
   import ctypes, threading, types
-  launched, recorded = [], []
+  launched, recorded, fail = [], [], []
   def launch(func, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
     ptrs = (ctypes.c_void_p * 3).from_address(params)
     values = [ctypes.c_uint64.from_address(ptrs[0]).value, ctypes.c_uint64.from_address(ptrs[1]).value, ctypes.c_int32.from_address(ptrs[2]).value]
-    launched.append((func, (gx, gy, gz), (bx, by, bz), shared, stream, *values))
-    return (rc._SUCCESS,)
-  monkeypatch.setattr(rc, "driver", types.SimpleNamespace(cuLaunchKernel=launch, cuCtxSetCurrent=lambda ctx: (rc._SUCCESS,),
+    launched.append((func, (gx, gy, gz), (bx, by, bz), shared or 0, stream, *values))
+    return 700 if func in fail else 0
+  monkeypatch.setattr(rc, "driver", types.SimpleNamespace(cuLaunchKernel=lambda *args: (launch(*args) or rc._SUCCESS,), CUresult=int,
+                                                          cuCtxSetCurrent=lambda ctx: (rc._SUCCESS,),
                                                           cuEventRecord=lambda ev, stream: recorded.append(ev) or (rc._SUCCESS,)))
   monkeypatch.setattr(rc, "_tls", threading.local())
+  monkeypatch.setattr(rc, "NATIVE_LOOP", int(native))
+  if native:   # the C loop calls the stand-in through a ctypes callback in place of libcuda's cuLaunchKernel
+    c_launch = ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3)(launch)
+    monkeypatch.setattr(rc, "_cu_launch_kernel_address", lambda: ctypes.cast(c_launch, ctypes.c_void_p).value)
+    rc.native_launch_loop.cache_clear()
+    request.addfinalizer(rc.native_launch_loop.cache_clear)
+    if rc.native_launch_loop()[0] is None: pytest.skip(f"no native launch loop: {rc.native_launch_loop()[1]}")
   dev = object.__new__(rc.CUDADevice)
-  dev.name, dev.ctx, dev.stream = "CUDA", object(), "stream"
+  dev.name, dev.ctx, dev.stream = "CUDA", object(), 99
   dev.limits = {"block": (1024, 1024, 64), "grid": (2**31 - 1, 65535, 65535), "shared_optin": 227 << 10}
   dev._ring, dev._ring_i, dev._writers = [f"event{i}" for i in range(rc._RING_MASK + 1)], 0, {}
-  def program(name):   # what CUDAProgram.__init__ leaves, for a kernel (float* out, const float* a, int n)
+  def program(name, func):   # what CUDAProgram.__init__ leaves, for a kernel (float* out, const float* a, int n)
     p = object.__new__(rc.CUDAProgram)
-    p.device, p.name, p.func, p.max_threads, p.static_shared, p.max_dynamic_shared, p.num_regs = dev, name, name, 1024, 0, 48 << 10, 16
+    p.device, p.name, p.func, p.max_threads, p.static_shared, p.max_dynamic_shared, p.num_regs = dev, name, func, 1024, 0, 48 << 10, 16
     p.param_layout, p._blocks, p._gs, p._ls, p._g3, p._l3, p._shared = ((0, 8), (8, 8), (16, 4)), {}, None, None, (1, 1, 1), (1, 1, 1), 0
-    p._launch_dims, p._blk = (name, 1, 1, 1, 1, 1, 1, 0), rc._ParamBlock(0, 0)
+    p._launch_dims, p._blk = (func, 1, 1, 1, 1, 1, 1, 0), rc._ParamBlock(0, 0)
     return p
-  add, mul = program("add"), program("mul")
+  add, mul = program("add", 11), program("mul", 22)
   ll = rc.CUDALaunchList([(add, [100, 200], (7,), (4,), (32,)), (mul, [300, 100], (7,), (2, 2), (16, 2))], dev)
-  assert launched == [] and recorded == []
+  assert (ll.loop is not None) == native and launched == [] and recorded == []
   ll()
-  assert launched == [("add", (4, 1, 1), (32, 1, 1), 0, "stream", 100, 200, 7), ("mul", (2, 2, 1), (16, 2, 1), 0, "stream", 300, 100, 7)]
+  assert launched == [(11, (4, 1, 1), (32, 1, 1), 0, 99, 100, 200, 7), (22, (2, 2, 1), (16, 2, 1), 0, 99, 300, 100, 7)]
   assert recorded == ["event0"] and dev._writers == {100: "event0", 300: "event0"}
   launched.clear()
   ll([None, [400, 500]])
@@ -128,6 +137,9 @@ def test_launch_list_encodes_once(monkeypatch):
   launched.clear()
   ll()   # bound as last time
   assert [l[5:] for l in launched] == [(100, 200, 7), (400, 500, 7)]
+  fail.append(22)
+  with pytest.raises(rc.CUDAError, match=r"cuLaunchKernel\(mul"): ll()
+  assert dev._writers[100] == "event3" and dev._writers[400] == "event2"   # the launch before the failure still counts
   with pytest.raises(ValueError, match="takes 2 buffers"): ll([[1, 2, 3], None])
   with pytest.raises(ValueError, match="threads per block"): rc.CUDALaunchList([(add, [1, 2], (7,), (1,), (2048,))], dev)
   with pytest.raises(ValueError, match="parameters at"): rc.CUDALaunchList([(add, [1, 2], (), (1,), (32,))], dev)
