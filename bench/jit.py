@@ -7,7 +7,7 @@ Also: the fixed cost of one replay (a one-kernel function), with its result drop
 python bench/jit.py            (DEV=CUDA or DEV=CPU picks the device; default: the best present)
 """
 from __future__ import annotations
-import collections, os, sys, time
+import collections, os, sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np

@@ -10,7 +10,7 @@ import ctypes, functools, os, platform, queue, shutil, subprocess, tempfile, thr
 import numpy as np
 from alloy.codegen.opts import DeviceCaps
 from alloy.renderer.c import CRenderer
-from alloy.runtime.device import Allocator, LRUAllocator, Compiler, CompileError, Program, Device, LaunchList
+from alloy.runtime.device import LRUAllocator, Compiler, CompileError, Program, Device, LaunchList
 
 CFLAGS = ["-O2", "-march=native", "-ftree-vectorize", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-fwrapv", "-ffp-contract=off"]
 
