@@ -1,8 +1,10 @@
 """@jit: run a function of Tensors once, capture the launches it makes on the second call, replay them after.
 
-A replay binds the new inputs' buffers (and fresh output buffers, and fresh random keys) into the captured
-launches and submits them, in batches of growing size as device graphs where the device has a Graph class;
-it schedules, lowers and compiles nothing. What a replay may not change is checked: every Tensor argument
+A replay binds the new inputs' buffers (and output buffers, and fresh random keys) into the captured launches
+and submits them, in batches of growing size as device graphs where the device has a Graph class, else through
+the device's LaunchList (launch by launch, arguments encoded at capture); it schedules, lowers and compiles
+nothing. An output buffer is made anew unless the result a recent call returned in it has been dropped by
+everyone: then the call writes into it again (see _Results). What a replay may not change is checked: every Tensor argument
 must have the shape, dtype, device and memory layout it had at capture, every other argument must be equal.
 
 Buffers a captured launch reads that are neither arguments nor made by the function (weights reached through
@@ -12,7 +14,7 @@ between calls as arguments.
 JIT=0 turns capture off, JIT=2 captures but replays launch by launch (no graphs).
 """
 from __future__ import annotations
-import functools, inspect, time
+import functools, inspect, sys, time
 from alloy.helpers import DEBUG, getenv
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
@@ -155,6 +157,52 @@ class _Slots:
       self.buffers.append(buf)
     return i
 
+# ---- results: a replay writes into the buffer of a dropped result again
+
+def _refcounts(objs: tuple) -> list[int]:
+  return [sys.getrefcount(o) for o in objs]
+
+_probe = object()
+_EXTRA_REFS = _refcounts((_probe,))[0] - 2   # what _refcounts itself adds: here only the module and the tuple hold _probe
+del _probe
+
+class _Results:
+  """The buffers recently made for one output of a replay, each with its BUFFER node and the VIEW nodes the returned
+  Tensors hold: entries (buffer, base node, view, ...). A call writes into an entry again, instead of making a new
+  buffer and nodes, once nothing outside this table holds any of its objects: their reference counts are down to
+  the table's own (the entry, the base node's hold on the buffer, the views' hold on the base). Whatever could still
+  read the old values (a held result, a lazy tensor built on it, another view of its buffer, a trace's buffer list)
+  holds one of these objects, so held results keep their values and writing into a dropped one cannot be seen.
+  The device runs launches in submission order, so work already queued that reads the old values runs first."""
+  KEEP = 2   # entries kept: `y = f(x)` in a loop still holds the last result while the next call runs
+
+  def __init__(self, size: int, dtype, device: str, layouts: list):
+    self.size, self.dtype, self.device, self.layouts = size, dtype, device, layouts
+    self.entries: list[tuple] = []
+    self.unheld = [2 + _EXTRA_REFS, 1 + len(layouts) + _EXTRA_REFS] + [1 + _EXTRA_REFS] * len(layouts)
+
+  def next(self) -> tuple:
+    """An entry to write this call's values into: a dropped one, else a new one."""
+    entries = self.entries
+    for k, entry in enumerate(entries):
+      if _refcounts(entry) == self.unheld:
+        if k != len(entries) - 1: entries.append(entries.pop(k))   # most recently used last
+        return entry
+    buf = Buffer(self.device, self.size, self.dtype)
+    base = Node(Op.BUFFER, (), buf, self.dtype, (self.size,))
+    entry = (buf, base, *[Node(Op.VIEW, (base,), st, dtype, shape) for st, dtype, shape in self.layouts])
+    entries.append(entry)
+    if len(entries) > self.KEEP: entries.pop(0)   # all held by the user: stop watching the oldest
+    return entry
+
+def _tensor(node: Node, device: str) -> Tensor:
+  """A Tensor of a node whose device and dtype were checked at capture."""
+  t = Tensor.__new__(Tensor)
+  t.node, t.device = node, device
+  return t
+
+# ---- replay
+
 class Replay:
   """What a capture left: the launches with their buffer slots, the input checks, how to bind each call."""
   def __init__(self, name: str, arg_names: list[str], args, kwargs, cap: _Capture, template, outs: list[Tensor],
@@ -163,6 +211,7 @@ class Replay:
     labels: list = []
     tensors, self.others = _flatten_args(arg_names, args, kwargs, labels)
     self.other_labels, self.labels = labels, _tensor_labels(self.others, labels)
+    self.plain = all(o is _TENSOR for o in self.others)   # Tensors only, by position: checked without flattening
     self.specs = [_spec(t, n) for t, n in zip(tensors, inputs)]
     slots = _Slots()
     self.launches = [(ck, tuple(slots.slot(b) for b in bufs)) for ck, bufs in cap.launches]
@@ -180,70 +229,77 @@ class Replay:
         continue
       first_with[id(buf)] = i
       self.input_slots.append(slots.index.get(id(buf)))
-    # outputs: a buffer made by a launch is made fresh on every call, so results the user holds keep their values
+    # outputs: a buffer made by a launch is written anew on every call, so results the user holds keep their values
     self.template = template
-    self.outputs: list = []   # per returned Tensor: (slot, argument or None, node to return as is or None)
-    self.fresh: list = []     # (slot, size, dtype, device)
-    fresh_slots: set = set()
+    self.outputs: list = []   # per returned Tensor: (output buffer, its view, argument, node): see _results
+    self.fresh: list = []     # (slot, _Results) per output buffer
+    fresh_of: dict[int, int] = {}
+    layouts_of: dict[int, list] = {}
     for t in outs:
       n = t.node
       buf = n.src[0].arg
       if id(buf) in made:
-        s = slots.slot(buf)
-        if s not in fresh_slots:
-          fresh_slots.add(s)
-          self.fresh.append((s, buf.size, buf.dtype, buf.device))
-        self.outputs.append((s, None, n))
-      elif id(buf) in first_with: self.outputs.append((None, first_with[id(buf)], n))
-      else: self.outputs.append((None, None, n))   # a constant: returned as it was
+        if (f := fresh_of.get(id(buf))) is None:
+          f = fresh_of[id(buf)] = len(self.fresh)
+          layouts_of[f] = []
+          self.fresh.append((slots.slot(buf), (buf.size, buf.dtype, buf.device)))
+        layouts = layouts_of[f]
+        if (layout := (n.arg, n.dtype, n.shape)) not in layouts: layouts.append(layout)
+        self.outputs.append((f, layouts.index(layout), None, n))
+      elif id(buf) in first_with: self.outputs.append((None, None, first_with[id(buf)], n))
+      else: self.outputs.append((None, None, None, n))   # a constant: returned as it was
+    self.fresh = [(s, _Results(*what, layouts_of[f])) for f, (s, what) in enumerate(self.fresh)]
     # random keys: refreshed in the order they were made, so the numbers match those of the same calls without @jit
     self.rng = [(slots.index.get(id(key)), key.device, key.dtype) for key in cap.rng_keys]
     self.buffers = slots.buffers
     self.handles = [b.handle for b in slots.buffers]
-    self.variable = {s for s in self.input_slots if s is not None} | fresh_slots | {r[0] for r in self.rng if r[0] is not None}
+    self.variable = {s for s in self.input_slots if s is not None} | {s for s, _ in self.fresh} | {r[0] for r in self.rng if r[0] is not None}
     self.direct = [(ck.runner, _picker(idx), ck.meta.global_size, ck.meta.local_size) for ck, idx in self.launches]
-    self.graphs, self.graph_off = self._build_graphs() if graph_mode else ([], "JIT=2 (or graph=False) asks for replay without graphs")
+    self.batches, self.graph_off = self._build_batches(graph_mode)
+    self.graphs = [(runner if is_graph else None, i, j, var) for runner, i, j, var, is_graph in self.batches] if graph_mode else []
     for slot in self.variable:   # bound anew on every call: do not keep the capture call's buffers alive
       self.buffers[slot] = self.handles[slot] = None
     if DEBUG >= 1: print(self.describe())
 
-  def _build_graphs(self):
-    """Consecutive launches on one device in batches of 2, 4, 8, ... so the device starts early batches at once."""
+  def _build_batches(self, graph_mode: bool):
+    """Consecutive launches on one device, as (runner, first, end, [(launch in batch, picker)] for launches that
+    take variable buffers, is_graph). With graphs, batches of 2, 4, 8, ... launches so the device starts early ones
+    at once, each a device graph where there is one that takes them (a launch alone goes without: a graph of one
+    only adds the cost of updating it); without, one LaunchList per device."""
     if not self.launches: return [], "nothing to replay"
-    graphs, reasons, i = [], set(), 0
-    size = FIRST_BATCH
+    batches, reasons, i = [], set(), 0
+    size = FIRST_BATCH if graph_mode else len(self.launches)
     while i < len(self.launches):
       device = get_device(self.buffers[self.launches[i][1][0]].device)
       j = i
       while j < len(self.launches) and j - i < size and self.buffers[self.launches[j][1][0]].device == device.name: j += 1
       batch = self.launches[i:j]
-      if device.graph is None:
-        reasons.add(f"{device.name}: {device.graph_unavailable or 'no Graph class'}")
-        graphs.append((None, i, j, []))
-      else:
-        try:
-          g = device.graph([(ck.runner, [self.handles[s] for s in idx], (), ck.meta.global_size, ck.meta.local_size) for ck, idx in batch], device)
-          var = [(k, _picker(idx)) for k, (ck, idx) in enumerate(batch) if any(s in self.variable for s in idx)]
-          graphs.append((g, i, j, var))
-        except Exception as e:   # a device that cannot batch these launches replays them one by one
-          reasons.add(f"{device.name}: {type(e).__name__}: {e}")
-          graphs.append((None, i, j, []))
-      i, size = j, min(size * 2, MAX_BATCH)
-    if all(g is None for g, *_ in graphs): return [], "; ".join(sorted(reasons))
-    return graphs, "; ".join(sorted(reasons))
+      launches = [(ck.runner, [self.handles[s] for s in idx], (), ck.meta.global_size, ck.meta.local_size) for ck, idx in batch]
+      var = [(k, _picker(idx)) for k, (ck, idx) in enumerate(batch) if any(s in self.variable for s in idx)]
+      runner = None
+      if graph_mode and device.graph is None: reasons.add(f"{device.name}: {device.graph_unavailable or 'no Graph class'}")
+      elif graph_mode and j - i > 1:
+        try: runner = device.graph(launches, device)
+        except Exception as e: reasons.add(f"{device.name}: {type(e).__name__}: {e}")   # replayed one by one instead
+      batches.append((runner or device.launch_list(launches, device), i, j, var, runner is not None))
+      i = j
+      if graph_mode: size = min(size * 2, MAX_BATCH)
+    if not graph_mode: return batches, "JIT=2 (or graph=False) asks for replay without graphs"
+    return batches, "; ".join(sorted(reasons))
 
   def describe(self) -> str:
     names = [ck.meta.name for ck, _ in self.launches]
     shown = ", ".join(names[:8]) + (f", ... ({len(names) - 8} more)" if len(names) > 8 else "")
     ins = ", ".join(f"{label}: {spec[0]} {spec[1].name} {spec[2]}" for label, spec in zip(self.labels, self.specs)) or "none"
-    if self.graphs:
-      batches = [j - i for g, i, j, _ in self.graphs if g is not None]
-      how = f"replays as {len(batches)} graph{'s' if len(batches) != 1 else ''} of {batches} launches"
-      if self.graph_off: how += f" (one by one where graphs failed: {self.graph_off})"
-    else: how = f"replays launch by launch ({self.graph_off})"
+    graphs = [j - i for g, i, j, _ in self.graphs if g is not None]
+    alone = sum(j - i for _, i, j, _, is_graph in self.batches if not is_graph)
+    how = f"replays as {len(graphs)} graph{'s' if len(graphs) != 1 else ''} of {graphs} launches" if graphs else "replays"
+    if alone: how += f"{' and' if graphs else ''} {alone} launch{'es' if alone != 1 else ''} one by one"
+    if self.graph_off: how += f" ({self.graph_off})"
+    n_fresh = len(self.fresh)
     return (f"jit {self.name}: captured {len(names)} kernel{'s' if len(names) != 1 else ''} [{shown}]; inputs {ins}; "
-            f"{len(self.fresh)} fresh output buffer{'s' if len(self.fresh) != 1 else ''} per call, {len(self.rng)} random key{'s' if len(self.rng) != 1 else ''}, "
-            f"{len(self.buffers) - len(self.variable)} fixed buffers; {how}")
+            f"{n_fresh} output buffer{'s' if n_fresh != 1 else ''} per call (reused once its results are dropped), "
+            f"{len(self.rng)} random key{'s' if len(self.rng) != 1 else ''}, {len(self.buffers) - len(self.variable)} fixed buffers; {how}")
 
   # ---- one call
 
@@ -267,9 +323,18 @@ class Replay:
             f"memory layout {_describe_layout(n.arg, n.src[0].arg.size)}, captured with {_describe_layout(st, size)}")
     return JitError(f"jit {self.name}: argument {self.labels[i]} has {what}")
 
-  def __call__(self, args, kwargs):
+  def _tensors(self, args, kwargs) -> list:
+    """The Tensor arguments, in capture order, once every other argument is checked equal to the capture's."""
+    if self.plain and not kwargs and len(args) == len(self.others):
+      for a in args:
+        if type(a) is not Tensor: break
+      else: return args
     tensors, others = _flatten_args(self.arg_names, args, kwargs)
     if not _same(others, self.others): self._check_others(others)
+    return tensors
+
+  def __call__(self, args, kwargs):
+    tensors = self._tensors(args, kwargs)
     h = self.handles[:]
     bound: list = []
     for i, t in enumerate(tensors):
@@ -281,43 +346,37 @@ class Replay:
     for i, j in self.aliases:
       if bound[i].src[0].arg is not bound[j].src[0].arg:
         raise JitError(f"jit {self.name}: arguments {self.labels[j]} and {self.labels[i]} were one buffer at capture and differ now")
-    fresh = {}
-    for s, size, dtype, device in self.fresh:
-      b = fresh[s] = Buffer(device, size, dtype)
-      h[s] = b.handle
+    results = []   # per output buffer: (buffer, base node, views) this call writes
+    for s, outs in self.fresh:
+      results.append(entry := outs.next())
+      h[s] = entry[0].handle
     keys = []
     for s, device, dtype in self.rng:
       data = Tensor.next_rng_key()
       if s is not None:
         keys.append(b := Buffer(device, 2, dtype).copyin(data))
         h[s] = b.handle
-    if engine.launch_listeners: self._launch_observed(h, tensors, bound, fresh, keys)
-    elif self.graphs: self._launch_graphs(h)
+    if engine.launch_listeners: self._launch_observed(h, bound, results, keys)
     else:
-      for prog, pick, gs, ls in self.direct: prog(pick(h), (), gs, ls)
+      for runner, i, j, var, _ in self.batches:
+        if var:
+          per_launch = [None] * (j - i)
+          for k, pick in var: per_launch[k] = pick(h)
+          runner(per_launch)
+        else: runner()
     if DEBUG >= 2:
       n_graphs = sum(1 for g, *_ in self.graphs if g is not None)
       print(f"jit {self.name}: replayed {len(self.launches)} kernels in {n_graphs} graph{'s' if n_graphs != 1 else ''}"
             + (f"; one by one: {self.graph_off}" if self.graph_off else ""))
-    return _rebuild(self.template, iter([self._output(k, fresh, bound) for k in range(len(self.outputs))]))
+    if self.template is _TENSOR: return self._result(0, results, bound)
+    return _rebuild(self.template, iter([self._result(k, results, bound) for k in range(len(self.outputs))]))
 
-  def _launch_graphs(self, h) -> None:
-    direct = self.direct
-    for g, i, j, var in self.graphs:
-      if g is None:
-        for prog, pick, gs, ls in direct[i:j]: prog(pick(h), (), gs, ls)
-      elif var:
-        per_launch = [None] * (j - i)
-        for k, pick in var: per_launch[k] = pick(h)
-        g(per_launch)
-      else: g()
-
-  def _launch_observed(self, h, tensors, bound, fresh, keys) -> None:
+  def _launch_observed(self, h, bound, results, keys) -> None:
     """Launch by launch, telling the listeners (the trace) about each, with device time when it is asked for."""
     buffers = self.buffers[:]
     for i, s in enumerate(self.input_slots):
       if s is not None: buffers[s] = bound[i].src[0].arg
-    for s, b in fresh.items(): buffers[s] = b
+    for (s, _), entry in zip(self.fresh, results): buffers[s] = entry[0]
     for s, b in zip([r[0] for r in self.rng if r[0] is not None], keys): buffers[s] = b
     wait = engine.device_time_requests > 0
     for (ck, idx), (prog, pick, gs, ls) in zip(self.launches, self.direct):
@@ -326,12 +385,14 @@ class Replay:
       t_submit = time.perf_counter() - t0
       for listener in engine.launch_listeners: listener(ck, [buffers[s] for s in idx], elapsed, t_submit)
 
-  def _output(self, k: int, fresh: dict, bound: list) -> Tensor:
-    s, arg, n = self.outputs[k]
-    if s is None and arg is None: return Tensor(n, device=n.src[0].arg.device)
-    buf = fresh[s] if s is not None else bound[arg].src[0].arg
-    base = Node(Op.BUFFER, (), buf, buf.dtype, (buf.size,))
-    return Tensor(Node(Op.VIEW, (base,), n.arg, n.dtype, n.shape), device=buf.device)
+  def _result(self, k: int, results: list, bound: list) -> Tensor:
+    """The k-th returned Tensor: a view of this call's output buffer, of an argument, or a constant as captured."""
+    f, v, arg, n = self.outputs[k]
+    if f is not None: return _tensor(results[f][2 + v], self.fresh[f][1].device)
+    if arg is not None:
+      base = bound[arg].src[0]
+      return _tensor(Node(Op.VIEW, (base,), n.arg, n.dtype, n.shape), base.arg.device)
+    return _tensor(n, n.src[0].arg.device)
 
 # ---- the decorator
 

@@ -4,6 +4,12 @@ import numpy as np
 from alloy.dtype import DType
 from alloy.runtime.device import get_device
 
+_devices: dict = {}   # device name -> Device: get_device checks and canonicalizes the name, too slow for every allocation
+
+def _device(name: str):
+  if (dev := _devices.get(name)) is None: dev = _devices[name] = get_device(name)
+  return dev
+
 class Buffer:
   __slots__ = ("device", "size", "dtype", "_handle", "__weakref__")
   def __init__(self, device: str, size: int, dtype: DType):
@@ -14,19 +20,19 @@ class Buffer:
   def allocated(self) -> bool: return self._handle is not None
   @property
   def handle(self):
-    if self._handle is None: self._handle = get_device(self.device).allocator.alloc(max(self.nbytes, 1))
+    if self._handle is None: self._handle = _device(self.device).allocator.alloc(max(self.nbytes, 1))
     return self._handle
   def copyin(self, data: np.ndarray) -> "Buffer":
     data = np.ascontiguousarray(data)
     assert data.nbytes == self.nbytes, f"copyin of {data.nbytes} bytes into a buffer of {self.nbytes}"
-    if self.nbytes: get_device(self.device).allocator.copyin(self.handle, memoryview(data).cast("B"))
+    if self.nbytes: _device(self.device).allocator.copyin(self.handle, memoryview(data).cast("B"))
     return self
   def numpy(self) -> np.ndarray:
     out = np.empty(self.size, dtype=self.dtype.np)
-    if self.nbytes: get_device(self.device).allocator.copyout(memoryview(out).cast("B"), self.handle)
+    if self.nbytes: _device(self.device).allocator.copyout(memoryview(out).cast("B"), self.handle)
     return out
   def __del__(self):
     if self._handle is not None:
-      try: get_device(self.device).allocator.free(self._handle, max(self.nbytes, 1))
+      try: _device(self.device).allocator.free(self._handle, max(self.nbytes, 1))
       except Exception: pass   # interpreter shutdown
   def __repr__(self): return f"<Buffer {self.device} {self.size} {self.dtype.name}>"

@@ -10,7 +10,7 @@ import ctypes, functools, os, platform, queue, shutil, subprocess, tempfile, thr
 import numpy as np
 from alloy.codegen.opts import DeviceCaps
 from alloy.renderer.c import CRenderer
-from alloy.runtime.device import Allocator, LRUAllocator, Compiler, CompileError, Program, Device
+from alloy.runtime.device import LRUAllocator, Compiler, CompileError, Program, Device, LaunchList
 
 CFLAGS = ["-O2", "-march=native", "-ftree-vectorize", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-fwrapv", "-ffp-contract=off"]
 
@@ -67,6 +67,14 @@ class CPUAllocator(LRUAllocator):
     self.device.wait_for_writer(src)
     dst[:nbytes] = src[:nbytes]
 
+def _address(handle: np.ndarray) -> int:
+  """Where a buffer's bytes start (ndarray.ctypes.data, at a fraction of its cost)."""
+  try: return ctypes.addressof(ctypes.c_char.from_buffer(handle))
+  except (TypeError, ValueError): return handle.ctypes.data   # read-only or empty arrays
+
+def _kernel_args(buffers, scalars) -> tuple:
+  return (*[ctypes.c_void_p(_address(b)) for b in buffers], *[ctypes.c_int32(s) for s in scalars])
+
 class CPUProgram(Program):
   def __init__(self, device: "CPUDevice", name: str, binary: bytes):
     self.device, self.name = device, name
@@ -78,7 +86,7 @@ class CPUProgram(Program):
     self.fn = getattr(self.lib, name)
     self.fn.restype = None
   def __call__(self, buffers, scalars=(), global_size=(1, 1, 1), local_size=(1, 1, 1), wait=False, outs=1):
-    args = [ctypes.c_void_p(b.ctypes.data) for b in buffers] + [ctypes.c_int32(s) for s in scalars]
+    args = _kernel_args(buffers, scalars)
     # a small (single-threaded) kernel on an idle device runs on the caller's thread: handing it to the
     # worker costs more in GIL hand-offs than the kernel itself, and it is complete when this returns
     small = global_size[0] <= 1
@@ -123,7 +131,7 @@ class CPUGraph:
     self.n = len(launches)
     self.fns = (ctypes.c_void_p * self.n)(*fns)
     self.nargs = (ctypes.c_int32 * self.n)(*nargs)
-    self.args = (ctypes.c_void_p * max(sum(nargs), 1))(*[b.ctypes.data for bufs in self.cur for b in bufs])
+    self.args = (ctypes.c_void_p * max(sum(nargs), 1))(*[_address(b) for bufs in self.cur for b in bufs])
     self.small = all(launch[3][0] <= 1 for launch in launches)   # single-threaded kernels: may run inline
     self.written = [b for bufs in self.cur for b in bufs]        # conservative, as CUDAGraph: all it touches
     self.last_seq = 0                                            # device sequence number of the last run
@@ -136,7 +144,7 @@ class CPUGraph:
       if self.device.completed < self.last_seq:   # a queued run still reads args: give it its own copy
         self.args = type(self.args).from_buffer_copy(self.args)
         self.last_seq = 0
-      self.args[self.offsets[i] + j] = b.ctypes.data
+      self.args[self.offsets[i] + j] = _address(b)
       cur[j] = b
       self.written = None
 
@@ -152,10 +160,61 @@ class CPUGraph:
     self.last_seq = dev.submitted
     return elapsed
 
+def _run_calls(calls: list) -> None:
+  for fn, args in calls: fn(*args)
+
+class CPULaunchList(LaunchList):
+  """Captured CPU launches run one by one from arguments built once (see LaunchList): one hand-off to the worker
+  per call (on the caller's thread when every kernel is single-threaded and the device is idle), a native call per
+  launch. Only the launches given new buffers rebuild their arguments."""
+  def __init__(self, launches: list, device: "CPUDevice"):
+    if not launches: raise ValueError("a launch list needs at least one launch")
+    self.device = device
+    self.calls: list[tuple] = []   # (kernel function, its ctypes arguments) per launch, in order
+    self.cur: list[list] = []      # the buffers each launch is bound to now
+    self.scalars: list[tuple] = []
+    for i, (prog, buffers, scalars, global_size, local_size) in enumerate(launch[:5] for launch in launches):
+      if not isinstance(prog, CPUProgram) or prog.device is not device: raise ValueError(f"launch {i}: not a CPUProgram of {device.name}")
+      if not buffers: raise ValueError(f"launch {i} ({prog.name}): no buffers; a launch writes its first")
+      self.calls.append((prog.fn, _kernel_args(buffers, scalars)))
+      self.cur.append(list(buffers))
+      self.scalars.append(tuple(scalars))
+    self.small = all(launch[3][0] <= 1 for launch in launches)
+    self.written = [bufs[0] for bufs in self.cur]           # as CPUProgram: a launch writes its first buffer
+    self.last_seq = 0                                        # device sequence number of the last queued run
+
+  def _rebind(self, i: int, buffers) -> None:
+    cur = self.cur[i]
+    if len(buffers) != len(cur): raise ValueError(f"launch {i}: takes {len(cur)} buffers, given {len(buffers)}")
+    for b, c in zip(buffers, cur):
+      if b is not c: break
+    else: return
+    if self.device.completed < self.last_seq:   # a queued run still walks the list: give it its own
+      self.calls = self.calls[:]
+      self.last_seq = 0
+    fn, args = self.calls[i]
+    args = list(args)
+    for j, b in enumerate(buffers):
+      if b is not cur[j]: args[j] = ctypes.c_void_p(_address(b))
+    self.calls[i] = (fn, tuple(args))
+    self.cur[i] = list(buffers)
+    self.written[i] = buffers[0]
+
+  def __call__(self, buffers_per_launch=None, wait: bool = False) -> float | None:
+    if buffers_per_launch is not None:
+      for i, buffers in enumerate(buffers_per_launch):
+        if buffers is not None: self._rebind(i, buffers)
+    dev = self.device
+    if self.small and not wait and dev.completed == dev.submitted: return _run_calls(self.calls)   # as submit(inline=True)
+    elapsed = dev.submit(_run_calls, (self.calls,), self.written, wait, inline=self.small)
+    self.last_seq = dev.submitted
+    return elapsed
+
 class CPUDevice(Device):
   renderer = CRenderer()
   caps = DeviceCaps(threads=False, vector_widths=(8, 4), vector_arithmetic=True)
   graph = CPUGraph
+  launch_list = CPULaunchList
   def __init__(self, name: str):
     super().__init__(name)
     self.target = cpu_target()

@@ -14,7 +14,7 @@ from cuda.bindings import driver, nvrtc
 from alloy.helpers import DEBUG, getenv
 from alloy.codegen.opts import DeviceCaps
 from alloy.renderer.cuda import CUDARenderer
-from alloy.runtime.device import CompileError, Compiler, Device, DeviceOutOfMemory, LRUAllocator, Program
+from alloy.runtime.device import CompileError, Compiler, Device, DeviceOutOfMemory, LaunchList, LRUAllocator, Program, get_device
 
 _SUCCESS = driver.CUresult.CUDA_SUCCESS
 _tls = threading.local()    # the context current on this thread, as last set by us
@@ -435,6 +435,111 @@ class CUDAGraph:
     except Exception: pass
 
 # ---------------------------------------------------------------------------------------------------
+# Launch list
+
+NATIVE_LOOP = getenv("ALLOY_CUDA_NATIVE_LOOP", 1)   # 0: launch lists call cuLaunchKernel from Python, launch by launch
+
+_LOOP_SOURCE = """#include <stdint.h>
+typedef int (*launch_t)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shared, void *stream, void **params, void **extra);
+/* cuLaunchKernel (at `launch`) for n kernels in order; dims holds 7 per kernel (grid xyz, block xyz, shared bytes).
+   Returns how many were launched; on a failure, the driver's error is in *err. */
+int32_t alloy_cuda_launch_loop(void *launch, int32_t n, void *const *funcs, const uint32_t *dims, void *stream,
+                               void *const *params, int32_t *err) {
+  for (int32_t i = 0; i < n; i++) {
+    const uint32_t *d = dims + 7 * i;
+    int e = ((launch_t)launch)(funcs[i], d[0], d[1], d[2], d[3], d[4], d[5], d[6], stream, (void **)params[i], (void **)0);
+    if (e != 0) { *err = e; return i; }
+  }
+  return n;
+}
+"""
+_LOOP_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                              ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32))
+
+def _cu_launch_kernel_address() -> int:
+  """libcuda's cuLaunchKernel, for the native loop (the explicit stream makes it the same call cuda-bindings makes)."""
+  return ctypes.cast(ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1").cuLaunchKernel, ctypes.c_void_p).value
+
+@functools.lru_cache(None)
+def native_launch_loop():
+  """(loop, cuLaunchKernel's address): _LOOP_SOURCE built by the CPU device's C compiler, or (None, why not)."""
+  try:
+    cpu = get_device("CPU")
+    prog = cpu.load("alloy_cuda_launch_loop", cpu.compiler.compile_cached(_LOOP_SOURCE))
+    return _LOOP_TYPE(ctypes.cast(prog.fn, ctypes.c_void_p).value), _cu_launch_kernel_address()
+  except Exception as e: return None, f"{type(e).__name__}: {e}"
+
+class CUDALaunchList(LaunchList):
+  """Captured launches submitted one by one (see LaunchList) with everything but cuLaunchKernel done once: launch
+  dimensions checked, and a parameter block of its own packed, per launch. A call repacks only the rebound launches'
+  blocks (the driver copies parameters at launch, so rewriting a block after its launch is safe), makes every
+  cuLaunchKernel call from one small C loop (native_launch_loop; from Python where there is no C compiler, or with
+  ALLOY_CUDA_NATIVE_LOOP=0) and records one event after the last launch: the stream runs in order, so that event
+  completes every buffer the list writes."""
+  def __init__(self, launches: list, device: "CUDADevice"):
+    if not launches: raise ValueError("a launch list needs at least one launch")
+    self.device = device
+    device._activate()
+    self.calls: list[tuple] = []              # cuLaunchKernel's arguments per launch
+    self.blocks: list[_ParamBlock] = []
+    self.cur: list[tuple] = []                # the buffers (device pointers) each launch is bound to now
+    self.scalars: list[tuple] = []
+    self.programs: list[CUDAProgram] = []
+    for i, (prog, buffers, scalars, global_size, local_size) in enumerate(launch[:5] for launch in launches):
+      if not isinstance(prog, CUDAProgram) or prog.device is not device: raise ValueError(f"launch {i}: not a CUDAProgram of {device.name}")
+      if not buffers: raise ValueError(f"launch {i} ({prog.name}): no buffers; a launch writes its first")
+      prog._set_dims(global_size, local_size)
+      blk = _ParamBlock(len(buffers), len(scalars))
+      prog._check_params(blk)
+      blk.pack(buffers, scalars)
+      self.calls.append((*prog._launch_dims, device.stream, blk.addr, 0))
+      self.blocks.append(blk)
+      self.cur.append(tuple(int(b) for b in buffers))
+      self.scalars.append(tuple(int(x) for x in scalars))
+      self.programs.append(prog)
+    self.written = [bufs[0] for bufs in self.cur]   # as CUDAProgram: a launch writes its first buffer
+    self.loop, self.launch = native_launch_loop() if NATIVE_LOOP else (None, "ALLOY_CUDA_NATIVE_LOOP=0")
+    if self.loop is not None:   # the loop's arrays; blocks are repacked in place, so params never changes
+      n = len(self.calls)
+      self.loop_args = (self.launch, n, (ctypes.c_void_p * n)(*[int(c[0]) for c in self.calls]),
+                        (ctypes.c_uint32 * (7 * n))(*[d for c in self.calls for d in c[1:8]]), int(device.stream),
+                        (ctypes.c_void_p * n)(*[blk.addr for blk in self.blocks]), ctypes.byref(err := ctypes.c_int32(0)))
+      self.loop_err = err
+
+  def _rebind(self, i: int, buffers) -> None:
+    cur = self.cur[i]
+    if len(buffers) != len(cur): raise ValueError(f"launch {i}: takes {len(cur)} buffers, given {len(buffers)}")
+    buffers = tuple(b if type(b) is int else int(b) for b in buffers)
+    if buffers == cur: return
+    self.blocks[i].pack(buffers, self.scalars[i])
+    self.cur[i] = buffers
+    self.written[i] = buffers[0]
+
+  def __call__(self, buffers_per_launch=None, wait: bool = False) -> float | None:
+    dev = self.device
+    if _tls.__dict__.get("ctx") is not dev.ctx: dev._activate()
+    if buffers_per_launch is not None:
+      for i, buffers in enumerate(buffers_per_launch):
+        if buffers is not None: self._rebind(i, buffers)
+    if wait: _check(driver.cuEventRecord(dev._t0, dev.stream), "cuEventRecord")
+    if self.loop is not None:
+      if (done := self.loop(*self.loop_args)) != len(self.calls): self._failed(done, driver.CUresult(self.loop_err.value))
+    else:
+      launch = driver.cuLaunchKernel
+      for args in self.calls:
+        err, = launch(*args)
+        if err != _SUCCESS: self._failed(self.calls.index(args), err)
+    dev._mark_written(self.written)
+    return dev._elapsed_since_t0() if wait else None
+
+  def _failed(self, i: int, err):
+    args = self.calls[i]
+    dev = self.device
+    if i: dev._mark_written(self.written[:i])   # the launches before it run: later reads must wait for them
+    raise CUDAError(err, f"cuLaunchKernel({self.programs[i].name}, grid={args[1:4]}, block={args[4:7]})")
+
+# ---------------------------------------------------------------------------------------------------
 # Device
 
 
@@ -450,6 +555,7 @@ class CUDADevice(Device):
   renderer = CUDARenderer()
   caps = DeviceCaps(threads=True)
   graph = None      # set to CUDAGraph below
+  launch_list = CUDALaunchList
 
   def __init__(self, name: str = "CUDA"):
     super().__init__(name)
@@ -495,7 +601,7 @@ class CUDADevice(Device):
     ev = self._ring[self._ring_i]
     self._ring_i = (self._ring_i + 1) & _RING_MASK
     _check(driver.cuEventRecord(ev, self.stream), "cuEventRecord")
-    for b in buffers: self._writers[b] = ev
+    self._writers.update(dict.fromkeys(buffers, ev))
 
   def _elapsed_since_t0(self) -> float:
     _check(driver.cuEventRecord(self._t1, self.stream), "cuEventRecord")

@@ -34,6 +34,7 @@ class LRUAllocator(Allocator):
   def __init__(self, max_cached_bytes: int = 1 << 30):
     self.cache: collections.OrderedDict[int, list] = collections.OrderedDict()
     self.cached_bytes, self.max_cached_bytes = 0, max_cached_bytes
+    self.keep = getenv("ALLOY_LRU", 1) != 0   # read once: every free would pay for the environment lookup
   def alloc(self, nbytes: int) -> Any:
     if (handles := self.cache.get(nbytes)):
       self.cached_bytes -= nbytes
@@ -45,7 +46,7 @@ class LRUAllocator(Allocator):
       self.free_cache()
       return self._alloc(nbytes)
   def free(self, handle: Any, nbytes: int) -> None:
-    if getenv("ALLOY_LRU", 1) == 0 or nbytes > self.max_cached_bytes: return self._free(handle, nbytes)
+    if not self.keep or nbytes > self.max_cached_bytes: return self._free(handle, nbytes)
     self.cache.setdefault(nbytes, []).append(handle)
     self.cache.move_to_end(nbytes)
     self.cached_bytes += nbytes
@@ -78,12 +79,31 @@ class Program:
   def __call__(self, buffers: list, scalars: tuple = (), global_size=(1, 1, 1), local_size=(1, 1, 1),
                wait: bool = False) -> float | None: raise NotImplementedError
 
+class LaunchList:
+  """Captured launches replayed one by one, in order: what the jit runs where it uses no graph.
+  LaunchList(launches, device) takes launches as a Graph does, [(program, buffers, scalars, global_size, local_size), ...];
+  __call__(buffers_per_launch=None, wait=False): an entry of buffers_per_launch that is not None rebinds that launch's
+  buffers, for this call and the later ones. Each launch writes its first buffer, as a Program call with one output.
+  wait=True blocks and returns device seconds. This one calls each Program; a device subclasses it to check every
+  launch once, here, and keep its encoded arguments between calls, re-encoding only the rebound ones."""
+  def __init__(self, launches: list, device: "Device"):
+    if not launches: raise ValueError("a launch list needs at least one launch")
+    self.device = device
+    self.launches = [list(launch[:5]) for launch in launches]
+  def __call__(self, buffers_per_launch=None, wait: bool = False) -> float | None:
+    if buffers_per_launch is not None:
+      for launch, buffers in zip(self.launches, buffers_per_launch):
+        if buffers is not None: launch[1] = buffers
+    elapsed = [prog(buffers, scalars, global_size, local_size, wait=wait) for prog, buffers, scalars, global_size, local_size in self.launches]
+    return sum(elapsed) if wait else None
+
 class Device:
   """One device: declares its renderer, target and stages, and waits for in-flight work."""
   renderer: Any = None           # instance of a renderer.Renderer subclass
   target: str = "unknown"        # e.g. x86-64+avx2, sm_90, Apple7
   graph: Any = None              # Graph class batching captured launches, or None
   graph_unavailable: str = ""    # why graph is None
+  launch_list: type[LaunchList] = LaunchList   # replays captured launches one by one (see LaunchList)
   def __init__(self, name: str):
     self.name = name
     self.allocator: Allocator

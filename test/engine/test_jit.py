@@ -1,4 +1,5 @@
 """@jit: capture on the second call, replay after; replay equals eager on every present device."""
+import gc, weakref
 import numpy as np, pytest
 import alloy
 from alloy import Tensor, jit, JitError
@@ -135,7 +136,7 @@ def test_debug_describes_capture(monkeypatch, capsys):
   x = Tensor(np.ones(4, np.float32))
   f(x); f(x)
   out = capsys.readouterr().out
-  assert "captured 1 kernel" in out and "inputs x: (4,) float32" in out and "graph" in out
+  assert "captured 1 kernel" in out and "inputs x: (4,) float32" in out and "replays 1 launch one by one" in out
 
 def test_cpu_graph_rebinds_buffers():
   from alloy.runtime.cpu import CPUGraph
@@ -152,3 +153,62 @@ def test_cpu_graph_rebinds_buffers():
   g([[bufs[0].handle, other.node.src[0].arg.handle]], wait=True)
   assert_close(y.numpy(), np.full(4, 21, np.float32))
   with pytest.raises(ValueError, match="pointers only"): CPUGraph([(ck.runner, [b.handle for b in bufs], (3,), (1, 1, 1), (1, 1, 1))], dev)
+
+def test_dropped_result_buffer_is_written_again(device):
+  f = jit(lambda x: x * 2 + 1)
+  f(Tensor(np.zeros(4, np.float32), device=device)); f(Tensor(np.zeros(4, np.float32), device=device))
+  a = f(Tensor(np.full(4, 1, np.float32), device=device))
+  first = weakref.ref(a.node.src[0].arg)
+  assert_close(a.numpy(), np.full(4, 3, np.float32))
+  del a
+  b = f(Tensor(np.full(4, 2, np.float32), device=device))
+  assert b.node.src[0].arg is first()   # nothing held a's result: its buffer took b's values
+  c = f(Tensor(np.full(4, 3, np.float32), device=device))
+  assert c.node.src[0].arg is not b.node.src[0].arg
+  assert_close(b.numpy(), np.full(4, 5, np.float32)) and assert_close(c.numpy(), np.full(4, 7, np.float32))
+
+def test_what_is_built_on_a_dropped_result_keeps_its_values(device):
+  f = jit(lambda x: x * 2)
+  one = Tensor(np.ones(4, np.float32), device=device)
+  f(one); f(one)
+  y = f(one)
+  lazy, view, realized = y + 1, y.reshape(2, 2), (y * 3).realize()
+  buf = y.node.src[0].arg
+  del y
+  gc.collect()
+  for i in range(4): assert_close(f(Tensor(np.full(4, 10 + i, np.float32), device=device)).numpy(), np.full(4, 20 + 2 * i, np.float32))
+  assert_close(lazy.numpy(), np.full(4, 3, np.float32))
+  assert_close(view.numpy(), np.full((2, 2), 2, np.float32))
+  assert_close(realized.numpy(), np.full(4, 6, np.float32))
+  assert_close(Tensor(buf.numpy(), device=device).numpy(), np.full(4, 2, np.float32))
+
+def test_returned_views_and_arguments(device):
+  f = jit(lambda x: ((y := (x + 1).contiguous()), y.reshape(2, 2), y[1:], x))
+  for i in range(5):
+    x = Tensor(np.arange(4, dtype=np.float32) + i, device=device)
+    y, square, tail, same = f(x)
+    want = np.arange(4, dtype=np.float32) + i + 1
+    assert_close(y.numpy(), want) and assert_close(square.numpy(), want.reshape(2, 2)) and assert_close(tail.numpy(), want[1:])
+    assert same.node.src[0].arg is x.node.src[0].arg
+  del y, square, tail
+  y2, *_ = f(x)
+  assert_close(y2.numpy(), np.arange(4, dtype=np.float32) + 5)
+
+@pytest.mark.parametrize("generic", [False, True])
+def test_launch_list_rebinds_buffers(generic):
+  from alloy.runtime.device import LaunchList
+  rec = []
+  listener = lambda ck, bufs, e, t: rec.append((ck, bufs))
+  x = Tensor(np.arange(4, dtype=np.float32), device="CPU").realize()
+  engine.launch_listeners.append(listener)
+  try: y = ((x * 2).realize() + 1).realize()
+  finally: engine.launch_listeners.remove(listener)
+  dev = alloy.get_device("CPU")
+  kind = LaunchList if generic else dev.launch_list
+  ll = kind([(ck.runner, [b.handle for b in bufs], (), ck.meta.global_size, ck.meta.local_size) for ck, bufs in rec], dev)
+  other = Tensor(np.full(4, 10, np.float32), device="CPU").realize()
+  ll([[rec[0][1][0].handle, other.node.src[0].arg.handle], None])
+  assert_close(y.numpy(), np.full(4, 21, np.float32))
+  ll()   # bound as last time
+  assert_close(y.numpy(), np.full(4, 21, np.float32))
+  assert isinstance(ll(wait=True), float)

@@ -92,6 +92,58 @@ def test_ptx_and_disassemble():
 def test_is_available_does_not_raise():
   assert rc.is_available() in (True, False)
 
+@pytest.mark.parametrize("native", [True, False])
+def test_launch_list_encodes_once(monkeypatch, request, native):
+  """CUDALaunchList against a stand-in for the driver (no GPU), with its C loop and from Python: parameters packed
+  once per launch, repacked only where rebound, one writer event per call after the last launch."""
+  import ctypes, threading, types
+  launched, recorded, fail = [], [], []
+  def launch(func, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+    ptrs = (ctypes.c_void_p * 3).from_address(params)
+    values = [ctypes.c_uint64.from_address(ptrs[0]).value, ctypes.c_uint64.from_address(ptrs[1]).value, ctypes.c_int32.from_address(ptrs[2]).value]
+    launched.append((func, (gx, gy, gz), (bx, by, bz), shared or 0, stream, *values))
+    return 700 if func in fail else 0
+  monkeypatch.setattr(rc, "driver", types.SimpleNamespace(cuLaunchKernel=lambda *args: (launch(*args) or rc._SUCCESS,), CUresult=int,
+                                                          cuCtxSetCurrent=lambda ctx: (rc._SUCCESS,),
+                                                          cuEventRecord=lambda ev, stream: recorded.append(ev) or (rc._SUCCESS,)))
+  monkeypatch.setattr(rc, "_tls", threading.local())
+  monkeypatch.setattr(rc, "NATIVE_LOOP", int(native))
+  if native:   # the C loop calls the stand-in through a ctypes callback in place of libcuda's cuLaunchKernel
+    c_launch = ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3)(launch)
+    monkeypatch.setattr(rc, "_cu_launch_kernel_address", lambda: ctypes.cast(c_launch, ctypes.c_void_p).value)
+    rc.native_launch_loop.cache_clear()
+    request.addfinalizer(rc.native_launch_loop.cache_clear)
+    if rc.native_launch_loop()[0] is None: pytest.skip(f"no native launch loop: {rc.native_launch_loop()[1]}")
+  dev = object.__new__(rc.CUDADevice)
+  dev.name, dev.ctx, dev.stream = "CUDA", object(), 99
+  dev.limits = {"block": (1024, 1024, 64), "grid": (2**31 - 1, 65535, 65535), "shared_optin": 227 << 10}
+  dev._ring, dev._ring_i, dev._writers = [f"event{i}" for i in range(rc._RING_MASK + 1)], 0, {}
+  def program(name, func):   # what CUDAProgram.__init__ leaves, for a kernel (float* out, const float* a, int n)
+    p = object.__new__(rc.CUDAProgram)
+    p.device, p.name, p.func, p.max_threads, p.static_shared, p.max_dynamic_shared, p.num_regs = dev, name, func, 1024, 0, 48 << 10, 16
+    p.param_layout, p._blocks, p._gs, p._ls, p._g3, p._l3, p._shared = ((0, 8), (8, 8), (16, 4)), {}, None, None, (1, 1, 1), (1, 1, 1), 0
+    p._launch_dims, p._blk = (func, 1, 1, 1, 1, 1, 1, 0), rc._ParamBlock(0, 0)
+    return p
+  add, mul = program("add", 11), program("mul", 22)
+  ll = rc.CUDALaunchList([(add, [100, 200], (7,), (4,), (32,)), (mul, [300, 100], (7,), (2, 2), (16, 2))], dev)
+  assert (ll.loop is not None) == native and launched == [] and recorded == []
+  ll()
+  assert launched == [(11, (4, 1, 1), (32, 1, 1), 0, 99, 100, 200, 7), (22, (2, 2, 1), (16, 2, 1), 0, 99, 300, 100, 7)]
+  assert recorded == ["event0"] and dev._writers == {100: "event0", 300: "event0"}
+  launched.clear()
+  ll([None, [400, 500]])
+  assert [l[5:] for l in launched] == [(100, 200, 7), (400, 500, 7)] and recorded == ["event0", "event1"]
+  assert dev._writers[400] == dev._writers[100] == "event1"
+  launched.clear()
+  ll()   # bound as last time
+  assert [l[5:] for l in launched] == [(100, 200, 7), (400, 500, 7)]
+  fail.append(22)
+  with pytest.raises(rc.CUDAError, match=r"cuLaunchKernel\(mul"): ll()
+  assert dev._writers[100] == "event3" and dev._writers[400] == "event2"   # the launch before the failure still counts
+  with pytest.raises(ValueError, match="takes 2 buffers"): ll([[1, 2, 3], None])
+  with pytest.raises(ValueError, match="threads per block"): rc.CUDALaunchList([(add, [1, 2], (7,), (1,), (2048,))], dev)
+  with pytest.raises(ValueError, match="parameters at"): rc.CUDALaunchList([(add, [1, 2], (), (1,), (32,))], dev)
+
 # --- GPU ----------------------------------------------------------------------------------------------
 
 gpu = pytest.mark.skipif(not rc.is_available(), reason="no CUDA device")
@@ -213,7 +265,9 @@ def test_async_launch(dev):
   assert time.perf_counter() - t0 >= 0.45
 
 @gpu
-def test_graph_replay(dev):
+@pytest.mark.parametrize("kind", ["graph", "launch_list"])
+def test_replay_batches(dev, kind):
+  """A CUDAGraph and a CUDALaunchList replay the same captured launches and rebind their buffers alike."""
   rng = np.random.default_rng()
   n = 10000
   add, mul, sub = (_load(dev, CHAIN_SRC, k) for k in ("add", "mul", "sub"))
@@ -223,7 +277,8 @@ def test_graph_replay(dev):
     return (a, b, c), [_upload(dev, x) for x in (a, b, c)], [_poisoned(dev, n) for _ in range(3)]
   (a, b, c), (ha, hb, hc), (t1, t2, ho) = inputs()
   launches = [(add, [t1, ha, hb], (n,), grid, block), (mul, [t2, t1, hc], (n,), grid, block), (sub, [ho, t2, ha], (n,), grid, block)]
-  g = dev.graph(launches)
+  g = dev.graph(launches) if kind == "graph" else dev.launch_list(launches, dev)
+  assert isinstance(g, rc.CUDAGraph if kind == "graph" else rc.CUDALaunchList)
   ref = lambda a, b, c: (a + b) * c - a
   secs = g(wait=True)
   assert isinstance(secs, float) and secs > 0
@@ -231,14 +286,23 @@ def test_graph_replay(dev):
   (a2, b2, c2), (ha2, hb2, hc2), (t12, t22, ho2) = inputs()
   g([[t12, ha2, hb2], [t22, t12, hc2], [ho2, t22, ha2]])
   np.testing.assert_allclose(_download(dev, ho2, n), ref(a2, b2, c2), rtol=1e-6)
-  g([None, None, [ho, t22, ha2]])               # only the last node changes: writes the old output buffer
+  g([None, None, [ho, t22, ha2]])               # only the last launch changes: writes the old output buffer
   np.testing.assert_allclose(_download(dev, ho, n), ref(a2, b2, c2), rtol=1e-6)
-  m = n // 2                                      # changed scalars: only the first half of the last node runs
-  ho3 = _poisoned(dev, n)
-  g([None, None, [ho3, t22, ha2]], scalars_per_launch=[None, None, (m,)])
-  out = _download(dev, ho3, n)
-  np.testing.assert_allclose(out[:m], ref(a2, b2, c2)[:m], rtol=1e-6)
-  assert np.isnan(out[m:]).all()
+  if kind == "graph":
+    m = n // 2                                    # changed scalars: only the first half of the last node runs
+    ho3 = _poisoned(dev, n)
+    g([None, None, [ho3, t22, ha2]], scalars_per_launch=[None, None, (m,)])
+    out = _download(dev, ho3, n)
+    np.testing.assert_allclose(out[:m], ref(a2, b2, c2)[:m], rtol=1e-6)
+    assert np.isnan(out[m:]).all()
+  else:
+    spin = _load(dev, SPIN_SRC, "spin")          # copyout waits for the list's one event, not for later work
+    slow = dev.launch_list([(spin, [_poisoned(dev, 1)], (300,), (1,), (1,))], dev)
+    slow()                                        # ~0.3 s on the device
+    t0 = time.perf_counter()
+    np.testing.assert_allclose(_download(dev, ho, n), ref(a2, b2, c2), rtol=1e-6)
+    assert time.perf_counter() - t0 < 0.15, "copyout of a buffer written before the spin waited for it"
+    dev.synchronize()
 
 # --- benchmark: python test/runtime/test_cuda.py ---------------------------------------------------------
 
@@ -273,6 +337,8 @@ def bench():
   print(f"launch overhead: Program.__call__ {call:.2f} us, bare cuLaunchKernel {bare:.2f} us (median of 5x10000, host)")
   ev = dev._ring[0]
   print(f"bare cuEventRecord: {per_launch(lambda: driver.cuEventRecord(ev, dev.stream)):.2f} us")
+  ll = dev.launch_list([(empty, bufs, scal, g, l)] * 100, dev)
+  print(f"launch list of 100 launches: {per_launch(ll, 100) / 100:.2f} us per launch (host)")
   one, h1 = np.ones(1, np.float32), dev.allocator.alloc(4)
   print(f"copyin 4 bytes: {per_launch(lambda: dev.allocator.copyin(h1, memoryview(one)), 1000):.2f} us, "
         f"copyout 4 bytes: {per_launch(lambda: dev.allocator.copyout(memoryview(one), h1), 1000):.2f} us")
