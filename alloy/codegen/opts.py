@@ -67,7 +67,10 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
   upcast = ((inner, CPU_LANES),) if inner is not None and shape[inner] % CPU_LANES == 0 else ()
   if upcast and shape[inner] == outer and parallel and shape[inner] // CPU_LANES < 2: upcast = ()
   order = ()
-  if upcast and (tile := _register_tile(ast.root, inner)) is not None:
+  tile = _register_tile(ast.root, inner) if upcast else None
+  if tile is None and _reduces_along_rows(ast.root):
+    upcast = ()   # the unrolled accumulators read neighbours along each row: vector loads, vector adds
+  if tile is not None:
     upcast = tile
     (row, _), (_, cols) = tile
     if shape[inner] // cols >= TILE_OUTER_MIN:
@@ -76,9 +79,17 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
       order = tuple(inner if a == row else row if a == inner else a for a in range(len(shape)))
       applied += (("SWAP", row, inner),)
       if parallel and outer == shape[row] and row == next(a for a, s in enumerate(shape) if s > 1): outer = shape[inner]
-  applied += tuple(("UPCAST",) + u for u in upcast) + (("UNROLL_REDUCE", CPU_LANES),)
-  return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, upcast=upcast, reduce_unroll=CPU_LANES,
+  # with no output lanes, 4 vectors of accumulators keep 4 loads in flight per row
+  unroll = CPU_LANES * (1 if upcast else 4)
+  applied += tuple(("UPCAST",) + u for u in upcast) + (("UNROLL_REDUCE", unroll),)
+  return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, upcast=upcast, reduce_unroll=unroll,
                     loop_order=order, applied=applied)
+
+def _reduces_along_rows(root: Node) -> bool:
+  """Whether the longest reduction runs along its input's last axis (row sums, softmax), not across rows."""
+  reduces = [m for m in root.toposort() if m.op is Op.REDUCE]
+  big = max(reduces, key=lambda r: prod(r.src[0].shape[a] for a in r.arg[1]))
+  return len(big.src[0].shape) - 1 in big.arg[1]
 
 def _register_tile(root: Node, inner: int) -> tuple | None:
   """A 2D register tile (matmul's): rows of one output axis times columns of the innermost, when one operand
