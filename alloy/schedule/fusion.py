@@ -86,20 +86,24 @@ def _structure(targets: list[Node]) -> tuple:
   """(every node under the targets, each after its sources; node id -> place in that order; the graph with
   its buffers replaced by their places, equal for the same computation on other data). One pass."""
   order, position, parts = [], {}, []
+  def place(n: Node) -> None:
+    position[id(n)] = len(order)
+    order.append(n)
+    parts.append((n.op, None if n.op is Op.BUFFER else n.key[2], n.dtype, n.shape, tuple([position[id(s)] for s in n.src])))
   for t in targets:
     if id(t) in position: continue
     stack = [(t, iter(t.src))]
     while stack:
       n, srcs = stack[-1]
       for s in srcs:
-        if id(s) not in position:
+        if id(s) in position: continue
+        if s.src:
           stack.append((s, iter(s.src)))
           break
+        place(s)   # a leaf goes straight in
       else:
         stack.pop()
-        position[id(n)] = len(order)
-        order.append(n)
-        parts.append((n.op, None if n.op is Op.BUFFER else n.key[2], n.dtype, n.shape, tuple([position[id(s)] for s in n.src])))
+        place(n)
   return order, position, (tuple(parts), tuple([position[id(t)] for t in targets]))
 
 def _schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list]]:
