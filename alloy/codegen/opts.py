@@ -68,8 +68,10 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
   if upcast and shape[inner] == outer and parallel and shape[inner] // CPU_LANES < 2: upcast = ()
   order = ()
   tile = _register_tile(ast.root, inner) if upcast else None
-  if tile is None and _reduces_along_rows(ast.root):
-    upcast = ()   # the unrolled accumulators read neighbours along each row: vector loads, vector adds
+  if tile is None and _reduces_along_rows(ast.root) and inner != len(shape) - 1:
+    # row reductions (row sums): lanes over rows would read 8 rows at once; the unrolled accumulators read
+    # neighbours along each row instead (vector loads, vector adds). Lanes along the row (softmax's output) stay.
+    upcast = ()
   if tile is not None:
     upcast = tile
     (row, _), (_, cols) = tile
@@ -79,8 +81,8 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
       order = tuple(inner if a == row else row if a == inner else a for a in range(len(shape)))
       applied += (("SWAP", row, inner),)
       if parallel and outer == shape[row] and row == next(a for a, s in enumerate(shape) if s > 1): outer = shape[inner]
-  # with no output lanes, 4 vectors of accumulators keep 4 loads in flight per row
-  unroll = CPU_LANES * (1 if upcast else 4)
+  # a reduction with one lane (after equal lanes merge): 4 vectors of accumulators keep 4 loads in flight
+  unroll = CPU_LANES * 4
   applied += tuple(("UPCAST",) + u for u in upcast) + (("UNROLL_REDUCE", unroll),)
   return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, upcast=upcast, reduce_unroll=unroll,
                     loop_order=order, applied=applied)

@@ -17,6 +17,7 @@ from alloy.ir.ops import Op
 from alloy.codegen.program import Instr
 
 VECTOR_OPS = {Op.ADD, Op.SUB, Op.MUL}   # ops every vector language writes infix, exact lane by lane
+FLOAT_VECTOR_OPS = {Op.DIV, Op.MAX, Op.EXP}   # float32 only: the renderer's vector helpers (exp: within 2 ulp)
 
 def _split(flat: sym.Expr) -> tuple:
   """flat = sum of (term * coefficient) + a constant offset: (the terms, the offset)."""
@@ -128,7 +129,8 @@ def pack_arithmetic(instrs: list) -> list:
     """A vector instruction for the users of seed's lanes that are alike, one per lane; None if there is none."""
     lanes = lanes_of[id(seed)]
     for u0, k0 in users.get(id(lanes[0]), []):
-      if id(u0) in packed or u0.op not in ("alu", "update") or u0.arg not in VECTOR_OPS: continue
+      if id(u0) in packed or u0.op not in ("alu", "update"): continue
+      if u0.arg not in VECTOR_OPS and not (u0.arg in FLOAT_VECTOR_OPS and u0.dtype.name == "float32"): continue
       members = [u0]
       for lane in lanes[1:]:
         match = next((u for u, k in users.get(id(lane), []) if k == k0 and u.op == u0.op and u.arg is u0.arg

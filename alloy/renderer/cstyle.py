@@ -153,6 +153,11 @@ class CStyleRenderer:
     return f"(({'' if writable else 'const '}{self.vec_type(d, width)}*)({buf}+{idx}))"
   def vec_lane(self, v: str, k: int) -> str: return f"{v}[{k}]"
   def vec_make(self, vals: list[str], d: DType, width: int) -> str: raise NotImplementedError
+  def vec_alu(self, op: Op, args: list[str], d: DType, width: int) -> str:
+    """One vector op: infix where the language has it lane by lane, else a helper of the prelude."""
+    if op in self.infix: return f"({f' {self.infix[op]} '.join(args)})"
+    if op is Op.DIV: return f"({args[0]} / {args[1]})"
+    return f"alloy_{op.name.lower()}_{d.name}x{width}({', '.join(args)})"
   def vec_fma(self, a: str, b: str, c: str, d: DType, width: int) -> str:
     """a*b+c lane by lane with one rounding."""
     raise NotImplementedError
@@ -223,13 +228,13 @@ class CStyleRenderer:
       if ins.op == "vupdate":   # acc op= val, or with two values acc += a*b fused
         acc, *vals = ins.src
         a, v = names[id(acc)], [names[id(x)] for x in vals]
-        rhs = self.vec_fma(v[0], v[1], a, ins.dtype, acc.arg[1]) if len(v) == 2 else f"{a} {self.infix[ins.arg]} {v[0]}"
+        rhs = self.vec_fma(v[0], v[1], a, ins.dtype, acc.arg[1]) if len(v) == 2 else self.vec_alu(ins.arg, [a, v[0]], ins.dtype, acc.arg[1])
         lines.append(f"{ind}{a} = {rhs};"); continue
       if ins.op in ("vbroadcast", "vacc", "valu"):
         width = ins.arg if ins.op == "vbroadcast" else ins.arg[1]
         if ins.op == "vbroadcast": rhs = self.vec_make([names[id(ins.src[0])]] * width, ins.dtype, width)
         elif ins.op == "vacc": rhs = self.vec_make([self.const(ins.arg[0], ins.dtype)] * width, ins.dtype, width)
-        else: rhs = f"({f' {self.infix[ins.arg[0]]} '.join(names[id(s)] for s in ins.src)})"
+        else: rhs = self.vec_alu(ins.arg[0], [names[id(s)] for s in ins.src], ins.dtype, width)
         name = new("acc" if ins.op == "vacc" else "v")
         names[id(ins)] = name
         lines.append(f"{ind}{self.vec_type(ins.dtype, width)} {name} = {rhs};")

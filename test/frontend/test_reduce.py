@@ -163,3 +163,25 @@ def test_long_reductions_of_views(device, rng):
   for view, ref in [(t[:, 1:2049], x[:, 1:2049]), (t[:, 3:], x[:, 3:]), (t[1:, :1026], x[1:, :1026]), (t.T[:1024].T, x.T[:1024].T)]:
     assert_close(view.sum(1).numpy(), ref.astype(np.float64).sum(1), "float32", rtol=1e-4, atol=1e-3)
     assert_close(view.softmax(1).numpy(), np.exp(ref - ref.max(1, keepdims=True)) / np.exp(ref - ref.max(1, keepdims=True)).sum(1, keepdims=True), "float32")
+
+def test_exp_in_row_kernels_is_accurate(device):
+  # an elementwise epilogue of a row reduction runs as vector code on the CPU, with its own exp
+  x = np.concatenate([np.linspace(-110, 95, 8 * 1021, dtype=np.float32),
+                      np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 88.72, 88.73, -87.5, -103.0, -104.0, 1e-30, -1e-30], np.float32),
+                      np.zeros(4, np.float32)]).reshape(8, -1)
+  t = Tensor(x, device=device)
+  got = (t.exp() + (t > 1e30).all(1, keepdim=True).float()).numpy()   # + 0.0 from a row reduction
+  with np.errstate(over="ignore"): want = np.exp(x.astype(np.float64)).astype(np.float32)
+  finite = np.isfinite(want) & (want > 1e-37)
+  np.testing.assert_allclose(got[finite], want[finite], rtol=4e-7)
+  np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+  np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])
+  np.testing.assert_allclose(got[~finite & ~np.isnan(want) & ~np.isinf(want)], want[~finite & ~np.isnan(want) & ~np.isinf(want)], atol=2e-45)
+
+def test_softmax_rows_extremes(device, rng):
+  x = rand_np(rng, (16, 1024), low=-30, high=30)
+  x[3, 5], x[7, :] = 1e4, -1e4
+  t = Tensor(x, device=device)
+  e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+  assert_close(t.softmax(1).numpy(), e / e.sum(1, keepdims=True), "float32", rtol=2e-6, atol=1e-7)
+  np.testing.assert_array_equal(t.amax(1).numpy(), x.max(1))
