@@ -53,6 +53,19 @@ def is_available() -> bool: return is_hardware() or software_available()
 def _describe(err) -> str:
   return str(err.localizedDescription()) if hasattr(err, "localizedDescription") else str(err)
 
+# the newest Metal Shading Language each macOS release compiles, oldest first: (macOS major, (MSL major, minor))
+MSL_FOR_MACOS = ((11, (2, 3)), (12, (2, 4)), (13, (3, 0)), (14, (3, 1)), (15, (3, 2)))
+
+def msl_version(macos: str | None = None) -> tuple[int, int]:
+  """The MSL version to compile for: the newest this macOS has (2.3 before macOS 11 is not supported by alloy)."""
+  release = macos if macos is not None else platform.mac_ver()[0]
+  major = int(release.split(".")[0]) if release and release.split(".")[0].isdigit() else 0
+  return next((v for m, v in reversed(MSL_FOR_MACOS) if major >= m), MSL_FOR_MACOS[0][1])
+
+def msl_std_flag(version: tuple[int, int]) -> str:
+  """xcrun metal's -std= spelling: metal3.1, or macos-metal2.4 before 3.0."""
+  return f"-std=metal{version[0]}.{version[1]}" if version >= (3, 0) else f"-std=macos-metal{version[0]}.{version[1]}"
+
 # ---------------------------------------------------------------------------------------------------
 
 class MetalCompiler(Compiler):
@@ -62,7 +75,8 @@ class MetalCompiler(Compiler):
     self.software = software
     if software: self.mode = "software"
     else: self.mode = "metallib" if shutil.which("xcrun") and subprocess.run(["xcrun", "-sdk", "macosx", "--find", "metal"], capture_output=True).returncode == 0 else "source"
-    self.identity = f"metal-{self.mode}" + (" -fno-fast-math" if self.mode == "metallib" else "")
+    self.version = msl_version()
+    self.identity = f"metal-{self.mode} msl{self.version[0]}.{self.version[1]}" + (" -fno-fast-math" if self.mode == "metallib" else "")
     if software:
       from alloy.runtime.metal_software import compiler as sw
       self.identity += f" format {sw.FORMAT_VERSION} shim {sw.shim_hash()[:16]} {sw.compiler()} {' '.join(sw.KERNEL_FLAGS)}"
@@ -80,7 +94,8 @@ class MetalCompiler(Compiler):
       except MetalCompileError as e: raise CompileError(str(e), source) from None
     if self.mode == "source": return source.encode()
     # -fno-fast-math: the offline compiler defaults to fast math, which may ignore NaN/Inf (as the runtime's safe math mode)
-    air = subprocess.run(["xcrun", "-sdk", "macosx", "metal", "-fno-fast-math", "-x", "metal", "-c", "-", "-o", "-"], input=source.encode(), capture_output=True)
+    air = subprocess.run(["xcrun", "-sdk", "macosx", "metal", msl_std_flag(self.version), "-fno-fast-math", "-x", "metal", "-c", "-", "-o", "-"],
+                         input=source.encode(), capture_output=True)
     if air.returncode != 0: raise CompileError(f"xcrun metal failed:\n{air.stderr.decode()}", source)
     lib = subprocess.run(["xcrun", "-sdk", "macosx", "metallib", "-", "-o", "-"], input=air.stdout, capture_output=True)
     if lib.returncode != 0 or lib.stdout[:4] != b"MTLB": raise CompileError(f"xcrun metallib failed:\n{lib.stderr.decode()}", source)
@@ -266,6 +281,8 @@ class MetalDevice(Device):
 
   def compile_options(self):
     opts = self.mtl.MTLCompileOptions.new()
+    major, minor = msl_version()
+    if (lang := getattr(self.mtl, f"MTLLanguageVersion{major}_{minor}", None)) is not None: opts.setLanguageVersion_(lang)
     if hasattr(opts, "setMathMode_"): opts.setMathMode_(self.mtl.MTLMathModeSafe)   # macOS 15+: IEEE NaN/Inf, as the tests expect
     else: opts.setFastMathEnabled_(False)
     return opts

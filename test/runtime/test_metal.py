@@ -135,3 +135,9 @@ def test_many_live_buffers(dev):
   for _ in range(3): axpb([y, x], (2, 3), (1, 1, 1), (32, 1, 1))   # a commit polls for the completions before it
   np.testing.assert_array_equal(read(dev, y, 32), np.full(32, 5.0))
   del held
+
+def test_msl_version_follows_macos():
+  from alloy.runtime.metal import msl_version, msl_std_flag
+  assert msl_version("15.1") == (3, 2) and msl_version("14.6.1") == (3, 1) and msl_version("13.0") == (3, 0)
+  assert msl_version("12.7") == (2, 4) and msl_version("26.0") == (3, 2) and msl_version("") == (2, 3)
+  assert msl_std_flag((3, 1)) == "-std=metal3.1" and msl_std_flag((2, 4)) == "-std=macos-metal2.4"
