@@ -47,6 +47,7 @@ class Lowerer:
     self.memo: dict = {}
     self.n_vars = 0
     self.group_var = self.lane_var = None
+    self.stashing = False                  # evaluating the stashed value inside its reduction (see opts.stash)
     self.locals: list[Instr] = []          # threadgroup arrays, one per grouped reduction
     self.params = [Instr("param", ast.root.dtype if k == 0 else None, (), k) for k in range(ast.n_buffers)]
     self.buffer_dtypes = [None] * ast.n_buffers
@@ -130,6 +131,9 @@ class Lowerer:
     return self.emit("load", inp.dtype, (self.params[slot],), (flat, valid), exprs=exprs)
 
   def _value(self, n: Node, lanes: tuple) -> tuple:
+    if n is self.opts.stash and not self.stashing:   # computed by its reduction's loop, kept in the output
+      return tuple(self.emit("load", n.dtype, (self.params[0],), (flat, sym.Cond()), exprs=[flat])
+                   for flat in (self._output_flat(idx) for idx in lanes))
     if n.op is Op.CONST: return (self.emit("const", n.dtype, arg=n.arg),) * len(lanes)
     if n.op is Op.ARANGE: return tuple(self.emit("index", n.dtype, arg=idx[0], exprs=[idx[0]]) for idx in lanes)
     if n.op is Op.INPUT: return tuple(self._load(n, idx[0], sym.Cond()) for idx in lanes)
@@ -201,8 +205,15 @@ class Lowerer:
         full = list(idx)
         for a in axes: full[a] = loop_idx[a] * unroll + c if a == last and unroll > 1 else loop_idx[a]
         src_lanes.append(tuple(full))
-    vals = self.value(src, tuple(src_lanes))
     loop_vars = [v for v in loop_idx.values() if isinstance(v, sym.Var)]
+    if src is self.opts.stash:
+      self.stashing = True
+      vals = self.value(src, tuple(src_lanes))
+      self.stashing = False
+      for idx, v in zip(src_lanes, vals):
+        flat = self._output_flat(idx)
+        self.emit("store", None, (self.params[0], v), (flat, sym.Cond()), exprs=[flat], cse=False)
+    else: vals = self.value(src, tuple(src_lanes))
     for acc, v in zip([a for group in accs for a in group], vals):
       self.emit("update", n.dtype, (acc, v), op, cse=False, exprs=loop_vars)
     for saved in reversed(saved_all): self.close_loop(saved)
@@ -285,11 +296,14 @@ class Lowerer:
                       flops=estimate_flops(self.ast), bytes=estimate_bytes(self.ast), opts=opts.applied)
     return LinearProgram(instrs, meta, self.buffer_dtypes)
 
+  def _output_flat(self, idx) -> sym.Expr:
+    flat = sym.Const(0)
+    for e, st in zip(idx, strides_for_shape(self.ast.root.shape)): flat = flat + e * st
+    return flat
+
   def _store(self, lanes: list) -> None:
-    strides = strides_for_shape(self.ast.root.shape)
     for idx, val in zip(lanes, self.value(self.ast.root, tuple(tuple(idx) for idx in lanes))):
-      flat = sym.Const(0)
-      for a, st in enumerate(strides): flat = flat + idx[a] * st
+      flat = self._output_flat(idx)
       self.emit("store", None, (self.params[0], val), (flat, sym.Cond()), exprs=[flat], cse=False)
 
   def _lower_loops(self) -> None:

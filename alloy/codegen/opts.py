@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from alloy.helpers import prod, strides_for_shape
 from alloy.ir import symbolic as sym
 from alloy.ir.node import Node
-from alloy.ir.ops import Op
+from alloy.ir.ops import Op, ELEMENTWISE
 from alloy.schedule.kernel import KernelAST
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class KernelOpts:
   loop_order: tuple = ()      # CPU: output axes outermost first (default: in order)
   reduce_unroll: int = 1
   full_unroll: bool = False   # every output element and every reduced element a lane of one thread
+  stash: Node | None = None   # CPU: a costly value a row reduction and the output both need, kept in the output buffer
   applied: tuple = ()
 
 PARALLEL_MIN_WORK = 1 << 15   # elements; below this, threads cost more than they save
@@ -84,8 +85,33 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
   # a reduction with one lane (after equal lanes merge): 4 vectors of accumulators keep 4 loads in flight
   unroll = CPU_LANES * 4
   applied += tuple(("UPCAST",) + u for u in upcast) + (("UNROLL_REDUCE", unroll),)
-  return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, upcast=upcast, reduce_unroll=unroll,
+  if (stash := _output_stash(ast.root)) is not None: applied += (("STASH", stash.op.name),)
+  return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, upcast=upcast, reduce_unroll=unroll, stash=stash,
                     loop_order=order, applied=applied)
+
+COSTLY = {Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.SIN, Op.COS, Op.TAN, Op.TANH, Op.ERF, Op.POW}
+
+def _output_stash(root: Node) -> Node | None:
+  """A costly value that a reduction along the last axis and the output both need at the same element
+  (softmax's exp(x - max)): computed once in the reduction's loop and kept in the output buffer, which the
+  output loop of the same row then reads back instead of computing it again."""
+  if not root.dtype.is_float or len(root.shape) == 0: return None
+  # nodes evaluated at the output's own index: reached from the root through elementwise ops only
+  at_output, stack = {}, [root]
+  while stack:
+    n = stack.pop()
+    if id(n) in at_output or n.op not in ELEMENTWISE: continue
+    at_output[id(n)] = n
+    stack.extend(n.src)
+  nodes = root.toposort()
+  for r in nodes:
+    if r.op is not Op.REDUCE or r.arg[1] != (len(root.shape) - 1,): continue
+    s = r.src[0]
+    if id(s) not in at_output or s is root or s.shape != root.shape or s.dtype is not root.dtype: continue
+    if not any(m.op in COSTLY for m in s.toposort()): continue
+    users = [m for m in nodes if any(x is s for x in m.src)]
+    if all(m is r or id(m) in at_output for m in users): return s
+  return None
 
 def _reduces_along_rows(root: Node) -> bool:
   """Whether the longest reduction runs along its input's last axis (row sums, softmax), not across rows."""
