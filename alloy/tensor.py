@@ -11,6 +11,7 @@ from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker, View
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.device import canonical_device, default_device, unsupported_dtype
+from alloy.engine.realize import buffer_view as _buffer_view
 
 # listener(key_tensor) for every random key made (the jit's capture: a key is an implicit input refreshed per replay)
 rng_key_listeners: list = []
@@ -675,10 +676,6 @@ def _cast_scalar(v, d: DType):
     return iv
   return float(v)
 
-def _buffer_view(buf: Buffer, shape) -> Node:
-  base = Node(Op.BUFFER, (), buf, buf.dtype, (buf.size,))
-  st = ShapeTracker.contiguous((buf.size,)).reshape(tuple(shape))
-  return Node(Op.VIEW, (base,), st, buf.dtype, tuple(shape))
 
 def _index_tensor(n: int, device=None) -> Tensor:
   """0..n-1 as int32, computed where it is used (no buffer, O(n))."""

@@ -94,7 +94,7 @@ def _bound_buffer(t: Tensor) -> Node:
   if n.op is Op.VIEW and n.src[0].op is Op.BUFFER: return n
   engine.realize([t])
   n = t.node
-  if n.op is Op.BUFFER: n = t.node = engine._buffer_view(n.arg, n.shape)
+  if n.op is Op.BUFFER: n = t.node = engine.buffer_view(n.arg, n.shape)
   return n
 
 def _spec(t: Tensor, n: Node) -> tuple:

@@ -18,7 +18,8 @@ device_time_requests = 0
 # called with the tensor before any read of its value on the host (the jit's capture refuses them)
 host_read_guards: list = []
 
-def _buffer_view(buf: Buffer, shape) -> Node:
+def buffer_view(buf: Buffer, shape) -> Node:
+  """The node reading a whole buffer as a tensor of `shape`."""
   shape = tuple(shape)
   base = Node(Op.BUFFER, (), buf, buf.dtype, (buf.size,))
   return Node(Op.VIEW, (base,), _contiguous_tracker(buf.size, shape), buf.dtype, shape)
@@ -59,7 +60,7 @@ def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
       gflops = m.flops / elapsed / 1e9 if elapsed else 0
       print(f"  {m.name:28s} global={m.global_size} local={m.local_size} {elapsed*1e6:9.1f} us "
             f"{gbs:7.2f} GB/s {gflops:7.2f} GFLOP/s  (compile {ck.stage_seconds['compile']*1e3:.1f} ms)")
-    set_realized(node, _buffer_view(out, node.shape))
+    set_realized(node, buffer_view(out, node.shape))
   return made
 
 def _peel_reshape(n: Node) -> Node:
@@ -80,7 +81,7 @@ def realize(tensors) -> None:
     run_schedule([realized(b) for b in bases], device_name)
     for t, b in zip(ts, bases):
       buf_node = realized(b)
-      t.node = buf_node if b is t.node else _buffer_view(buf_node.src[0].arg, t.shape)
+      t.node = buf_node if b is t.node else buffer_view(buf_node.src[0].arg, t.shape)
 
 def buffer_of(t) -> Buffer:
   """The contiguous buffer holding exactly t's elements, realizing (and copying) as needed. Used to read on the host."""
