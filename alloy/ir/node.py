@@ -16,7 +16,8 @@ class Node:
   __slots__ = ("op", "src", "arg", "dtype", "shape", "key", "realized", "__weakref__")
 
   def __new__(cls, op: Op, src: tuple = (), arg=None, dtype: DType = None, shape: tuple = ()):
-    akey = id(arg) if op is Op.BUFFER else (repr(arg), type(arg)) if op is Op.CONST else arg
+    # a constant's key keeps -0.0 apart from 0.0 (equal as floats); repr only where that matters
+    akey = id(arg) if op is Op.BUFFER else ((repr(arg) if arg == 0 or arg != arg else arg), type(arg)) if op is Op.CONST else arg
     key = (op, tuple(map(id, src)), akey, dtype, shape)
     if (ref := _table.get(key)) is not None and (hit := ref()) is not None: return hit
     self = object.__new__(cls)
