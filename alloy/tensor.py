@@ -11,7 +11,7 @@ from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker, View
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.device import canonical_device, default_device, unsupported_dtype
-from alloy.engine.realize import buffer_view as _buffer_view
+from alloy.engine.realize import buffer_view as _buffer_view, buffer_of, realize as _realize
 
 # listener(key_tensor) for every random key made (the jit's capture: a key is an implicit input refreshed per replay)
 rng_key_listeners: list = []
@@ -189,14 +189,12 @@ class Tensor:
 
   # ---- realization and host access
   def realize(self) -> "Tensor":
-    from alloy.engine.realize import realize
-    realize([self])
+    _realize([self])
     return self
   def contiguous(self) -> "Tensor":
     if self.node.op is Op.VIEW and self.node.src[0].op is Op.BUFFER and self.node.arg.is_contiguous: return self
     return self._new(Node(Op.CONTIGUOUS, (self.node,), None, self.dtype, self.shape))
   def numpy(self) -> np.ndarray:
-    from alloy.engine.realize import buffer_of
     buf = buffer_of(self)
     out = buf.numpy()
     if self.dtype is dt.bfloat16: out = dt.bfloat16_bits_to_float32(out)
@@ -217,7 +215,6 @@ class Tensor:
     t = self
     if device is not None and canonical_device(device) != self.device:
       dev = canonical_device(device)
-      from alloy.engine.realize import buffer_of
       src = buffer_of(self)
       buf = Buffer(dev, src.size, src.dtype).copyin(src.numpy())
       t = Tensor(_buffer_view(buf, self.shape), device=dev)
