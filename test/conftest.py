@@ -72,7 +72,7 @@ def cuda_source_compiles():
   compiler = _nvrtc_compiler()
   if compiler is None: return
   from alloy.codegen.lower import lower
-  from alloy.codegen.opts import DeviceCaps
+  from alloy.runtime.device import DeviceCaps
   from alloy.renderer.cuda import CUDARenderer
   renderer = CUDARenderer()
   for ck in fresh:

@@ -1,4 +1,7 @@
-"""How a kernel's logical shape maps onto a launch: the heuristics that choose global/local sizes."""
+"""How a kernel's logical shape maps onto a launch: the heuristics that choose global/local sizes.
+
+A device describes itself with a `DeviceCaps` (runtime/device.py); codegen only reads its fields.
+"""
 from __future__ import annotations
 from dataclasses import dataclass
 from alloy.helpers import prod, strides_for_shape
@@ -6,17 +9,6 @@ from alloy.ir import symbolic as sym
 from alloy.ir.node import Node
 from alloy.ir.ops import Op, ELEMENTWISE
 from alloy.schedule.kernel import KernelAST
-
-@dataclass(frozen=True)
-class DeviceCaps:
-  """What codegen needs to know of a device."""
-  threads: bool            # GPU-style launch: a grid of threads instead of loops
-  max_local: int = 1024
-  default_local: int = 256
-  simd_width: int = 32     # lanes that exchange registers (warp / SIMD-group)
-  vector_widths: tuple = (4,)   # elements per vector load/store, for the dtypes below
-  vector_arithmetic: bool = False   # the language computes on vectors: lane-wise arithmetic becomes vector arithmetic
-  vector_dtypes: frozenset = frozenset({"float32", "int32", "uint32"})
 
 @dataclass(frozen=True)
 class KernelOpts:

@@ -8,7 +8,7 @@ function pointers and their arguments, so a batch costs one queue hand-off inste
 from __future__ import annotations
 import ctypes, functools, os, platform, queue, shutil, subprocess, tempfile, threading, time
 import numpy as np
-from alloy.codegen.opts import DeviceCaps
+from alloy.runtime.device import DeviceCaps
 from alloy.renderer.c import CRenderer
 from alloy.runtime.device import LRUAllocator, Compiler, CompileError, Program, Device, LaunchList
 

@@ -6,9 +6,22 @@ and launching (Program.__call__) returns at once; completion is observed through
 or a launch with wait=True, which returns the time measured by the device's own clock.
 """
 from __future__ import annotations
+from dataclasses import dataclass
 import collections, functools, importlib, os
 from typing import Any
 from alloy.helpers import disk_cache_get, disk_cache_put, getenv
+
+@dataclass(frozen=True)
+class DeviceCaps:
+  """What codegen needs to know of a device (each Device declares one as `caps`)."""
+  threads: bool            # GPU-style launch: a grid of threads instead of loops
+  max_local: int = 1024
+  default_local: int = 256
+  simd_width: int = 32     # lanes that exchange registers (warp / SIMD-group)
+  vector_widths: tuple = (4,)   # elements per vector load/store, for the dtypes below
+  vector_arithmetic: bool = False   # the language computes on vectors: lane-wise arithmetic becomes vector arithmetic
+  vector_dtypes: frozenset = frozenset({"float32", "int32", "uint32"})
+
 
 class CompileError(RuntimeError):
   """A kernel failed to compile. Carries the source and the compiler's message."""
