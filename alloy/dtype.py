@@ -61,7 +61,6 @@ def to_dtype(x) -> DType:
 
 def _promote_two(a: DType, b: DType) -> DType:
   if a == b: return a
-  order = "biuf"
   if a.kind == "f" or b.kind == "f":
     if a.kind != "f": return b
     if b.kind != "f": return a

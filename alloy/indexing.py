@@ -25,7 +25,7 @@ def getitem(t, idx):
   else:
     idx = idx + (slice(None),) * (t.ndim - n_real)
   # basic indexing: shrink/stride per axis, drop int axes, insert None axes
-  shrink, steps, keep_shape, advanced = [], [], [], []
+  shrink, steps, advanced = [], [], []
   dim = 0
   out_dims = []      # per output dim of the basic result: index into the intermediate (None -> 'new')
   for i in idx:

@@ -1,6 +1,6 @@
 """The user API: a lazy, NumPy/PyTorch-style Tensor. Nothing runs until a value is needed."""
 from __future__ import annotations
-import collections, itertools, math
+import collections, math
 from typing import Sequence
 import numpy as np
 from alloy import dtype as dt

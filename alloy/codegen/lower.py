@@ -14,7 +14,7 @@ from alloy.ir.ops import Op, FLOP_COST, ELEMENTWISE
 from alloy.codegen.program import Instr, KernelMeta, LinearProgram
 from alloy.codegen.opts import KernelOpts, choose_opts
 from alloy.codegen.vectorize import vectorize
-from alloy.schedule.kernel import KernelAST
+from alloy.ir.kernel import KernelAST
 
 GROUP_VECTOR = 4   # elements a grouped-reduction thread takes at once: one 16-byte access for 4-byte types
 

@@ -4,11 +4,13 @@ A device describes itself with a `DeviceCaps` (runtime/device.py); codegen only 
 """
 from __future__ import annotations
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from alloy.helpers import prod, strides_for_shape
 from alloy.ir import symbolic as sym
 from alloy.ir.node import Node
 from alloy.ir.ops import Op, ELEMENTWISE
-from alloy.schedule.kernel import KernelAST
+from alloy.ir.kernel import KernelAST
+if TYPE_CHECKING: from alloy.runtime.device import DeviceCaps   # for annotations only: codegen reads its fields
 
 @dataclass(frozen=True)
 class KernelOpts:

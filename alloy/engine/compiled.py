@@ -10,7 +10,7 @@ from alloy.helpers import DEBUG
 from alloy.codegen.lower import lower
 from alloy.codegen.program import KernelMeta, LinearProgram
 from alloy.runtime.device import Device, Program
-from alloy.schedule.kernel import KernelAST
+from alloy.ir.kernel import KernelAST
 
 @dataclass
 class CompiledKernel:

@@ -5,11 +5,10 @@ everything else (loops, loads, stores, index arithmetic, casts, reductions) is p
 """
 from __future__ import annotations
 import math
-from alloy import dtype as dt
 from alloy.dtype import DType
 from alloy.ir import symbolic as sym
 from alloy.ir.ops import Op
-from alloy.codegen.program import Instr, LinearProgram
+from alloy.codegen.program import LinearProgram
 
 def integer_helpers(qualifier: str) -> str:
   """Short integer type names and an exact integer power per type (C has no integer pow)."""

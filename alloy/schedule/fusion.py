@@ -11,7 +11,7 @@ from alloy.helpers import prod, strides_for_shape
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker
-from alloy.schedule.kernel import KernelAST, ScheduledKernel
+from alloy.ir.kernel import KernelAST
 
 # A computed node remembers the buffer holding its value, so later graphs that still mention it read the
 # buffer. Entries older than _valid_from are ignored: the jit's capture needs every kernel launched again.

@@ -1,8 +1,7 @@
-"""What crosses from schedule to codegen: one kernel's AST and the buffers it binds."""
+"""What crosses from schedule to codegen: one kernel's AST (an IR type, so codegen needs only the IR)."""
 from __future__ import annotations
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from alloy.ir.node import Node
-from alloy.ir.ops import Op
 
 @dataclass(frozen=True)
 class KernelAST:
@@ -24,8 +23,3 @@ class KernelAST:
       extra = "" if n.arg is None else f" {n.arg}"
       lines.append(f"  {names[id(n)]} = {n.op.name}({args}){extra} : {n.dtype.name}{list(n.shape)}")
     return "\n".join(lines)
-
-@dataclass
-class ScheduledKernel:
-  ast: KernelAST
-  buffers: list   # runtime Buffers; [0] is the output
