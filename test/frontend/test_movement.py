@@ -1,5 +1,5 @@
 """Movement ops, indexing and creation against NumPy."""
-import numpy as np, pytest
+import numpy as np
 import alloy
 from alloy import Tensor
 from conftest import rand_np, assert_close, supported

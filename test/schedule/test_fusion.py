@@ -1,6 +1,5 @@
 """Kernel-count tests: the fusion rules of the schedule."""
 import numpy as np
-import alloy
 from alloy import Tensor
 from alloy.engine import realize as engine
 from conftest import rand_np, assert_close
