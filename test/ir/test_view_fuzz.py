@@ -1,7 +1,7 @@
 """Hypothesis fuzzing of movement ops: the symbolic index of every view chain matches NumPy."""
 import numpy as np
 import os
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 from alloy.ir.view import ShapeTracker
 from alloy.ir import symbolic as sym
 
@@ -14,8 +14,8 @@ def materialize(tracker: ShapeTracker, buf: np.ndarray) -> np.ndarray:
   return out
 
 @st.composite
-def chains(draw):
-  shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
+def chains(draw, max_dim: int = 4):
+  shape = tuple(draw(st.lists(st.integers(1, max_dim), min_size=1, max_size=3)))
   ops = []
   cur = shape
   for _ in range(draw(st.integers(1, 5))):
@@ -78,3 +78,22 @@ def test_view_chain_through_kernels(case):
     ref = apply_np(ref, op, arg)
     t = t._view(op, arg) if op != "reshape" else t.reshape(arg)
   np.testing.assert_array_equal((t + 1).numpy(), ref + 1)
+
+@settings(fuzz, max_examples=FRESH // 6 or 25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(chains(max_dim=300), st.integers(0, 2))
+def test_reductions_over_views(device, case, pick):
+  # the reduction paths (lanes, vector accumulators, grouped GPU rows, stashed softmax) over arbitrary views
+  from alloy import Tensor
+  shape, ops = case
+  x = np.random.default_rng(1).uniform(-2, 2, shape).astype(np.float32)
+  ref, t = x, Tensor(x, device=device)
+  for op, arg in ops:
+    ref = apply_np(ref, op, arg)
+    t = t._view(op, arg) if op != "reshape" else t.reshape(arg)
+  axis = pick % ref.ndim
+  # float32 sums in another order: the error bound scales with the sum of magnitudes, not the result
+  err = np.abs(t.sum(axis).numpy() - ref.astype(np.float64).sum(axis))
+  assert np.all(err <= 1e-5 * np.abs(ref.astype(np.float64).sum(axis)) + 1e-6 * np.abs(ref.astype(np.float64)).sum(axis) + 1e-6)
+  np.testing.assert_array_equal(t.amax(axis).numpy(), ref.max(axis))
+  e = np.exp(ref.astype(np.float64) - ref.max(-1, keepdims=True))
+  np.testing.assert_allclose(t.softmax(-1).numpy(), e / e.sum(-1, keepdims=True), rtol=2e-6, atol=1e-7)
