@@ -55,10 +55,25 @@ class CStyleRenderer:
   def local_decl(self, name: str, d: DType, size: int) -> str:
     """An array in memory shared by a threadgroup."""
     raise NotImplementedError
-  def group_reduce(self, acc: str, combine, d: DType, lane: str, width: int, scratch: str | None) -> list[str]:
-    """Lines that leave the combination of acc over all `width` threads of the group in every thread's acc;
-    combine(a, b) renders one combining step."""
+  barrier = ""   # a statement all threads of a group wait at, their shared-memory writes visible after it
+  def shuffle_xor(self, value: str, offset: str, d: DType) -> str | None:
+    """The value of `value` in the SIMD lane `offset` away (lane ^ offset), or None where d has no shuffle."""
     raise NotImplementedError
+  def group_reduce(self, acc: str, combine, d: DType, lane: str, width: int, scratch: str) -> list[str]:
+    """Lines that leave the combination of acc over all `width` threads of the group in every thread's acc;
+    combine(a, b) renders one combining step. SIMD groups are 32 lanes."""
+    if (shuffled := self.shuffle_xor(acc, "o", d)) is None:   # no shuffle: every thread posts its value, reads all
+      return [f"{scratch}[{lane}] = {acc};", self.barrier, f"{acc} = {scratch}[0];",
+              f"for (int w = 1; w < {width}; w++) {acc} = {combine(acc, f'{scratch}[w]')};"]
+    # butterfly shuffles leave each SIMD group's result in all its lanes; one lane per group posts it, all read all
+    t = self.vtype(d)
+    lines = [f"for (int o = 16; o > 0; o >>= 1) {{ {t} other = ({t}){shuffled}; {acc} = {combine(acc, 'other')}; }}"]
+    if width <= 32: return lines
+    return lines + [f"if (({lane} & 31) == 0) {scratch}[{lane} >> 5] = {acc};", self.barrier,
+                    f"{acc} = {scratch}[0];", f"for (int w = 1; w < {width // 32}; w++) {acc} = {combine(acc, f'{scratch}[w]')};"]
+  def shuffle_operand(self, value: str, d: DType) -> str:
+    """Bool and 8/16-bit integers travel through a shuffle as int."""
+    return f"(int){value}" if d.is_bool or (d.is_int and d.itemsize < 4) else value
   def func(self, name: str, d: DType, args: list[str]) -> str:
     suffix = "f" if d.name == "float32" and self.language == "c" else ""
     return f"{name}{suffix}({', '.join(args)})"
@@ -199,7 +214,7 @@ class CStyleRenderer:
         op, width, lane = ins.arg
         acc = names[id(ins.src[0])]
         def combine(a, b, op=op, d=ins.dtype): return self.rounded(self.alu(op, d, [a, b], [d, d]), d)
-        lines += [ind + l for l in self.group_reduce(acc, combine, ins.dtype, lane, width, names[id(ins.src[1])] if len(ins.src) > 1 else None)]
+        lines += [ind + l for l in self.group_reduce(acc, combine, ins.dtype, lane, width, names[id(ins.src[1])])]
         names[id(ins)], dtypes[id(ins)] = acc, ins.dtype
         continue
       if ins.op == "range":

@@ -41,14 +41,9 @@ class CUDARenderer(CStyleRenderer):
   def special(self, kind: str) -> str:
     return {"global": "(int)(blockIdx.x*blockDim.x+threadIdx.x)", "group": "(int)blockIdx.x", "lane": "(int)threadIdx.x"}[kind]
   def local_decl(self, name: str, d: DType, size: int) -> str: return f"__shared__ {self.vtype(d)} {name}[{size}];"
-  def group_reduce(self, acc: str, combine, d: DType, lane: str, width: int, scratch: str | None) -> list[str]:
-    # butterfly shuffles leave each warp's result in all its lanes; lane 0 of each warp posts it, all read all
-    wire = "int" if d.is_bool or (d.is_int and d.itemsize < 4) else self.vtype(d)
-    lines = [f"for (int o = 16; o > 0; o >>= 1) {{ {self.vtype(d)} other = ({self.vtype(d)})__shfl_xor_sync(0xffffffffu, ({wire}){acc}, o); "
-             f"{acc} = {combine(acc, 'other')}; }}"]
-    if width <= 32: return lines
-    return lines + [f"if (({lane} & 31) == 0) {scratch}[{lane} >> 5] = {acc};", "__syncthreads();",
-                    f"{acc} = {scratch}[0];", f"for (int w = 1; w < {width // 32}; w++) {acc} = {combine(acc, f'{scratch}[w]')};"]
+  barrier = "__syncthreads();"
+  def shuffle_xor(self, value: str, offset: str, d: DType) -> str:
+    return f"__shfl_xor_sync(0xffffffffu, {self.shuffle_operand(value, d)}, {offset})"
   def func(self, name: str, d: DType, args: list[str]) -> str:
     suffix = "f" if d.name in ("float32", "float16", "bfloat16") else ""
     return f"{name}{suffix}({', '.join(args)})"

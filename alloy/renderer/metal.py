@@ -59,18 +59,10 @@ class MetalRenderer(CStyleRenderer):
   def special(self, kind: str) -> str:
     return {"global": "(int)(gid.x*lsize.x+lid.x)", "group": "(int)gid.x", "lane": "(int)lid.x"}[kind]
   def local_decl(self, name: str, d: DType, size: int) -> str: return f"threadgroup {self.vtype(d)} {name}[{size}];"
-  def group_reduce(self, acc: str, combine, d: DType, lane: str, width: int, scratch: str | None) -> list[str]:
-    t = self.vtype(d)
-    barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
-    if d.itemsize == 8:   # no 64-bit SIMD shuffles: every thread posts its value and reads all of them
-      return [f"{scratch}[{lane}] = {acc};", barrier, f"{acc} = {scratch}[0];",
-              f"for (int w = 1; w < {width}; w++) {acc} = {combine(acc, f'{scratch}[w]')};"]
-    # SIMD-group butterflies leave each SIMD group's result in all its lanes; one lane per group posts it
-    wire = "int" if d.is_bool or (d.is_int and d.itemsize < 4) else t
-    lines = [f"for (ushort o = 16; o > 0; o >>= 1) {{ {t} other = ({t})simd_shuffle_xor(({wire}){acc}, o); {acc} = {combine(acc, 'other')}; }}"]
-    if width <= 32: return lines
-    return lines + [f"if (({lane} & 31) == 0) {scratch}[{lane} >> 5] = {acc};", barrier,
-                    f"{acc} = {scratch}[0];", f"for (int w = 1; w < {width // 32}; w++) {acc} = {combine(acc, f'{scratch}[w]')};"]
+  barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+  def shuffle_xor(self, value: str, offset: str, d: DType) -> str | None:
+    if d.itemsize == 8: return None   # no 64-bit SIMD shuffles
+    return f"simd_shuffle_xor({self.shuffle_operand(value, d)}, (ushort){offset})"
   def vec_type(self, d: DType, width: int) -> str: return f"{self.vector_names[d.name]}{width}"
   def vec_pointer(self, buf: str, idx: str, d: DType, width: int, writable: bool) -> str:
     return f"((device {'' if writable else 'const '}{self.vec_type(d, width)}*)({buf}+{idx}))"
