@@ -88,7 +88,7 @@ def buffer_of(t) -> Buffer:
   for guard in host_read_guards: guard(t)
   realize([t])
   n = t.node
-  if not (n.op is Op.VIEW and n.src[0].op is Op.BUFFER and n.arg.is_contiguous and n.src[0].shape[0] == prod(n.shape)):
+  if not _is_buffer_view(n):   # a view of part of a buffer, or strided: copy it into a buffer of its own
     from alloy.tensor import Tensor
     c = Tensor(Node(Op.CONTIGUOUS, (n,), None, n.dtype, n.shape), device=t.device)
     realize([c])
