@@ -48,7 +48,7 @@ class Lowerer:
     self.n_vars = 0
     self.group_var = self.lane_var = None
     self.stashing = False                  # evaluating the stashed value inside its reduction (see opts.stash)
-    self.locals: list[Instr] = []          # threadgroup arrays, one per grouped reduction
+    self.n_locals = 0                      # threadgroup arrays made so far (one per grouped reduction)
     self.params = [Instr("param", ast.root.dtype if k == 0 else None, (), k) for k in range(ast.n_buffers)]
     self.buffer_dtypes = [None] * ast.n_buffers
     self.buffer_dtypes[0] = ast.root.dtype
@@ -185,10 +185,10 @@ class Lowerer:
       return tuple(self.emit("acc", n.dtype, (), identity, exprs=idx, cse=False) for idx in lanes)
     if self.opts.group and len(lanes) == 1 and all(self._row_uniform(e) for e in lanes[0]):
       return (self._group_reduce(n, lanes[0]),)
+    if self.opts.full_unroll: return self._unrolled_reduce(n, lanes)
     # the innermost reduced axis may be unrolled into independent accumulators (no add waits for the last)
     last, unroll = axes[-1], self.opts.reduce_unroll if len(lanes) == 1 else 1
     if src.shape[last] % unroll or src.shape[last] < 4 * unroll: unroll = 1
-    if self.opts.full_unroll: return self._unrolled_reduce(n, lanes)
     accs = [[self.emit("acc", n.dtype, (), identity, exprs=idx, cse=False) for _ in range(unroll)] for idx in lanes]
     acc_level = max(self.level_of[id(a[0])] for a in accs)
     saved_all, loop_idx = [], {}
@@ -206,7 +206,7 @@ class Lowerer:
         for a in axes: full[a] = loop_idx[a] * unroll + c if a == last and unroll > 1 else loop_idx[a]
         src_lanes.append(tuple(full))
     loop_vars = [v for v in loop_idx.values() if isinstance(v, sym.Var)]
-    if src is self.opts.stash:
+    if src is self.opts.stash:   # keep each value in the output, where the output loop reads it back
       self.stashing = True
       vals = self.value(src, tuple(src_lanes))
       self.stashing = False
@@ -223,14 +223,12 @@ class Lowerer:
     """No loop: every reduced element is a lane, combined in a tree."""
     op, axes = n.arg
     src = n.src[0]
-    sizes = [src.shape[a] for a in axes]
-    points = [()]
-    for size in sizes: points = [p + (k,) for p in points for k in range(size)]
+    points = _all_indices([src.shape[a] for a in axes])
     src_lanes = []
     for idx in lanes:
       for p in points:
         full = list(idx)
-        for a, k in zip(axes, p): full[a] = sym.Const(k)
+        for a, k in zip(axes, p): full[a] = k
         src_lanes.append(tuple(full))
     vals = self.value(src, tuple(src_lanes))
     return tuple(self._fold(list(vals[i * len(points):(i + 1) * len(points)]), op, n.dtype) for i in range(len(lanes)))
@@ -279,8 +277,8 @@ class Lowerer:
       self.emit("update", n.dtype, (acc, v), op, cse=False, exprs=[self.stack[-1].var])
     self.close_loop(saved)
     # a slot per thread: SIMD shuffles use one per SIMD group, a language without them one per thread
-    scratch = self.emit("local", n.dtype, (), (f"part{len(self.locals)}", width), cse=False)
-    self.locals.append(scratch)
+    scratch = self.emit("local", n.dtype, (), (f"part{self.n_locals}", width), cse=False)
+    self.n_locals += 1
     return self.emit("group_reduce", n.dtype, (acc, scratch), (op, width, self.lane_var.name), cse=False)
 
   # ---- the kernel
