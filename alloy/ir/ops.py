@@ -1,34 +1,40 @@
 """The op vocabulary of the lazy graph and of kernels."""
-from enum import Enum, auto
 
-class Op(Enum):
+class Op:
+  """One op: a named singleton, compared and hashed by identity. A plain class rather than an Enum: in
+  Python 3.11 every `Op.X` lookup on an Enum passes through EnumType.__getattr__ (~10x slower), and graph
+  building and lowering look ops up constantly."""
+  __slots__ = ("name",)
+  def __init__(self, name: str): self.name = name
+  def __repr__(self): return f"Op.{self.name}"
+  def __reduce__(self): return (getattr, (Op, self.name))   # copies and pickles resolve to the one instance
   # sources
-  BUFFER = auto()      # a realized device buffer; arg = Buffer
-  CONST = auto()       # arg = Python scalar; any shape (every element is the scalar)
-  INPUT = auto()       # inside a kernel AST: the kernel's buffer number arg; shape (size,)
-  ARANGE = auto()      # int32 element index 0..n-1; shape (n,)
+  BUFFER: "Op"      # a realized device buffer; arg = Buffer
+  CONST: "Op"       # arg = Python scalar; any shape (every element is the scalar)
+  INPUT: "Op"       # inside a kernel AST: the kernel's buffer number arg; shape (size,)
+  ARANGE: "Op"      # int32 element index 0..n-1; shape (n,)
   # movement: arg = ShapeTracker
-  VIEW = auto()
+  VIEW: "Op"
   # unary
-  NEG = auto(); NOT = auto(); ABS = auto(); RECIP = auto(); SQRT = auto(); RSQRT = auto()
-  EXP = auto(); EXP2 = auto(); LOG = auto(); LOG2 = auto(); SIN = auto(); COS = auto(); TAN = auto()
-  TANH = auto(); ERF = auto(); FLOOR = auto(); CEIL = auto(); ROUND = auto(); TRUNC = auto()
+  NEG: "Op"; NOT: "Op"; ABS: "Op"; RECIP: "Op"; SQRT: "Op"; RSQRT: "Op"; EXP: "Op"; EXP2: "Op"; LOG: "Op"
+  LOG2: "Op"; SIN: "Op"; COS: "Op"; TAN: "Op"; TANH: "Op"; ERF: "Op"; FLOOR: "Op"; CEIL: "Op"; ROUND: "Op"
+  TRUNC: "Op"
   # binary
-  ADD = auto(); SUB = auto(); MUL = auto(); DIV = auto(); IDIV = auto(); MOD = auto(); POW = auto()
-  MAX = auto(); MIN = auto(); AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()
-  CMPLT = auto(); CMPLE = auto(); CMPEQ = auto(); CMPNE = auto()
+  ADD: "Op"; SUB: "Op"; MUL: "Op"; DIV: "Op"; IDIV: "Op"; MOD: "Op"; POW: "Op"; MAX: "Op"; MIN: "Op"
+  AND: "Op"; OR: "Op"; XOR: "Op"; SHL: "Op"; SHR: "Op"; CMPLT: "Op"; CMPLE: "Op"; CMPEQ: "Op"; CMPNE: "Op"
   # ternary
-  WHERE = auto()
+  WHERE: "Op"
   # type
-  CAST = auto(); BITCAST = auto()
+  CAST: "Op"; BITCAST: "Op"
   # reduction: arg = (Op.ADD | Op.MAX | Op.MIN | Op.MUL, axes); keeps reduced axes as size 1
-  REDUCE = auto()
+  REDUCE: "Op"
   # gather: src = (x, idx_0, ..., idx_m) with equal index shapes B; arg = the m+1 gathered axes of x;
   # shape = B + x.shape without the gathered axes
-  GATHER = auto()
+  GATHER: "Op"
   # force a materialized, contiguous copy
-  CONTIGUOUS = auto()
-  __hash__ = object.__hash__   # members are singletons; Enum's own hash is a slow Python call
+  CONTIGUOUS: "Op"
+
+for _name in Op.__annotations__: setattr(Op, _name, Op(_name))
 
 UNARY = {Op.NEG, Op.NOT, Op.ABS, Op.RECIP, Op.SQRT, Op.RSQRT, Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.SIN, Op.COS,
          Op.TAN, Op.TANH, Op.ERF, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC}
