@@ -1,29 +1,34 @@
 """Lazy graph nodes: immutable and hash-consed, so equal subgraphs are one object."""
 from __future__ import annotations
-import functools, weakref
+import weakref
 from alloy.dtype import DType
 from alloy.ir.ops import Op
 
-# key -> weak reference to the live node with that key (a plain dict: WeakValueDictionary costs microseconds
-# per node, and graph building makes a few nodes per op)
+# key -> weak reference to the live node with that key. A plain dict without death callbacks: a callback per
+# node costs a Python call at every death, and graph building makes and drops a few nodes per op. Dead entries
+# are swept when the table has doubled since the last sweep, so its size stays within twice the live nodes.
 _table: dict = {}
+_sweep_at = 4096
 
-def _drop(key, ref) -> None:
-  """A node died: forget its key, unless a newer node has taken it."""
-  if _table.get(key) is ref: del _table[key]
+def _sweep() -> None:
+  global _table, _sweep_at
+  _table = {k: r for k, r in _table.items() if r() is not None}
+  _sweep_at = max(4096, 2 * len(_table))
 
 class Node:
   __slots__ = ("op", "src", "arg", "dtype", "shape", "key", "realized", "__weakref__")
 
   def __new__(cls, op: Op, src: tuple = (), arg=None, dtype: DType = None, shape: tuple = ()):
-    # a constant's key keeps -0.0 apart from 0.0 (equal as floats); repr only where that matters
+    # a constant's key keeps -0.0 apart from 0.0 (equal as floats); repr only where that matters.
+    # Keys hold the ids of live sources (a node keeps its sources alive), so a stale entry's reference is dead.
     akey = id(arg) if op is Op.BUFFER else ((repr(arg) if arg == 0 or arg != arg else arg), type(arg)) if op is Op.CONST else arg
     key = (op, tuple(map(id, src)), akey, dtype, shape)
     if (ref := _table.get(key)) is not None and (hit := ref()) is not None: return hit
     self = object.__new__(cls)
     self.op, self.src, self.arg, self.dtype, self.shape, self.key = op, src, arg, dtype, shape, key
     self.realized = None   # (generation, view of the buffer holding this node's value) once computed
-    _table[key] = weakref.ref(self, functools.partial(_drop, key))
+    if len(_table) >= _sweep_at: _sweep()
+    _table[key] = weakref.ref(self)
     return self
 
   def __repr__(self):
