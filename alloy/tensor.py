@@ -223,7 +223,7 @@ class Tensor:
 
   # ---- internals
   def _new(self, node: Node) -> "Tensor":
-    if node.dtype is not self.dtype: _check_dtype(self.device, node.dtype)
+    if node.dtype is not self.node.dtype: _check_dtype(self.device, node.dtype)
     t = Tensor.__new__(Tensor)   # same device, already canonical: skip the rest of the constructor
     t.node, t.device = node, self.device
     return t
@@ -236,7 +236,7 @@ class Tensor:
     if st.is_contiguous and st.shape == base.shape and base.op is not Op.BUFFER: return self._new(base)
     return self._new(Node(Op.VIEW, (base,), st, self.dtype, st.shape))
   def _const(self, v, d: DType | None = None, shape: tuple = ()) -> "Tensor":
-    d = d or self.dtype
+    d = d or self.node.dtype
     return self._new(Node(Op.CONST, (), _cast_scalar(v, d), d, shape))
   def _operands(self, other, reverse=False, op_name="op"):
     """Broadcast two operands and promote them to a common dtype (Python scalars are weak)."""
@@ -247,8 +247,8 @@ class Tensor:
       a, b = self.cast(d), other.cast(d)
     else:
       if isinstance(other, (list, tuple, np.ndarray)): other = Tensor(other, device=self.device); return self._operands(other, reverse, op_name)
-      d = dt.result_type([self.dtype], [other])
-      a, b = self.cast(d), self._const(other, d, self.shape)   # the constant takes our shape: no broadcast
+      d = dt.result_type([self.node.dtype], [other])
+      a, b = self.cast(d), self._const(other, d, self.node.shape)   # the constant takes our shape: no broadcast
       return (b, a) if reverse else (a, b)
     if reverse: a, b = b, a
     shape = broadcast_shape(a.shape, b.shape)
@@ -258,7 +258,8 @@ class Tensor:
     t = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if self.ndim < len(shape) else self
     return t.expand(shape)
   def _ew(self, op: Op, *srcs: "Tensor", dtype: DType | None = None) -> "Tensor":
-    return self._new(Node(op, tuple(s.node for s in (self,) + srcs), None, dtype or self.dtype, self.shape))
+    n = self.node
+    return self._new(Node(op, (n, *[s.node for s in srcs]), None, dtype or n.dtype, n.shape))
 
   # ---- movement (views; launch nothing)
   def reshape(self, *shape) -> "Tensor":
@@ -345,8 +346,9 @@ class Tensor:
 
   # ---- type
   def cast(self, dtype) -> "Tensor":
+    if dtype is self.node.dtype: return self
     d = dt.to_dtype(dtype)
-    return self if d == self.dtype else self._ew(Op.CAST, dtype=d)
+    return self if d is self.node.dtype else self._ew(Op.CAST, dtype=d)
   def bitcast(self, dtype) -> "Tensor":
     d = dt.to_dtype(dtype)
     if d.itemsize != self.dtype.itemsize:
@@ -664,15 +666,14 @@ def _shape_arg(shape) -> tuple:
   return tuple(int(s) for s in out)
 
 def _cast_scalar(v, d: DType):
+  if d.kind == "f": return v if type(v) is float else float(v)
   if d.is_bool: return bool(v)
-  if d.is_int:
-    if isinstance(v, float) and not math.isfinite(v): raise ValueError(f"cannot convert {v} to integer dtype {d.name}")
-    iv = int(v)
-    lo, hi = dt.min_value(d), dt.max_value(d)
-    if not lo <= iv <= hi: iv = int(np.array(iv & ((1 << (8 * d.itemsize)) - 1), dtype=np.uint64).astype(d.np)) if iv >= 0 else int(np.array(iv, dtype=np.int64).astype(d.np))
-    return iv
-  return float(v)
-
+  # an integer dtype: out-of-range values wrap as NumPy's cast does
+  if isinstance(v, float) and not math.isfinite(v): raise ValueError(f"cannot convert {v} to integer dtype {d.name}")
+  iv = int(v)
+  lo, hi = dt.min_value(d), dt.max_value(d)
+  if not lo <= iv <= hi: iv = int(np.array(iv & ((1 << (8 * d.itemsize)) - 1), dtype=np.uint64).astype(d.np)) if iv >= 0 else int(np.array(iv, dtype=np.int64).astype(d.np))
+  return iv
 
 def _index_tensor(n: int, device=None) -> Tensor:
   """0..n-1 as int32, computed where it is used (no buffer, O(n))."""

@@ -79,32 +79,32 @@ def schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list]]:
     return [(order[k], ast, [order[i] for i in inputs]) for k, ast, inputs in hit]
   items = _schedule(targets)
   if len(_schedules) >= SCHEDULE_CACHE_SIZE: _schedules.clear()
-  _schedules[key] = [(position[id(n)], ast, [position[id(i)] for i in inputs]) for n, ast, inputs in items]
+  _schedules[key] = [(position[n], ast, [position[i] for i in inputs]) for n, ast, inputs in items]
   return items
 
 def _structure(targets: list[Node]) -> tuple:
-  """(every node under the targets, each after its sources; node id -> place in that order; the graph with
-  its buffers replaced by their places, equal for the same computation on other data). One pass."""
-  order, position, parts = [], {}, []
-  def place(n: Node) -> None:
-    position[id(n)] = len(order)
-    order.append(n)
-    parts.append((n.op, None if n.op is Op.BUFFER else n.key[2], n.dtype, n.shape, tuple([position[id(s)] for s in n.src])))
+  """(every node under the targets, each after its sources; node -> place in that order; the graph with
+  its buffers replaced by their places, equal for the same computation on other data). One pass, no recursion
+  (graphs can be deeper than Python's stack)."""
+  position, parts = {}, []
+  BUFFER = Op.BUFFER
   for t in targets:
-    if id(t) in position: continue
+    if t in position: continue
     stack = [(t, iter(t.src))]
     while stack:
       n, srcs = stack[-1]
       for s in srcs:
-        if id(s) in position: continue
+        if s in position: continue
         if s.src:
           stack.append((s, iter(s.src)))
           break
-        place(s)   # a leaf goes straight in
+        position[s] = len(parts)   # a leaf goes straight in
+        parts.append((s.op, None if s.op is BUFFER else s.key[2], s.dtype, s.shape, ()))
       else:
         stack.pop()
-        place(n)
-  return order, position, (tuple(parts), tuple([position[id(t)] for t in targets]))
+        position[n] = len(parts)
+        parts.append((n.op, None if n.op is BUFFER else n.key[2], n.dtype, n.shape, tuple([position[s] for s in n.src])))
+  return list(position), position, (tuple(parts), tuple([position[t] for t in targets]))
 
 def _schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list]]:
   # 1. decide which nodes become kernels
