@@ -92,7 +92,7 @@ class CPUProgram(Program):
     os.unlink(self.path)
     self.fn = getattr(self.lib, name)
     self.fn.restype = None
-    self.address = ctypes.cast(self.fn, ctypes.c_void_p).value   # what the queue calls
+    self.address = ctypes.cast(self.fn, ctypes.c_void_p)   # what the queue calls
   def __call__(self, buffers, scalars=(), global_size=(1, 1, 1), local_size=(1, 1, 1), wait=False, outs=1):
     # a small (single-threaded) kernel on an idle device runs on the caller's thread: a hand-off to the worker
     # costs more than the kernel, and it is complete when this returns
@@ -119,7 +119,7 @@ class CPUBatch:
         raise ValueError(f"launch {i} ({prog.name}): {len(buffers)} buffers and {len(sc)} scalars, a CPU batch takes at most "
                          f"{MAX_ARGS} and {MAX_SCALARS}")
       self.offsets.append(sum(nargs))
-      fns.append(prog.address)
+      fns.append(prog.address.value)
       nargs.append(len(buffers))
       nscalars.append(len(sc))
       scalars.extend(sc)
@@ -130,7 +130,7 @@ class CPUBatch:
     self.nscalars = (ctypes.c_int32 * self.n)(*nscalars)
     self.scalars = (ctypes.c_int32 * max(len(scalars), 1))(*scalars)
     self.args = (ctypes.c_void_p * max(sum(nargs), 1))(*[_address(b) for bufs in self.cur for b in bufs])
-    self.arrays = [ctypes.addressof(a) for a in (self.fns, self.nargs, self.args, self.nscalars, self.scalars)]
+    self.batch = (ctypes.c_int32(self.n), self.fns, self.nargs, self.args, self.nscalars, self.scalars)
     self.small = all(launch[3][0] <= 1 for launch in launches)   # single-threaded kernels: may run inline
     self.writes = writes
     self.written = self._written()
@@ -146,7 +146,7 @@ class CPUBatch:
       if self.device.completed < self.last_seq:   # a queued replay still reads args: give it its own copy
         self.device.keep_until_done(self.args)
         self.args = type(self.args).from_buffer_copy(self.args)
-        self.arrays[2] = ctypes.addressof(self.args)
+        self.batch = (*self.batch[:3], self.args, *self.batch[4:])
         self.last_seq = 0
       self.args[self.offsets[i] + j] = _address(b)
       cur[j] = b
@@ -157,7 +157,7 @@ class CPUBatch:
       for i, buffers in enumerate(buffers_per_launch):
         if buffers is not None: self._rebind(i, buffers)
       if self.written is None: self.written = self._written()
-    seq, elapsed = self.device.submit(self.n, self.arrays, self.written, wait, here=self.small)
+    seq, elapsed = self.device.submit(self.batch, self.written, wait, here=self.small)
     if seq: self.last_seq = seq
     return elapsed
 
@@ -230,21 +230,17 @@ class CPUDevice(Device):
   @property
   def completed(self) -> int: return self._completed.value
 
-  def launch(self, fn: int, buffers, scalars, written, wait: bool, here: bool) -> float | None:
-    """Queue one call of kernel fn (an address) with pointers to buffers and int32 scalars, within the native limits."""
-    q = self.queue
-    q.stage_args[:len(buffers)] = [_address(b) for b in buffers]
-    if scalars: q.stage_scalars[:len(scalars)] = scalars
-    return self._submitted(q.launch(q.q, fn, len(buffers), len(scalars), here), written, wait)
-  def submit(self, n: int, arrays: list, written, wait: bool, here: bool) -> tuple[int, float | None]:
-    """Queue a batch of n calls: arrays are the addresses of its fns, nargs, args, nscalars, scalars (see cpu_queue),
-    left unchanged until it has run. Returns its entry number (0: it ran on this thread) and, with wait, its seconds."""
-    q = self.queue
-    seq = q.submit(q.q, n, *arrays, here)
+  def launch(self, fn: ctypes.c_void_p, buffers, scalars, written, wait: bool, here: bool) -> float | None:
+    """Queue one call of kernel fn with pointers to buffers and int32 scalars, within the native limits."""
+    return self._submitted(self.queue.launch(fn, [_address(b) for b in buffers], scalars, here), written, wait)
+  def submit(self, batch: tuple, written, wait: bool, here: bool) -> tuple[int, float | None]:
+    """Queue a batch (see CPUQueue.submit). Returns its entry number (0: it ran on this thread) and, with wait or
+    where it ran here, its seconds."""
+    seq = self.queue.submit(batch, here)
     return seq, self._submitted(seq, written, wait)
   def _submitted(self, seq: int, written, wait: bool) -> float | None:
     q = self.queue
-    if not seq: return q.shared.ran_here   # ran on this thread: complete
+    if not seq: return q.ran_here.value   # ran on this thread: complete
     self.submitted = seq
     for w in written: self.last_writer[id(w)] = seq
     return q.wait(seq) if wait else None
@@ -261,7 +257,6 @@ class CPUDevice(Device):
     while kept and kept[0][0] <= self.completed: kept.popleft()
     if self.completed < self.submitted: kept.append((self.submitted, obj))
   def _wait_seq(self, seq: int) -> None:
-    # in C even when seq is done: its acquire load makes the entry's writes visible to this thread
     if seq: self.queue.wait(seq)
   def wait_for_writer(self, handle):
     if (seq := self.last_writer.get(id(handle))) is not None: self._wait_seq(seq)

@@ -191,26 +191,40 @@ class Shared(ctypes.Structure):
   _fields_ = [("completed", ctypes.c_int64), ("ran_here", ctypes.c_double),
               ("stage_args", ctypes.c_void_p * MAX_ARGS), ("stage_scalars", ctypes.c_int32 * MAX_SCALARS)]
 
+_INT32 = [ctypes.c_int32(i) for i in range(MAX_ARGS + 1)]   # small counts and flags, made once
+
 class CPUQueue:
   """One native queue and its worker thread. lib: the loaded QUEUE_SOURCE; seq: the number the first entry follows.
-  submit(...) / launch(...) return the entry's number, 0 where it ran on the calling thread; wait(seq) -> seconds."""
+  Its calls pass ctypes objects and declare no argtypes: converting each argument costs more than the call."""
   def __init__(self, lib: ctypes.CDLL, seq: int = 0):
-    lib.alloy_queue_start.restype, lib.alloy_queue_start.argtypes = ctypes.c_void_p, [ctypes.c_int64]
-    self.submit = lib.alloy_queue_submit
-    self.submit.restype = ctypes.c_int64
-    self.submit.argtypes = [ctypes.c_void_p, ctypes.c_int32] + [ctypes.c_void_p] * 5 + [ctypes.c_int32]
-    self.launch = lib.alloy_queue_launch
-    self.launch.restype = ctypes.c_int64
-    self.launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32]
-    self._wait = lib.alloy_queue_wait
-    self._wait.restype, self._wait.argtypes = ctypes.c_double, [ctypes.c_void_p, ctypes.c_int64]
-    self.q = lib.alloy_queue_start(seq)
-    if not self.q: raise RuntimeError("alloy's CPU device could not start its worker thread")
-    self.shared = Shared.from_address(self.q)
-    self.stage_args, self.stage_scalars = self.shared.stage_args, self.shared.stage_scalars   # views, not copies
-    self.completed = ctypes.c_int64.from_address(self.q)   # .value: the last entry run to its end
-    self.lib = lib                                         # its code must outlive the queue
+    start = lib.alloy_queue_start
+    start.restype, start.argtypes = ctypes.c_void_p, [ctypes.c_int64]
+    if not (address := start(seq)): raise RuntimeError("alloy's CPU device could not start its worker thread")
+    self.ptr = ctypes.c_void_p(address)
+    self._launch, self._submit, self._wait = lib.alloy_queue_launch, lib.alloy_queue_submit, lib.alloy_queue_wait
+    self._launch.restype = self._submit.restype = ctypes.c_int64
+    self._wait.restype = ctypes.c_double
+    shared = Shared.from_address(address)
+    self.completed = ctypes.c_int64.from_address(address + Shared.completed.offset)   # .value: the last entry run
+    self.ran_here = ctypes.c_double.from_address(address + Shared.ran_here.offset)
+    self.stage_args, self.stage_scalars = shared.stage_args, shared.stage_scalars     # views, not copies
+    self.lib = lib                                                                    # its code outlives the queue
+
+  def launch(self, fn: ctypes.c_void_p, pointers: list[int], scalars, here: bool) -> int:
+    """Queue one call of fn (within MAX_ARGS, MAX_SCALARS): its entry's number, or 0 where it ran on this thread
+    (here, and nothing queued)."""
+    self.stage_args[:len(pointers)] = pointers
+    if scalars: self.stage_scalars[:len(scalars)] = scalars
+    return self._launch(self.ptr, fn, _INT32[len(pointers)], _INT32[len(scalars)], _INT32[here])
+
+  def submit(self, batch: tuple, here: bool) -> int:
+    """Queue a batch, (n, fns, nargs, args, nscalars, scalars) as ctypes objects, as launch does. A batch of several
+    calls is read from these arrays when it runs: they stay alive and unchanged until it is complete."""
+    return self._submit(self.ptr, *batch, _INT32[here])
+
   def wait(self, seq: int) -> float:
-    # in slices, so a signal's Python handler (KeyboardInterrupt) runs while a long kernel is still going
-    while (elapsed := self._wait(self.q, seq)) < 0: pass
+    """Block until entry seq has run (in C even when it has: its acquire load makes the entry's writes visible
+    here) and return its seconds. In slices, so a signal's Python handler (Ctrl-C) runs while a long kernel goes."""
+    seq = ctypes.c_int64(seq)
+    while (elapsed := self._wait(self.ptr, seq)) < 0: pass
     return elapsed
