@@ -4,6 +4,8 @@ Launches are asynchronous: they queue on a worker pthread that runs them in orde
 and kernels use OpenMP for their outer loop. copyout waits only for the launches that write its buffer.
 CPUGraph and CPULaunchList run a captured list of launches as one queue entry: arrays of kernel function pointers
 and their arguments, built once and walked in C, so a replay costs one submit instead of one per kernel.
+A launch beyond the queue's argument limits (more than cpu_queue.MAX_ARGS pointers or MAX_SCALARS int32 scalars)
+is called through ctypes on the caller's thread once everything queued has run.
 """
 from __future__ import annotations
 import atexit, collections, ctypes, functools, os, platform, shutil, subprocess, tempfile, time
@@ -176,7 +178,7 @@ class CPUGraph(CPUBatch):
   def __init__(self, launches: list, device: "CPUDevice | None" = None):
     if not launches: raise ValueError("a CPU graph needs at least one launch")
     device = device if device is not None else launches[0][0].device
-    for i, (prog, buffers, scalars, global_size, local_size) in enumerate(launches):
+    for i, (prog, _, scalars, *_) in enumerate(launches):
       if scalars: raise ValueError(f"launch {i} ({getattr(prog, 'name', prog)}): CPU graphs pass pointers only, this launch has {len(scalars)} scalars")
     super().__init__(launches, device, writes="all")
 

@@ -3,7 +3,7 @@
 Hand-written C kernels give exact control over what runs where: a launch of global size (2, 1, 1) is queued, one of
 (1, 1, 1) on an idle device runs on the caller's thread; `nap` sleeps inside a kernel so a launch is still queued or
 running (without using a core) while the test looks."""
-import os, sys, time
+import os, signal, subprocess, sys, time
 from types import SimpleNamespace
 import numpy as np
 import pytest
@@ -263,3 +263,36 @@ def test_forked_child_gets_its_own_queue(dev, k, rng):
   _, status = os.waitpid(pid, 0)
   assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"child exited with {status}"
   assert read(dev, count, np.int32)[0] == 1
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no interval timer here")
+def test_a_signal_interrupts_a_long_wait(dev, k):
+  count = buf(dev, np.zeros(1, np.int32))
+  k.nap([count, ms(dev, 600)], global_size=QUEUED)
+  class Alarm(Exception): pass
+  def ring(signum, frame): raise Alarm()
+  old = signal.signal(signal.SIGALRM, ring)
+  t0 = time.perf_counter()
+  try:
+    signal.setitimer(signal.ITIMER_REAL, 0.05)
+    with pytest.raises(Alarm): dev.synchronize()   # the wait returns to Python between slices, and the handler runs
+  finally:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, old)
+  assert time.perf_counter() - t0 < 0.4 and dev.completed < dev.submitted
+  dev.synchronize()
+  assert read(dev, count, np.int32)[0] == 1
+
+def test_exit_with_launches_queued():
+  script = f"""
+import atexit, numpy as np, alloy
+dev = alloy.get_device("CPU")
+atexit.register(lambda: print("at exit", dev.completed == dev.submitted))   # runs after the device's own exit hook
+binary = dev.compiler.compile_cached({SOURCE!r})
+nap, step = dev.load("nap", binary), dev.load("nap_copy", binary)
+a, b, pause = np.zeros(4 * {N}, np.uint8), np.ones(4 * {N}, np.uint8), np.array([300], np.int32).view(np.uint8)
+for _ in range(3): step([a, b, pause], global_size=(2, 1, 1))   # still queued when the script ends
+print("queued", dev.completed < dev.submitted)
+"""
+  proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+  assert proc.returncode == 0, proc.stderr
+  assert proc.stdout.split() == ["queued", "True", "at", "exit", "True"]   # exit ran the queue dry, then ended
