@@ -163,7 +163,8 @@ int64_t alloy_queue_launch(struct alloy_queue *q, void *fn, int32_t nargs, int32
   return alloy_queue_submit(q, 1, &fn, &nargs, q->stage_args, &nscalars, q->stage_scalars, here);
 }
 
-/* Block until entry seq has run and return its seconds; or return -1 after WAIT_SLICE_MS (call again). */
+/* Block until entry seq has run and return its seconds (kept for the last RING entries); or return -1 after
+   WAIT_SLICE_MS (call again). */
 double alloy_queue_wait(struct alloy_queue *q, int64_t seq) {
   if (__atomic_load_n(&q->completed, __ATOMIC_ACQUIRE) < seq) {
     struct timeval now;

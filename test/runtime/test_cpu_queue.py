@@ -103,7 +103,7 @@ def test_wait_returns_device_time(dev, k):
   elapsed = k.nap([count, ms(dev, 120)], global_size=QUEUED, wait=True)   # longer than one wait slice
   host = time.perf_counter() - t0
   assert 0.119 <= elapsed <= host
-  assert host - elapsed < 0.05
+  assert host - elapsed < 0.1
   assert read(dev, count, np.int32)[0] == 1
   assert k.inc([count], global_size=QUEUED, wait=True) < 0.01
 
