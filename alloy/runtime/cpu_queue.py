@@ -1,8 +1,9 @@
 """The CPU device's command queue: a worker pthread, in C, that runs queued batches of kernel calls in order.
 
 Python submits with one ctypes call and waits with one. ctypes releases the GIL during both and the worker never
-takes it, so a kernel starts as soon as it is queued, whatever Python does meanwhile, and a waiter wakes as soon as
-its kernel ends (a worker in Python would need the GIL first: it got it only once the main thread blocked).
+takes it, so a kernel starts as soon as the worker gets a core, whatever Python does meanwhile, and a waiter wakes
+as soon as its kernel ends (a worker in Python needed the GIL first: it got it only once the main thread blocked).
+A core may still be taken: after a parallel kernel, OpenMP's idle team threads spin a while before they sleep.
 
 An entry is a batch of n kernel calls: function pointers, per-call counts of pointer and int32 arguments, and the
 arguments, walked by alloy_graph_run. An entry of one call carries its own copy of that call (a single launch's
@@ -56,7 +57,7 @@ struct alloy_entry {
 
 struct alloy_queue {
   /* read by Python at the queue's address (cpu_queue.Shared mirrors these) */
-  int64_t completed;              /* the last entry run to its end: written by whichever thread ran it */
+  int64_t completed;              /* the last entry run to its end: written by the worker */
   double ran_here;                /* seconds of the last batch run on the submitting thread */
   void *stage_args[MAX_ARGS];     /* a single launch's arguments, written by Python just before alloy_queue_launch */
   int32_t stage_scalars[MAX_SCALARS];
