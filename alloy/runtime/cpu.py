@@ -1,16 +1,19 @@
-"""The CPU device: C from the shared C-family renderer, compiled by the system C compiler, run by a worker thread.
+"""The CPU device: C from the shared C-family renderer, compiled by the system C compiler, run by a native queue.
 
-Launches are asynchronous: they queue on one worker thread (ctypes releases the GIL while a kernel runs,
-and kernels use OpenMP for their outer loop). copyout waits only for the launches that write its buffer.
-CPUGraph runs a captured list of launches as one native call: a small C trampoline walks arrays of kernel
-function pointers and their arguments, so a batch costs one queue hand-off instead of one per kernel.
+Launches are asynchronous: they queue on a worker pthread that runs them in order without the GIL (cpu_queue.py),
+and kernels use OpenMP for their outer loop. copyout waits only for the launches that write its buffer.
+CPUGraph and CPULaunchList run a captured list of launches as one queue entry: arrays of kernel function pointers
+and their arguments, built once and walked in C, so a replay costs one submit instead of one per kernel.
+A launch beyond the queue's argument limits (more than cpu_queue.MAX_ARGS pointers or MAX_SCALARS int32 scalars)
+is called through ctypes on the caller's thread once everything queued has run.
 """
 from __future__ import annotations
-import ctypes, functools, os, platform, queue, shutil, subprocess, tempfile, threading, time
+import atexit, collections, ctypes, functools, os, platform, shutil, subprocess, tempfile, time
 import numpy as np
 from alloy.runtime.device import DeviceCaps
 from alloy.renderer.c import CRenderer
 from alloy.runtime.device import LRUAllocator, Compiler, CompileError, Program, Device, LaunchList
+from alloy.runtime.cpu_queue import CPUQueue, QUEUE_SOURCE, MAX_ARGS, MAX_SCALARS
 
 CFLAGS = ["-O2", "-march=native", "-ftree-vectorize", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-fwrapv", "-ffp-contract=off"]
 
@@ -48,7 +51,9 @@ class CPUAllocator(LRUAllocator):
     super().__init__()
     self.device = device
   def _alloc(self, nbytes: int): return np.empty(nbytes, dtype=np.uint8)
-  def _free(self, handle, nbytes: int): pass
+  def _free(self, handle, nbytes: int):
+    # numpy returns the memory with the last reference to the array: not while a queued launch may use it
+    self.device.keep_until_done(handle)
   def free(self, handle, nbytes: int):
     # queued launches may still read a freed buffer: a host write into it after reuse waits for them
     dev = self.device
@@ -75,6 +80,10 @@ def _address(handle: np.ndarray) -> int:
 def _kernel_args(buffers, scalars) -> tuple:
   return (*[ctypes.c_void_p(_address(b)) for b in buffers], *[ctypes.c_int32(s) for s in scalars])
 
+def _native(buffers, scalars) -> bool:
+  """Whether the queue's calls take a launch of these arguments (see cpu_queue.MAX_ARGS, MAX_SCALARS)."""
+  return len(buffers) <= MAX_ARGS and len(scalars) <= MAX_SCALARS
+
 class CPUProgram(Program):
   def __init__(self, device: "CPUDevice", name: str, binary: bytes):
     self.device, self.name = device, name
@@ -85,130 +94,111 @@ class CPUProgram(Program):
     os.unlink(self.path)
     self.fn = getattr(self.lib, name)
     self.fn.restype = None
+    self.address = ctypes.cast(self.fn, ctypes.c_void_p)   # what the queue calls
   def __call__(self, buffers, scalars=(), global_size=(1, 1, 1), local_size=(1, 1, 1), wait=False, outs=1):
-    args = _kernel_args(buffers, scalars)
-    # a small (single-threaded) kernel on an idle device runs on the caller's thread: handing it to the
-    # worker costs more in GIL hand-offs than the kernel itself, and it is complete when this returns
+    # a small (single-threaded) kernel on an idle device runs on the caller's thread: a hand-off to the worker
+    # costs more than the kernel, and it is complete when this returns
     small = global_size[0] <= 1
-    return self.device.submit(self.fn, args, [buffers[i] for i in range(outs)], wait, inline=small)
+    if not _native(buffers, scalars): return self.device.call_here(self.fn, _kernel_args(buffers, scalars))
+    return self.device.launch(self.address, buffers, scalars, [buffers[i] for i in range(outs)], wait, here=small)
 
-GRAPH_MAX_ARGS = 32   # the trampoline calls kernels of 0..GRAPH_MAX_ARGS pointer parameters
-
-def _trampoline_source() -> str:
-  """C that calls n kernels in order; kernel i takes nargs[i] pointers, read consecutively from args."""
-  cases = []
-  for k in range(GRAPH_MAX_ARGS + 1):
-    params = ", ".join(["void*"] * k) or "void"
-    cases.append(f"    case {k}: ((void (*)({params}))fns[i])({', '.join(f'a[{j}]' for j in range(k))}); break;")
-  return ("#include <stdint.h>\n"
-          "void alloy_graph_run(int32_t n, void **fns, const int32_t *nargs, void **args) {\n"
-          "  for (int32_t i = 0; i < n; i++) {\n"
-          "    void **a = args;\n"
-          "    args += nargs[i];\n"
-          "    switch (nargs[i]) {\n" + "\n".join(cases) + "\n    }\n  }\n}\n")
-
-class CPUGraph:
-  """A captured list of CPU launches run as one batched native call, in order, on the device's worker.
-  CPUGraph(launches, device) with launches [(program, buffers, scalars, global_size, local_size), ...];
-  __call__(buffers_per_launch=None, wait=False, scalars_per_launch=None): an entry of buffers_per_launch that
-  is not None replaces that launch's buffers (only the changed pointers are rewritten). wait=True returns seconds.
-  Kernels here take pointers only; a launch with scalar arguments is refused (ValueError)."""
-  def __init__(self, launches: list, device: "CPUDevice | None" = None):
-    if not launches: raise ValueError("a CPU graph needs at least one launch")
-    self.device = device = device if device is not None else launches[0][0].device
-    self.run = device.graph_trampoline.fn
+class CPUBatch:
+  """Launches bound once into the arrays a queue entry of several calls reads: kernel function pointers, per-launch
+  pointer and scalar counts, the pointers and the scalars. CPUBatch(launches, device, writes) with launches
+  [(program, buffers, scalars, global_size, local_size), ...] within the native limits; writes: "first" (each
+  launch writes its first buffer) or "all" (assume it writes every buffer it gets).
+  __call__(buffers_per_launch=None, wait=False) replays them as one submit, on the caller's thread when every kernel
+  is single-threaded and the device is idle; an entry of buffers_per_launch that is not None rebinds that launch's
+  buffers, for this call and the later ones (only the changed pointers are rewritten). wait=True returns seconds."""
+  def __init__(self, launches: list, device: "CPUDevice", writes: str):
+    self.device, self.last_seq = device, 0   # last_seq: the device's number of the last queued replay
     self.cur: list[list] = []       # the buffers (numpy handles) each launch is bound to now
     self.offsets: list[int] = []    # where launch i's pointers start in args
-    fns, nargs = [], []
-    for i, (prog, buffers, scalars, global_size, local_size) in enumerate(launches):
+    fns, nargs, nscalars, scalars = [], [], [], []
+    for i, (prog, buffers, sc, global_size, local_size) in enumerate(launch[:5] for launch in launches):
       if not isinstance(prog, CPUProgram) or prog.device is not device: raise ValueError(f"launch {i}: not a CPUProgram of {device.name}")
-      if scalars: raise ValueError(f"launch {i} ({prog.name}): CPU graphs pass pointers only, this launch has {len(scalars)} scalars")
-      if len(buffers) > GRAPH_MAX_ARGS: raise ValueError(f"launch {i} ({prog.name}): {len(buffers)} buffers, CPU graphs take at most {GRAPH_MAX_ARGS}")
-      fns.append(ctypes.cast(prog.fn, ctypes.c_void_p).value)
+      if not _native(buffers, sc):
+        raise ValueError(f"launch {i} ({prog.name}): {len(buffers)} buffers and {len(sc)} scalars, a CPU batch takes at most "
+                         f"{MAX_ARGS} and {MAX_SCALARS}")
+      self.offsets.append(sum(nargs))
+      fns.append(prog.address.value)
       nargs.append(len(buffers))
-      self.offsets.append(sum(nargs[:-1]))
+      nscalars.append(len(sc))
+      scalars.extend(sc)
       self.cur.append(list(buffers))
     self.n = len(launches)
     self.fns = (ctypes.c_void_p * self.n)(*fns)
     self.nargs = (ctypes.c_int32 * self.n)(*nargs)
+    self.nscalars = (ctypes.c_int32 * self.n)(*nscalars)
+    self.scalars = (ctypes.c_int32 * max(len(scalars), 1))(*scalars)
     self.args = (ctypes.c_void_p * max(sum(nargs), 1))(*[_address(b) for bufs in self.cur for b in bufs])
+    self.batch = (ctypes.c_int32(self.n), self.fns, self.nargs, self.args, self.nscalars, self.scalars)
     self.small = all(launch[3][0] <= 1 for launch in launches)   # single-threaded kernels: may run inline
-    self.written = [b for bufs in self.cur for b in bufs]        # conservative, as CUDAGraph: all it touches
-    self.last_seq = 0                                            # device sequence number of the last run
+    self.writes = writes
+    self.written = self._written()
+
+  def _written(self) -> list:
+    return [b for bufs in self.cur for b in bufs] if self.writes == "all" else [bufs[0] for bufs in self.cur]
 
   def _rebind(self, i: int, buffers) -> None:
     cur = self.cur[i]
-    if len(buffers) != len(cur): raise ValueError(f"graph launch {i}: takes {len(cur)} buffers, given {len(buffers)}")
+    if len(buffers) != len(cur): raise ValueError(f"launch {i}: takes {len(cur)} buffers, given {len(buffers)}")
     for j, b in enumerate(buffers):
       if b is cur[j]: continue
-      if self.device.completed < self.last_seq:   # a queued run still reads args: give it its own copy
+      if self.device.completed < self.last_seq:   # a queued replay still reads args: give it its own copy
+        self.device.keep_until_done(self.args)
         self.args = type(self.args).from_buffer_copy(self.args)
+        self.batch = (*self.batch[:3], self.args, *self.batch[4:])
         self.last_seq = 0
       self.args[self.offsets[i] + j] = _address(b)
       cur[j] = b
       self.written = None
 
-  def __call__(self, buffers_per_launch=None, wait: bool = False, scalars_per_launch=None) -> float | None:
-    if scalars_per_launch is not None and any(s for s in scalars_per_launch):
-      raise ValueError("CPU graphs pass pointers only: scalars_per_launch must be empty")
-    if buffers_per_launch is not None:
-      for i, buffers in enumerate(buffers_per_launch):
-        if buffers is not None: self._rebind(i, buffers)
-      if self.written is None: self.written = [b for bufs in self.cur for b in bufs]
-    dev = self.device
-    elapsed = dev.submit(self.run, (ctypes.c_int32(self.n), self.fns, self.nargs, self.args), self.written, wait, inline=self.small)
-    self.last_seq = dev.submitted
-    return elapsed
-
-def _run_calls(calls: list) -> None:
-  for fn, args in calls: fn(*args)
-
-class CPULaunchList(LaunchList):
-  """Captured CPU launches run one by one from arguments built once (see LaunchList): one hand-off to the worker
-  per call (on the caller's thread when every kernel is single-threaded and the device is idle), a native call per
-  launch. Only the launches given new buffers rebuild their arguments."""
-  def __init__(self, launches: list, device: "CPUDevice"):
-    if not launches: raise ValueError("a launch list needs at least one launch")
-    self.device = device
-    self.calls: list[tuple] = []   # (kernel function, its ctypes arguments) per launch, in order
-    self.cur: list[list] = []      # the buffers each launch is bound to now
-    self.scalars: list[tuple] = []
-    for i, (prog, buffers, scalars, global_size, local_size) in enumerate(launch[:5] for launch in launches):
-      if not isinstance(prog, CPUProgram) or prog.device is not device: raise ValueError(f"launch {i}: not a CPUProgram of {device.name}")
-      if not buffers: raise ValueError(f"launch {i} ({prog.name}): no buffers; a launch writes its first")
-      self.calls.append((prog.fn, _kernel_args(buffers, scalars)))
-      self.cur.append(list(buffers))
-      self.scalars.append(tuple(scalars))
-    self.small = all(launch[3][0] <= 1 for launch in launches)
-    self.written = [bufs[0] for bufs in self.cur]           # as CPUProgram: a launch writes its first buffer
-    self.last_seq = 0                                        # device sequence number of the last queued run
-
-  def _rebind(self, i: int, buffers) -> None:
-    cur = self.cur[i]
-    if len(buffers) != len(cur): raise ValueError(f"launch {i}: takes {len(cur)} buffers, given {len(buffers)}")
-    for b, c in zip(buffers, cur):
-      if b is not c: break
-    else: return
-    if self.device.completed < self.last_seq:   # a queued run still walks the list: give it its own
-      self.calls = self.calls[:]
-      self.last_seq = 0
-    fn, args = self.calls[i]
-    args = list(args)
-    for j, b in enumerate(buffers):
-      if b is not cur[j]: args[j] = ctypes.c_void_p(_address(b))
-    self.calls[i] = (fn, tuple(args))
-    self.cur[i] = list(buffers)
-    self.written[i] = buffers[0]
-
   def __call__(self, buffers_per_launch=None, wait: bool = False) -> float | None:
     if buffers_per_launch is not None:
       for i, buffers in enumerate(buffers_per_launch):
         if buffers is not None: self._rebind(i, buffers)
-    dev = self.device
-    if self.small and not wait and dev.completed == dev.submitted: return _run_calls(self.calls)   # as submit(inline=True)
-    elapsed = dev.submit(_run_calls, (self.calls,), self.written, wait, inline=self.small)
-    self.last_seq = dev.submitted
+      if self.written is None: self.written = self._written()
+    seq, elapsed = self.device.submit(self.batch, self.written, wait, here=self.small)
+    if seq: self.last_seq = seq
     return elapsed
+
+  def __del__(self):
+    # a queued replay reads these arrays: they go when it is done
+    try:
+      if self.device.completed < self.last_seq: self.device.keep_until_done((self.fns, self.nargs, self.args, self.nscalars, self.scalars))
+    except Exception: pass   # interpreter shutdown (everything queued finished at exit)
+
+class CPUGraph(CPUBatch):
+  """A captured list of CPU launches run as one queue entry, in order (see CPUBatch).
+  CPUGraph(launches, device) with launches [(program, buffers, scalars, global_size, local_size), ...];
+  __call__(buffers_per_launch=None, wait=False, scalars_per_launch=None) as CPUBatch. Every buffer counts as written
+  (as CUDAGraph). Kernels here take pointers only: a launch with scalar arguments is refused (ValueError), as is one
+  beyond the native queue's pointer limit."""
+  def __init__(self, launches: list, device: "CPUDevice | None" = None):
+    if not launches: raise ValueError("a CPU graph needs at least one launch")
+    device = device if device is not None else launches[0][0].device
+    for i, (prog, _, scalars, *_) in enumerate(launches):
+      if scalars: raise ValueError(f"launch {i} ({getattr(prog, 'name', prog)}): CPU graphs pass pointers only, this launch has {len(scalars)} scalars")
+    super().__init__(launches, device, writes="all")
+
+  def __call__(self, buffers_per_launch=None, wait: bool = False, scalars_per_launch=None) -> float | None:
+    if scalars_per_launch is not None and any(s for s in scalars_per_launch):
+      raise ValueError("CPU graphs pass pointers only: scalars_per_launch must be empty")
+    return super().__call__(buffers_per_launch, wait)
+
+class CPULaunchList(LaunchList):
+  """Captured CPU launches (see LaunchList) run as one queue entry per call (a CPUBatch, each launch writing its first
+  buffer); where a launch is beyond the native queue's argument limits, one program call per launch instead."""
+  def __init__(self, launches: list, device: "CPUDevice"):
+    super().__init__(launches, device)
+    for i, (prog, buffers, *_) in enumerate(self.launches):
+      if not buffers: raise ValueError(f"launch {i} ({getattr(prog, 'name', prog)}): no buffers; a launch writes its first")
+    self.batch = CPUBatch(launches, device, writes="first") if all(_native(l[1], l[2]) for l in self.launches) else None
+
+  def __call__(self, buffers_per_launch=None, wait: bool = False) -> float | None:
+    if self.batch is None: return super().__call__(buffers_per_launch, wait)
+    return self.batch(buffers_per_launch, wait)
 
 class CPUDevice(Device):
   renderer = CRenderer()
@@ -219,53 +209,64 @@ class CPUDevice(Device):
     super().__init__(name)
     self.target = cpu_target()
     self.allocator, self.program_class = CPUAllocator(self), CPUProgram
-    self.queue: queue.SimpleQueue = queue.SimpleQueue()
-    self.submitted = self.completed = 0
-    self.done = threading.Condition()
-    self.last_writer: dict[int, int] = {}     # id(buffer) -> sequence number of the last launch writing it
-    self.freed_at: dict[int, int] = {}        # id(buffer) -> launches submitted when it was freed
-    self.error: BaseException | None = None
-    threading.Thread(target=self._worker, name="alloy-cpu", daemon=True).start()
+    self.submitted = 0                        # the number of the last queued entry (they count from 1)
+    self._completed = ctypes.c_int64(0)       # the last entry run to its end: the queue's own counter once it starts
+    self.last_writer: dict[int, int] = {}     # id(buffer) -> number of the last entry writing it
+    self.freed_at: dict[int, int] = {}        # id(buffer) -> entries submitted when it was freed
+    self.kept: collections.deque = collections.deque()   # (entry number, object an entry up to it may use)
   @functools.cached_property
   def compiler(self) -> CPUCompiler: return CPUCompiler()
   @functools.cached_property
-  def graph_trampoline(self) -> CPUProgram:
-    return self.load("alloy_graph_run", self.compiler.compile_cached(_trampoline_source()))
+  def queue(self) -> CPUQueue:
+    lib = self.load("alloy_queue_start", self.compiler.compile_cached(QUEUE_SOURCE)).lib
+    queue = CPUQueue(lib, self.submitted)
+    self._completed = queue.completed
+    atexit.register(self.synchronize)   # nothing queued may outlive the memory Python frees at exit
+    os.register_at_fork(before=self.synchronize, after_in_child=self._restart_queue)
+    return queue
+  def _restart_queue(self) -> None:
+    # a forked child has no worker thread; it numbers on from the parent's entries, all complete (synchronized before)
+    self.queue = CPUQueue(self.queue.lib, self.submitted)
+    self._completed = self.queue.completed
 
-  def _worker(self):
-    while True:
-      seq, fn, args, timing = self.queue.get()
-      start = time.perf_counter()
-      try: fn(*args)
-      except BaseException as e: self.error = e
-      timing.append(time.perf_counter() - start)
-      with self.done:
-        self.completed = seq
-        self.done.notify_all()
+  @property
+  def completed(self) -> int: return self._completed.value
 
-  def submit(self, fn, args, written, wait: bool, inline: bool = False):
-    if inline and self.completed == self.submitted:
-      start = time.perf_counter()
-      fn(*args)
-      return time.perf_counter() - start
-    self.submitted += 1
-    seq, timing = self.submitted, []
+  def launch(self, fn: ctypes.c_void_p, buffers, scalars, written, wait: bool, here: bool) -> float | None:
+    """Queue one call of kernel fn with pointers to buffers and int32 scalars, within the native limits."""
+    return self._submitted(self.queue.launch(fn, [_address(b) for b in buffers], scalars, here), written, wait)
+  def submit(self, batch: tuple, written, wait: bool, here: bool) -> tuple[int, float | None]:
+    """Queue a batch (see CPUQueue.submit). Returns its entry number (0: it ran on this thread) and, with wait or
+    where it ran here, its seconds."""
+    seq = self.queue.submit(batch, here)
+    return seq, self._submitted(seq, written, wait)
+  def _submitted(self, seq: int, written, wait: bool) -> float | None:
+    q = self.queue
+    if not seq: return q.ran_here.value   # ran on this thread: complete
+    self.submitted = seq
     for w in written: self.last_writer[id(w)] = seq
-    self.queue.put((seq, fn, args, timing))
-    if wait:
-      self._wait_seq(seq)
-      return timing[0]
-    return None
-  def _wait_seq(self, seq: int):
-    if self.completed >= seq: return
-    with self.done:
-      while self.completed < seq: self.done.wait()
-    if self.error is not None:
-      err, self.error = self.error, None
-      raise err
+    return q.wait(seq) if wait else None
+  def call_here(self, fn, args) -> float:
+    """Run a call beyond the native queue's argument limits on this thread, after everything queued: seconds."""
+    self.synchronize()
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+  def keep_until_done(self, obj) -> None:
+    """Hold a Python object (a buffer, an argument array) that queued entries may use until they have run."""
+    kept = self.kept
+    while kept and kept[0][0] <= self.completed: kept.popleft()
+    if self.completed < self.submitted: kept.append((self.submitted, obj))
+  def _wait_seq(self, seq: int) -> None:
+    if seq: self.queue.wait(seq)
   def wait_for_writer(self, handle):
     if (seq := self.last_writer.get(id(handle))) is not None: self._wait_seq(seq)
-  def synchronize(self): self._wait_seq(self.submitted)
+  def synchronize(self) -> None:
+    self._wait_seq(self.submitted)
+    self.last_writer.clear()   # all complete: nothing to wait for
+    self.freed_at.clear()
+    self.kept.clear()
 
 def is_available() -> bool: return True
 DEVICE_CLASS = CPUDevice

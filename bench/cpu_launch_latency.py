@@ -1,0 +1,59 @@
+"""Where the time of one asynchronous CPU launch goes: submit -> kernel start, the kernel, kernel end -> synchronize.
+
+The row-sum kernel of m.sum(1) (4096x4096 float32) is launched through a probe: a C function with the kernel's
+signature that stamps CLOCK_MONOTONIC (the clock of time.perf_counter on Linux) before and after calling it.
+Two patterns, medians over the iterations:
+  sync:  submit, then synchronize at once (what bench/cpu.py's rows do)
+  busy:  submit, then 2 ms of pure Python (no blocking call), then synchronize: does the kernel start while Python runs?
+
+python bench/cpu_launch_latency.py [iterations]
+"""
+from __future__ import annotations
+import ctypes, os, statistics, sys, time
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import numpy as np
+import alloy
+from alloy import Tensor
+from alloy.engine import realize as engine
+
+PROBE = r"""#include <time.h>
+static void (*kernel)(void *, void *);
+double probe_start, probe_end;
+void probe_set(void *fn) { kernel = (void (*)(void *, void *))fn; }
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+void probe(void *out, void *in) { probe_start = now(); kernel(out, in); probe_end = now(); }
+"""
+
+def busy(seconds: float) -> None:
+  end = time.perf_counter() + seconds
+  while time.perf_counter() < end: pass
+
+def run(iterations: int = 60) -> None:
+  dev = alloy.get_device("CPU")
+  m = Tensor(np.random.default_rng(0).uniform(0.5, 1.5, (4096, 4096)).astype(np.float32), device="CPU").realize()
+  seen = []
+  engine.launch_listeners.append(lambda ck, bufs, elapsed, t: seen.append((ck, bufs)))
+  m.sum(1).realize(); dev.synchronize()
+  engine.launch_listeners.clear()
+  (ck, bufs), = seen
+  assert len(bufs) == 2, "the probe forwards two pointers"
+  probe = dev.load("probe", dev.compiler.compile_cached(PROBE))
+  probe.lib.probe_set(ctypes.c_void_p(ctypes.cast(ck.runner.fn, ctypes.c_void_p).value))
+  start, end = ctypes.c_double.in_dll(probe.lib, "probe_start"), ctypes.c_double.in_dll(probe.lib, "probe_end")
+  handles = [b.handle for b in bufs]
+  print(f"CPU launch latency, m.sum(1) 4096x4096 f32, {iterations} iterations, medians in µs ({os.cpu_count()} cores)")
+  for pattern, gap in (("sync", 0.0), ("busy", 0.002)):
+    rows = []
+    for _ in range(iterations + 3):
+      t0 = time.perf_counter()
+      probe(handles, (), ck.meta.global_size, ck.meta.local_size)
+      if gap: busy(gap)
+      dev.synchronize()
+      t1 = time.perf_counter()
+      rows.append((start.value - t0, end.value - start.value, t1 - end.value))
+    rows = rows[3:]
+    med = [statistics.median(r[i] for r in rows) * 1e6 for i in range(3)]
+    print(f"  {pattern}: submit->start {med[0]:8.1f}   kernel {med[1]:8.1f}   end->synchronize {med[2]:8.1f}")
+
+if __name__ == "__main__":
+  run(int(sys.argv[1]) if len(sys.argv) > 1 else 60)

@@ -1,0 +1,298 @@
+"""The CPU device's native queue: order, waits, device time, buffer lifetimes, batches, scalars, fork.
+
+Hand-written C kernels give exact control over what runs where: a launch of global size (2, 1, 1) is queued, one of
+(1, 1, 1) on an idle device runs on the caller's thread; `nap` sleeps inside a kernel so a launch is still queued or
+running (without using a core) while the test looks."""
+import os, signal, subprocess, sys, time
+from types import SimpleNamespace
+import numpy as np
+import pytest
+import alloy
+from alloy.runtime.cpu import CPUGraph, CPULaunchList
+from alloy.runtime.cpu_queue import MAX_ARGS, MAX_SCALARS, RING
+
+N = 1000
+SOURCE = r"""#include <stdint.h>
+#include <time.h>
+#define N 1000
+void step(float *out, const float *in) { for (int i = 0; i < N; i++) out[i] = in[i] * 0.5f + (float)i; }
+void nap(int32_t *count, const int32_t *ms) {   /* sleeps ms[0] milliseconds, then counts itself */
+  struct timespec t = {ms[0] / 1000, (long)(ms[0] % 1000) * 1000000L};
+  nanosleep(&t, 0);
+  count[0] += 1;
+}
+void nap_copy(float *out, const float *in, const int32_t *ms) {   /* reads in only after sleeping */
+  struct timespec t = {ms[0] / 1000, (long)(ms[0] % 1000) * 1000000L};
+  nanosleep(&t, 0);
+  for (int i = 0; i < N; i++) out[i] = in[i];
+}
+void inc(int32_t *count) { count[0] += 1; }
+void affine(float *out, const float *in, int32_t a, int32_t b) { for (int i = 0; i < N; i++) out[i] = in[i] * a + b; }
+void four(int32_t *out, int32_t a, int32_t b, int32_t c, int32_t d) { out[0] = a; out[1] = b; out[2] = c; out[3] = d; }
+void five(int32_t *out, int32_t a, int32_t b, int32_t c, int32_t d, int32_t e) { four(out, a, b, c, d); out[4] = e; }
+void sum40(float *out""" + "".join(f", const float *a{i}" for i in range(40)) + r""") {
+  for (int i = 0; i < N; i++) out[i] = 0""" + "".join(f" + a{i}[i]" for i in range(40)) + """;
+}
+"""
+QUEUED, HERE = (2, 1, 1), (1, 1, 1)
+
+@pytest.fixture(scope="module")
+def dev(): return alloy.get_device("CPU")
+
+@pytest.fixture(scope="module")
+def k(dev):
+  binary = dev.compiler.compile_cached(SOURCE)
+  return SimpleNamespace(**{name: dev.load(name, binary) for name in ("step", "nap", "nap_copy", "inc", "affine", "four", "five", "sum40")})
+
+def buf(dev, values):
+  values = np.ascontiguousarray(values)
+  h = dev.allocator.alloc(values.nbytes)
+  dev.allocator.copyin(h, memoryview(values).cast("B"))
+  return h
+
+def read(dev, h, dtype=np.float32):
+  out = np.empty(h.nbytes // np.dtype(dtype).itemsize, dtype)
+  dev.allocator.copyout(memoryview(out).cast("B"), h)
+  return out
+
+_pauses: dict = {}
+
+def ms(dev, n):
+  """A buffer holding n, for nap: kept for the module's life (a queued kernel reads it after the caller moved on)."""
+  if n not in _pauses: _pauses[n] = buf(dev, np.array([n], np.int32))
+  return _pauses[n]
+
+def busy_until(pred, seconds):
+  """Pure Python for up to `seconds`: no blocking call, nothing that releases the GIL on purpose."""
+  end = time.perf_counter() + seconds
+  while time.perf_counter() < end:
+    if pred(): return True
+  return pred()
+
+def test_dependent_launches_run_in_order(dev, k, rng):
+  x0 = rng.uniform(-1, 1, N).astype(np.float32)
+  a, b = buf(dev, x0), buf(dev, np.zeros(N, np.float32))
+  want = x0
+  for i in range(301):   # each launch reads what the one before wrote
+    k.step([b, a] if i % 2 == 0 else [a, b], global_size=QUEUED)
+    want = want * np.float32(0.5) + np.arange(N, dtype=np.float32)
+  np.testing.assert_array_equal(read(dev, b), want)
+
+def test_dependent_tensor_ops(dev, rng):
+  x = rng.uniform(-1, 1, (512, 256)).astype(np.float32)
+  t, want = alloy.Tensor(x, device="CPU"), x.astype(np.float64)
+  for _ in range(20):
+    t = (t - t.mean(1, keepdim=True) * 0.5).realize()
+    want = want - want.mean(1, keepdims=True) * 0.5
+  np.testing.assert_allclose(t.numpy(), want, rtol=1e-4, atol=1e-5)
+
+def test_many_launches_then_one_synchronize(dev, k):
+  count = buf(dev, np.zeros(1, np.int32))
+  before = dev.submitted
+  n = RING * 3 + 5   # more than the ring holds: submits wait for room
+  for _ in range(n): k.inc([count], global_size=QUEUED)
+  assert dev.submitted == before + n
+  dev.synchronize()
+  assert dev.completed == dev.submitted
+  assert read(dev, count, np.int32)[0] == n
+
+def test_wait_returns_device_time(dev, k):
+  count = buf(dev, np.zeros(1, np.int32))
+  dev.synchronize()
+  t0 = time.perf_counter()
+  elapsed = k.nap([count, ms(dev, 120)], global_size=QUEUED, wait=True)   # longer than one wait slice
+  host = time.perf_counter() - t0
+  assert 0.119 <= elapsed <= host
+  assert host - elapsed < 0.1
+  assert read(dev, count, np.int32)[0] == 1
+  assert k.inc([count], global_size=QUEUED, wait=True) < 0.01
+
+def test_copyout_waits_for_the_writer_only(dev, k, rng):
+  x = rng.uniform(-1, 1, N).astype(np.float32)
+  done = buf(dev, x)
+  k.step([done, done], global_size=QUEUED)
+  slow, src = buf(dev, np.zeros(N, np.float32)), buf(dev, x)
+  k.nap_copy([slow, src, ms(dev, 300)], global_size=QUEUED)
+  writer = dev.submitted
+  np.testing.assert_array_equal(read(dev, done), x * np.float32(0.5) + np.arange(N, dtype=np.float32))
+  assert dev.completed < writer, "reading a buffer waited for a launch that does not write it"
+  np.testing.assert_array_equal(read(dev, slow), x)
+  assert dev.completed >= writer
+
+def test_freed_buffer_is_rewritten_only_after_its_readers(dev, k, rng):
+  x = rng.uniform(-1, 1, N).astype(np.float32)
+  src, out = buf(dev, x), buf(dev, np.zeros(N, np.float32))
+  dev.synchronize()
+  k.nap_copy([out, src, ms(dev, 150)], global_size=QUEUED)   # reads src after 150 ms
+  dev.allocator.free(src, x.nbytes)
+  again = dev.allocator.alloc(x.nbytes)
+  assert again is src, "the LRU cache hands the freed buffer out again"
+  dev.allocator.copyin(again, memoryview(np.full(N, 7, np.float32)).cast("B"))   # waits for the queued reader
+  np.testing.assert_array_equal(read(dev, out), x)
+  np.testing.assert_array_equal(read(dev, again), np.full(N, 7, np.float32))
+
+def test_buffer_dropped_by_the_allocator_lives_until_its_readers_ran(dev, k, rng, monkeypatch):
+  monkeypatch.setattr(dev.allocator, "keep", False)   # freed buffers go back to numpy, not to the cache
+  x = rng.uniform(-1, 1, N).astype(np.float32)
+  src, out = buf(dev, x), buf(dev, np.zeros(N, np.float32))
+  dev.synchronize()
+  k.nap_copy([out, src, ms(dev, 100)], global_size=QUEUED)
+  dev.allocator.free(src, x.nbytes)
+  assert any(obj is src for _, obj in dev.kept)
+  del src
+  junk = [np.full(N, 9, np.float32) for _ in range(100)]   # would likely take the memory, were it released
+  np.testing.assert_array_equal(read(dev, out), x)
+  dev.synchronize()
+  assert not dev.kept and junk
+
+def test_small_kernel_on_an_idle_device_runs_inline(dev, k):
+  count = buf(dev, np.zeros(1, np.int32))
+  dev.synchronize()
+  before = dev.submitted
+  elapsed = k.inc([count], global_size=HERE)
+  assert dev.submitted == before and count.view(np.int32)[0] == 1   # complete on return, no entry queued
+  assert elapsed is not None and elapsed >= 0
+  k.nap([count, ms(dev, 50)], global_size=QUEUED)
+  k.inc([count], global_size=HERE)   # the device is busy: queued behind the nap, in order
+  assert dev.submitted == before + 2
+  assert read(dev, count, np.int32)[0] == 3
+
+def test_launch_runs_while_python_keeps_the_gil(dev, k):
+  count = buf(dev, np.zeros(1, np.int32))
+  dev.synchronize()
+  interval = sys.getswitchinterval()
+  sys.setswitchinterval(1.0)   # a worker that needed the GIL would wait a second for it
+  try:
+    k.nap([count, ms(dev, 20)], global_size=QUEUED)
+    seq = dev.submitted
+    assert busy_until(lambda: dev.completed >= seq, 0.5), "the launch did not run while Python was busy"
+  finally: sys.setswitchinterval(interval)
+  assert read(dev, count, np.int32)[0] == 1
+
+def test_scalars(dev, k, rng):
+  assert MAX_SCALARS == 4
+  x = rng.uniform(-1, 1, N).astype(np.float32)
+  src, out = buf(dev, x), buf(dev, np.zeros(N, np.float32))
+  for size in (QUEUED, HERE):
+    k.affine([out, src], (3, -2), global_size=size)
+    np.testing.assert_array_equal(read(dev, out), x * 3 - 2)
+  quad = buf(dev, np.zeros(5, np.int32))
+  k.nap([quad, ms(dev, 30)], global_size=QUEUED)
+  k.four([quad], (-1, 2**31 - 1, -2**31, 4), global_size=QUEUED)
+  np.testing.assert_array_equal(read(dev, quad, np.int32), [-1, 2**31 - 1, -2**31, 4, 0])
+  # beyond the native limits: called on this thread after everything queued before it
+  k.nap([quad, ms(dev, 30)], global_size=QUEUED)
+  k.five([quad], (5, 6, 7, 8, 9), global_size=QUEUED)
+  assert dev.completed == dev.submitted
+  np.testing.assert_array_equal(read(dev, quad, np.int32), [5, 6, 7, 8, 9])
+
+def test_more_pointers_than_the_native_limit(dev, k, rng):
+  assert MAX_ARGS < 41
+  xs = [rng.uniform(-1, 1, N).astype(np.float32) for _ in range(40)]
+  out, ins, count = buf(dev, np.zeros(N, np.float32)), [buf(dev, x) for x in xs], buf(dev, np.zeros(1, np.int32))
+  k.nap([count, ms(dev, 30)], global_size=QUEUED)
+  k.sum40([out] + ins, global_size=QUEUED)   # called on this thread after the nap
+  assert dev.completed == dev.submitted
+  np.testing.assert_allclose(read(dev, out), np.sum(xs, axis=0, dtype=np.float32), rtol=1e-5, atol=1e-5)
+
+@pytest.mark.parametrize("kind", [CPUGraph, CPULaunchList])
+def test_batch_is_one_entry_per_replay(dev, k, rng, kind):
+  x = rng.uniform(-1, 1, N).astype(np.float32)
+  a, b, c = buf(dev, x), buf(dev, np.zeros(N, np.float32)), buf(dev, np.zeros(N, np.float32))
+  batch = kind([(k.step, [b, a], (), QUEUED, HERE), (k.step, [c, b], (), QUEUED, HERE), (k.step, [a, c], (), QUEUED, HERE)], dev)
+  want = x
+  before = dev.submitted
+  for _ in range(5):
+    batch()
+    for _ in range(3): want = want * np.float32(0.5) + np.arange(N, dtype=np.float32)
+  assert dev.submitted == before + 5
+  np.testing.assert_array_equal(read(dev, a), want)
+  assert isinstance(batch(wait=True), float)
+
+@pytest.mark.parametrize("kind", [CPUGraph, CPULaunchList])
+def test_rebinding_a_queued_batch_leaves_the_queued_replay_alone(dev, k, rng, kind):
+  x, y = (rng.uniform(-1, 1, N).astype(np.float32) for _ in range(2))
+  src1, src2, out1, out2 = buf(dev, x), buf(dev, y), buf(dev, np.zeros(N, np.float32)), buf(dev, np.zeros(N, np.float32))
+  pause = ms(dev, 100)
+  batch = kind([(k.nap_copy, [out1, src1, pause], (), QUEUED, HERE), (k.step, [out1, out1], (), QUEUED, HERE)], dev)
+  batch()                                                  # queued: sleeps, then reads its pointers
+  batch([[out2, src2, pause], [out2, out2]])               # rebound while the first replay still waits
+  step = lambda v: v * np.float32(0.5) + np.arange(N, dtype=np.float32)
+  np.testing.assert_array_equal(read(dev, out1), step(x))
+  np.testing.assert_array_equal(read(dev, out2), step(y))
+
+def test_launch_list_of_small_kernels_runs_inline(dev, k):
+  count = buf(dev, np.zeros(1, np.int32))
+  ll = CPULaunchList([(k.inc, [count], (), HERE, HERE)] * 3, dev)
+  dev.synchronize()
+  before = dev.submitted
+  ll()
+  assert dev.submitted == before and count.view(np.int32)[0] == 3
+
+def test_launch_list_with_scalars_and_beyond_the_limits(dev, k, rng):
+  x = rng.uniform(-1, 1, N).astype(np.float32)
+  src, out = buf(dev, x), buf(dev, np.zeros(N, np.float32))
+  quad = buf(dev, np.zeros(5, np.int32))
+  ll = CPULaunchList([(k.affine, [out, src], (2, 1), QUEUED, HERE), (k.four, [quad], (1, 2, 3, 4), QUEUED, HERE)], dev)
+  assert ll.batch is not None
+  ll()
+  np.testing.assert_array_equal(read(dev, out), x * 2 + 1)
+  np.testing.assert_array_equal(read(dev, quad, np.int32), [1, 2, 3, 4, 0])
+  ll = CPULaunchList([(k.affine, [out, src], (3, 0), QUEUED, HERE), (k.five, [quad], (5, 6, 7, 8, 9), QUEUED, HERE)], dev)
+  assert ll.batch is None   # one launch is beyond the native limits: launched one by one
+  ll()
+  np.testing.assert_array_equal(read(dev, out), x * 3)
+  np.testing.assert_array_equal(read(dev, quad, np.int32), [5, 6, 7, 8, 9])
+  with pytest.raises(ValueError, match="pointers only"): CPUGraph([(k.affine, [out, src], (2, 1), QUEUED, HERE)], dev)
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_forked_child_gets_its_own_queue(dev, k, rng):
+  x = rng.uniform(-1, 1, N).astype(np.float32)
+  count = buf(dev, np.zeros(1, np.int32))
+  k.nap([count, ms(dev, 50)], global_size=QUEUED)   # in flight at the fork: the parent finishes it first
+  pid = os.fork()
+  if pid == 0:   # the child: its queue must run launches and wake its waits
+    code = 1
+    try:
+      a, b = buf(dev, x), buf(dev, np.zeros(N, np.float32))
+      k.step([b, a], global_size=QUEUED)
+      k.step([a, b], global_size=QUEUED)
+      want = (x * np.float32(0.5) + np.arange(N, dtype=np.float32)) * np.float32(0.5) + np.arange(N, dtype=np.float32)
+      code = 0 if np.array_equal(read(dev, a), want) and read(dev, count, np.int32)[0] == 1 else 2
+    finally: os._exit(code)
+  _, status = os.waitpid(pid, 0)
+  assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"child exited with {status}"
+  assert read(dev, count, np.int32)[0] == 1
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no interval timer here")
+def test_a_signal_interrupts_a_long_wait(dev, k):
+  count = buf(dev, np.zeros(1, np.int32))
+  k.nap([count, ms(dev, 600)], global_size=QUEUED)
+  class Alarm(Exception): pass
+  def ring(signum, frame): raise Alarm()
+  old = signal.signal(signal.SIGALRM, ring)
+  t0 = time.perf_counter()
+  try:
+    signal.setitimer(signal.ITIMER_REAL, 0.05)
+    with pytest.raises(Alarm): dev.synchronize()   # the wait returns to Python between slices, and the handler runs
+  finally:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, old)
+  assert time.perf_counter() - t0 < 0.4 and dev.completed < dev.submitted
+  dev.synchronize()
+  assert read(dev, count, np.int32)[0] == 1
+
+def test_exit_with_launches_queued():
+  script = f"""
+import atexit, numpy as np, alloy
+dev = alloy.get_device("CPU")
+atexit.register(lambda: print("at exit", dev.completed == dev.submitted))   # runs after the device's own exit hook
+binary = dev.compiler.compile_cached({SOURCE!r})
+nap, step = dev.load("nap", binary), dev.load("nap_copy", binary)
+a, b, pause = np.zeros(4 * {N}, np.uint8), np.ones(4 * {N}, np.uint8), np.array([300], np.int32).view(np.uint8)
+for _ in range(3): step([a, b, pause], global_size=(2, 1, 1))   # still queued when the script ends
+print("queued", dev.completed < dev.submitted)
+"""
+  proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+  assert proc.returncode == 0, proc.stderr
+  assert proc.stdout.split() == ["queued", "True", "at", "exit", "True"]   # exit ran the queue dry, then ended
