@@ -273,6 +273,9 @@ class Tensor:
     if prod(shape) != self.numel(): raise ValueError(f"cannot reshape tensor of shape {self.shape} ({self.numel()} elements) into shape {shape}")
     return self if shape == self.shape else self._view("reshape", shape)
   view = reshape
+  def _reshaped(self, shape: tuple) -> "Tensor":
+    """reshape for shapes computed here, already known to fit: no argument checks."""
+    return self if shape == self.node.shape else self._view("reshape", shape)
   def permute(self, *order) -> "Tensor":
     order = _shape_arg(order)
     if len(order) != self.ndim: raise ValueError(f"permute: got {len(order)} dims {order} for a tensor with {self.ndim} dims")
@@ -517,11 +520,11 @@ class Tensor:
     if (parts := _split_count(self.shape, axes)) > 1:
       # few long reductions: reduce `parts` slices of each in parallel, then the partial results
       k, n = axes[0], prod(self.shape[a] for a in axes)
-      sliced = self.reshape(self.shape[:k] + (parts, n // parts))
+      sliced = self._reshaped(self.shape[:k] + (parts, n // parts))
       partial = sliced._new(Node(Op.REDUCE, (sliced.node,), (op, (k + 1,)), self.dtype, self.shape[:k] + (parts, 1))).contiguous()
-      t = partial._new(Node(Op.REDUCE, (partial.node,), (op, (k,)), self.dtype, self.shape[:k] + (1, 1))).reshape(shape)
+      t = partial._new(Node(Op.REDUCE, (partial.node,), (op, (k,)), self.dtype, self.shape[:k] + (1, 1)))._reshaped(shape)
     else: t = self._new(Node(Op.REDUCE, (self.node,), (op, axes), self.dtype, shape))
-    return t if keepdim else t.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+    return t if keepdim else t._reshaped(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def sum(self, dim=None, keepdim=False, dtype=None):
     d = dt.to_dtype(dtype) if dtype else (dt.int64 if self.dtype.is_int or self.dtype.is_bool else self.dtype)
     acc = dt.float32 if d in (dt.float16, dt.bfloat16) else d
@@ -642,7 +645,8 @@ def _split_count(shape: tuple, axes: tuple) -> int:
   if not axes or axes != tuple(range(axes[0], len(shape))): return 1
   n, rows = prod(shape[a] for a in axes), prod(shape[:axes[0]])
   if n < SPLIT_MIN_LENGTH or rows * 64 > SPLIT_PARTIALS: return 1
-  return next((p for p in range(SPLIT_PARTIALS // rows, 15, -1) if n % p == 0 and n // p >= 256), 1)
+  # the most slices (at most SPLIT_PARTIALS // rows, each at least 256 long, at least 16 of them) that divide n
+  return next((p for p in range(min(SPLIT_PARTIALS // rows, n // 256), 15, -1) if n % p == 0), 1)
 
 def _accept_axis(fn):
   """NumPy spelling: reductions take axis= as well as dim=."""
@@ -661,6 +665,7 @@ def _shape_arg(shape) -> tuple:
   if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = shape[0]
   if isinstance(shape, int): shape = (shape,)
   out = tuple(shape)
+  if all(type(s) is int for s in out): return out
   for s in out:
     if not isinstance(s, (int, np.integer)) or isinstance(s, bool): raise TypeError(f"shape entries must be ints, got {out}")
   return tuple(int(s) for s in out)
