@@ -22,3 +22,9 @@ def test_dropped_nodes_are_swept_and_live_ones_kept():
   # the live nodes are still found through the table after the sweeps
   for i, k in enumerate(keep):
     assert Node(Op.EXP, (_const(float(i)),), None, dt.float32, (4,)) is k
+
+def test_ops_are_singletons_through_copies_and_pickles():
+  import copy, pickle
+  assert Op.ADD.name == "ADD" and repr(Op.ADD) == "Op.ADD"
+  assert copy.deepcopy(Op.ADD) is Op.ADD and pickle.loads(pickle.dumps(Op.MUL)) is Op.MUL
+  assert len({Op.ADD, Op.ADD, Op.MUL}) == 2 and Op.ADD is not Op.SUB
