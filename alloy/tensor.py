@@ -271,7 +271,7 @@ class Tensor:
       shape = tuple(self.numel() // known if s == -1 else s for s in shape)
     if any(s < 0 for s in shape): raise ValueError(f"reshape: invalid shape {shape}")
     if prod(shape) != self.numel(): raise ValueError(f"cannot reshape tensor of shape {self.shape} ({self.numel()} elements) into shape {shape}")
-    return self if shape == self.shape else self._view("reshape", shape)
+    return self._reshaped(shape)
   view = reshape
   def _reshaped(self, shape: tuple) -> "Tensor":
     """reshape for shapes computed here, already known to fit: no argument checks."""

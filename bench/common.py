@@ -1,6 +1,6 @@
 """Shared timing and table printing for the benchmarks."""
 from __future__ import annotations
-import statistics, time
+import os, statistics, time
 
 def median_time(fn, rounds: int = 3, min_seconds: float = 0.2) -> float:
   """Median over rounds of the mean time per call, each round running at least min_seconds."""
@@ -14,6 +14,19 @@ def median_time(fn, rounds: int = 3, min_seconds: float = 0.2) -> float:
       if elapsed >= min_seconds: break
     per_round.append(elapsed / n)
   return statistics.median(per_round)
+
+def new_kernel_seconds(small, device) -> float:
+  """First realize of a never-seen kernel, compile included: a fresh constant makes fresh source, compiled for real
+  with the disk cache off. Median of 3 such kernels; small is a realized float tensor on device."""
+  os.environ["ALLOY_CACHE"] = "0"
+  times = []
+  try:
+    for k in range(3):
+      t0 = time.perf_counter()
+      (small * (1.5 + time.time() % 1) - k).exp().realize(); device.synchronize()
+      times.append(time.perf_counter() - t0)
+  finally: os.environ["ALLOY_CACHE"] = "1"
+  return statistics.median(times)
 
 def print_table(rows: list[dict], columns: list[str], unit_of: dict, ours: str = "alloy") -> None:
   """rows: {'workload', 'unit', impl: figure}; prints each impl's figure and ours/theirs ratio."""

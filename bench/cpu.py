@@ -3,13 +3,13 @@
 python bench/cpu.py            (add --big for matmul 2048^3)
 """
 from __future__ import annotations
-import os, sys, time
+import os, sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
 import alloy
 from alloy import Tensor
-from common import median_time, print_table
+from common import median_time, new_kernel_seconds, print_table
 
 try:
   import torch
@@ -76,15 +76,7 @@ def run(big: bool = False):
   if torch is not None:
     xsn = torch.from_numpy(sn); row["torch"] = median_time(lambda: xsn * 1.0001 + 1) * 1e6
   rows.append(row)
-  # first realize of a never-seen kernel: a fresh constant makes fresh source, compiled for real
-  os.environ["ALLOY_CACHE"] = "0"
-  times = []
-  for k in range(3):
-    t0 = time.perf_counter()
-    (small * (1.5 + time.time() % 1) - k).exp().realize(); dev.synchronize()
-    times.append(time.perf_counter() - t0)
-  os.environ["ALLOY_CACHE"] = "1"
-  rows.append({"workload": "first realize, new kernel + compile", "unit": "ms", "alloy": sorted(times)[1] * 1e3})
+  rows.append({"workload": "first realize, new kernel + compile", "unit": "ms", "alloy": new_kernel_seconds(small, dev) * 1e3})
   e = rng.uniform(0.5, 2, (4, 3)).astype(np.float32)
   te = Tensor(e, device="CPU").realize()
   row = {"workload": "seed example, warm", "unit": "us"}

@@ -3,13 +3,13 @@
 python bench/gpu.py
 """
 from __future__ import annotations
-import os, sys, time
+import os, sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
 import alloy
 from alloy import Tensor
-from common import median_time, print_table
+from common import median_time, new_kernel_seconds, print_table
 import torch
 
 def torch_time(fn) -> float:
@@ -76,15 +76,7 @@ def run():
     xsm * 1.0001 + 1; torch.cuda.synchronize()
   rows.append({"workload": "one realize, cached tiny kernel", "unit": "us", "alloy": median_time(realize_small) * 1e6,
                "torch": median_time(torch_small) * 1e6})
-  # first realize of a never-seen kernel: a fresh constant makes fresh source, compiled for real (median of 3)
-  os.environ["ALLOY_CACHE"] = "0"
-  times = []
-  for k in range(3):
-    t0 = time.perf_counter()
-    (small * (1.5 + time.time() % 1) - k).exp().realize(); dev.synchronize()
-    times.append(time.perf_counter() - t0)
-  os.environ["ALLOY_CACHE"] = "1"
-  rows.append({"workload": "first realize, new kernel + compile", "unit": "ms", "alloy": sorted(times)[1] * 1e3})
+  rows.append({"workload": "first realize, new kernel + compile", "unit": "ms", "alloy": new_kernel_seconds(small, dev) * 1e3})
   print(f"GPU benchmark on {dev.device_name} ({dev.target}); alloy device time from CUDA events")
   print_table(rows, ["alloy", "torch"], {})
 
