@@ -1,6 +1,6 @@
 """Lazy graph nodes: immutable and hash-consed, so equal subgraphs are one object."""
 from __future__ import annotations
-import weakref
+import itertools, weakref
 from alloy.dtype import DType
 from alloy.ir.ops import Op
 
@@ -8,6 +8,7 @@ from alloy.ir.ops import Op
 # node costs a Python call at every death, and graph building makes and drops a few nodes per op. Dead entries
 # are swept when the table has doubled since the last sweep, so its size stays within twice the live nodes.
 _table: dict = {}
+_BUFFER, _CONST = Op.BUFFER, Op.CONST
 _sweep_at = 4096
 
 def _sweep() -> None:
@@ -15,21 +16,45 @@ def _sweep() -> None:
   _table = {k: r for k, r in _table.items() if r() is not None}
   _sweep_at = max(4096, 2 * len(_table))
 
+# (op, arg, dtype, shape, number of sources) -> an int naming it, a buffer's identity left out: the schedule cache
+# keys graphs by these (a tuple of ints hashes and compares fast). Numbers are never reused, so dropping the table
+# when it grows large costs cache misses, never a false match.
+_signatures: dict = {}
+_numbers = itertools.count()
+
+def _signature(n: "Node") -> int:
+  key = (n.op, None if n.op is _BUFFER else n.key[2], n.dtype, n.shape, len(n.src))
+  if (sig := _signatures.get(key)) is None:
+    if len(_signatures) >= 1 << 20: _signatures.clear()
+    sig = _signatures[key] = next(_numbers)
+  n.sig = sig
+  return sig
+
 class Node:
-  __slots__ = ("op", "src", "arg", "dtype", "shape", "key", "realized", "__weakref__")
+  __slots__ = ("op", "src", "arg", "dtype", "shape", "key", "realized", "sig", "__weakref__")
 
   def __new__(cls, op: Op, src: tuple = (), arg=None, dtype: DType = None, shape: tuple = ()):
-    # a constant's key keeps -0.0 apart from 0.0 (equal as floats); repr only where that matters.
     # Keys hold the ids of live sources (a node keeps its sources alive), so a stale entry's reference is dead.
-    akey = id(arg) if op is Op.BUFFER else ((repr(arg) if arg == 0 or arg != arg else arg), type(arg)) if op is Op.CONST else arg
-    key = (op, tuple(map(id, src)), akey, dtype, shape)
+    if not src:   # a source: a constant's key keeps -0.0 apart from 0.0 (equal as floats), repr only where that matters
+      ids = ()
+      akey = id(arg) if op is _BUFFER else ((repr(arg) if arg == 0 or arg != arg else arg), type(arg)) if op is _CONST else arg
+    else:   # the ids of the sources spelled out for the usual one or two: tuple(map(id, src)) costs 4x as much
+      ids = (id(src[0]),) if len(src) == 1 else (id(src[0]), id(src[1])) if len(src) == 2 else tuple([id(s) for s in src])
+      akey = arg
+    key = (op, ids, akey, dtype, shape)
     if (ref := _table.get(key)) is not None and (hit := ref()) is not None: return hit
     self = object.__new__(cls)
     self.op, self.src, self.arg, self.dtype, self.shape, self.key = op, src, arg, dtype, shape, key
     self.realized = None   # (generation, view of the buffer holding this node's value) once computed
+    self.sig = None        # its signature (see _signature), made when a schedule first asks
     if len(_table) >= _sweep_at: _sweep()
     _table[key] = weakref.ref(self)
     return self
+
+  @property
+  def signature(self) -> int:
+    """An int equal for nodes of equal op, arg, dtype, shape and source count (buffers: any buffer of that size)."""
+    return self.sig if self.sig is not None else _signature(self)
 
   def __repr__(self):
     return f"Node({self.op.name}, {self.dtype.name}, {self.shape}{', ' + str(self.arg) if self.op not in (Op.BUFFER, Op.VIEW) else ''})"

@@ -20,7 +20,7 @@ class Buffer:
   def allocated(self) -> bool: return self._handle is not None
   @property
   def handle(self):
-    if self._handle is None: self._handle = _device(self.device).allocator.alloc(max(self.nbytes, 1))
+    if self._handle is None: self._handle = _device(self.device).allocator.alloc(max(self.size * self.dtype.itemsize, 1))
     return self._handle
   def copyin(self, data: np.ndarray) -> "Buffer":
     data = np.ascontiguousarray(data)
@@ -33,6 +33,6 @@ class Buffer:
     return out
   def __del__(self):
     if self._handle is not None:
-      try: _device(self.device).allocator.free(self._handle, max(self.nbytes, 1))
+      try: _device(self.device).allocator.free(self._handle, max(self.size * self.dtype.itemsize, 1))
       except Exception: pass   # interpreter shutdown
   def __repr__(self): return f"<Buffer {self.device} {self.size} {self.dtype.name}>"

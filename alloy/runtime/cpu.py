@@ -98,9 +98,8 @@ class CPUProgram(Program):
   def __call__(self, buffers, scalars=(), global_size=(1, 1, 1), local_size=(1, 1, 1), wait=False, outs=1):
     # a small (single-threaded) kernel on an idle device runs on the caller's thread: a hand-off to the worker
     # costs more than the kernel, and it is complete when this returns
-    small = global_size[0] <= 1
     if not _native(buffers, scalars): return self.device.call_here(self.fn, _kernel_args(buffers, scalars))
-    return self.device.launch(self.address, buffers, scalars, [buffers[i] for i in range(outs)], wait, here=small)
+    return self.device.launch(self.address, buffers, scalars, buffers[:outs], wait, here=global_size[0] <= 1)
 
 class CPUBatch:
   """Launches bound once into the arrays a queue entry of several calls reads: kernel function pointers, per-launch

@@ -60,8 +60,10 @@ class LRUAllocator(Allocator):
       return self._alloc(nbytes)
   def free(self, handle: Any, nbytes: int) -> None:
     if not self.keep or nbytes > self.max_cached_bytes: return self._free(handle, nbytes)
-    self.cache.setdefault(nbytes, []).append(handle)
-    self.cache.move_to_end(nbytes)
+    if (handles := self.cache.get(nbytes)) is None: self.cache[nbytes] = [handle]
+    else:
+      handles.append(handle)
+      self.cache.move_to_end(nbytes)
     self.cached_bytes += nbytes
     while self.cached_bytes > self.max_cached_bytes:   # evict the least recently freed sizes
       size, handles = next(iter(self.cache.items()))

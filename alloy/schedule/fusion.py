@@ -84,10 +84,9 @@ def schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list]]:
 
 def _structure(targets: list[Node]) -> tuple:
   """(every node under the targets, each after its sources; node -> place in that order; the graph with
-  its buffers replaced by their places, equal for the same computation on other data). One pass, no recursion
-  (graphs can be deeper than Python's stack)."""
+  its buffers replaced by their places, equal for the same computation on other data: each node's signature
+  followed by its sources' places, flat). One pass, no recursion (graphs can be deeper than Python's stack)."""
   position, parts = {}, []
-  BUFFER = Op.BUFFER
   for t in targets:
     if t in position: continue
     stack = [(t, iter(t.src))]
@@ -98,13 +97,16 @@ def _structure(targets: list[Node]) -> tuple:
         if s.src:
           stack.append((s, iter(s.src)))
           break
-        position[s] = len(parts)   # a leaf goes straight in (pushing it costs 5% of a small realize)
-        parts.append((s.op, None if s.op is BUFFER else s.key[2], s.dtype, s.shape, ()))
+        position[s] = len(position)   # a leaf goes straight in (pushing it costs 5% of a small realize)
+        parts.append(s.sig if s.sig is not None else s.signature)
       else:
         stack.pop()
-        position[n] = len(parts)
-        parts.append((n.op, None if n.op is BUFFER else n.key[2], n.dtype, n.shape, tuple([position[s] for s in n.src])))
-  return list(position), position, (tuple(parts), tuple([position[t] for t in targets]))
+        parts.append(n.sig if n.sig is not None else n.signature)
+        for s in n.src: parts.append(position[s])
+        position[n] = len(position)
+  parts.append(-1)   # then the targets' places (a signature fixes its node's source count, so this parses one way)
+  for t in targets: parts.append(position[t])
+  return list(position), position, tuple(parts)
 
 def _schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list]]:
   # 1. decide which nodes become kernels

@@ -61,3 +61,39 @@ def test_schedule_reused_for_same_structure(rng):
   assert len(fusion._schedules) == cached
   np.testing.assert_allclose((Tensor(y) * 4 + 1).sum(1).numpy(), (y * 4 + 1).sum(1), rtol=1e-6)   # other constant: new
   assert len(fusion._schedules) == cached + 1
+
+def test_schedule_cache_tells_aliasing_apart(rng):
+  # a*a and a*b have one shape of graph but one and two inputs; each must schedule (and compute) on its own
+  x, y = rng.uniform(1, 2, 16).astype(np.float32), rng.uniform(1, 2, 16).astype(np.float32)
+  a, b = Tensor(x).realize(), Tensor(y).realize()
+  np.testing.assert_allclose((a * a).numpy(), x * x, rtol=1e-6)
+  np.testing.assert_allclose((a * b).numpy(), x * y, rtol=1e-6)
+  np.testing.assert_allclose((b * a).numpy(), y * x, rtol=1e-6)
+  np.testing.assert_allclose((b * b).numpy(), y * y, rtol=1e-6)
+  # the same subexpression used twice, against two equal-looking ones
+  e = (a + 1).exp()
+  np.testing.assert_allclose((e * e).numpy(), np.exp(x + 1) ** 2, rtol=1e-5)
+  np.testing.assert_allclose(((a + 1).exp() * (b + 1).exp()).numpy(), np.exp(x + 1) * np.exp(y + 1), rtol=1e-5)
+
+def test_several_targets_keep_their_places(rng):
+  # one realize of two results, in both orders: the cached schedule must hand each its own buffer
+  from alloy.engine.realize import realize
+  x = rng.uniform(1, 2, (4, 5)).astype(np.float32)
+  a = Tensor(x).realize()
+  for _ in range(2):   # the second round runs from the schedule cache
+    p, q = a * 2, a + 3
+    realize([p, q])
+    r, s = a + 3, a * 2
+    realize([r, s])
+    for t, want in ((p, x * 2), (q, x + 3), (r, x + 3), (s, x * 2)): np.testing.assert_allclose(t.numpy(), want, rtol=1e-6)
+
+def test_signature_table_reset_only_misses(rng, monkeypatch):
+  from alloy.ir import node as node_module
+  from alloy.schedule import fusion
+  x = rng.uniform(1, 2, 8).astype(np.float32)
+  a = Tensor(x).realize()
+  np.testing.assert_allclose((a * 5 - 1).numpy(), x * 5 - 1, rtol=1e-6)
+  node_module._signatures.clear()   # as when it outgrows its bound: numbers go on from where they were
+  cached = len(fusion._schedules)
+  np.testing.assert_allclose((a * 7 + 2).numpy(), x * 7 + 2, rtol=1e-6)
+  assert len(fusion._schedules) == cached + 1
