@@ -367,6 +367,11 @@ class Tensor:
 
   # ---- elementwise
   def _binary(self, op: Op, other, reverse=False, name="op", out_dtype=None) -> "Tensor":
+    n = self.node
+    if n.dtype.kind == "f" and (type(other) is float or type(other) is int):
+      # float tensor (op) Python number, the commonest case: what _operands does for it, without the calls
+      c = Node(Op.CONST, (), float(other), n.dtype, n.shape)
+      return self._new(Node(op, (c, n) if reverse else (n, c), None, out_dtype or n.dtype, n.shape))
     a, b = self._operands(other, reverse, name)
     return a._ew(op, b, dtype=out_dtype)
   def add(self, o, alpha=1): return self._binary(Op.ADD, o if alpha == 1 else o * alpha, name="add")
