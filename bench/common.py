@@ -28,6 +28,20 @@ def new_kernel_seconds(small, device) -> float:
   finally: os.environ["ALLOY_CACHE"] = "1"
   return statistics.median(times)
 
+def tinygrad_for(device: str):
+  """(tinygrad's Tensor, a function that realizes what a thunk returns and waits) where tinygrad is installed and its
+  `device` starts here; else (None, why not), for a line under the table."""
+  try: import tinygrad
+  except ImportError: return None, "tinygrad: not installed, no column"
+  try:
+    from tinygrad import Device
+    tg_device = Device[device]
+  except Exception as e:   # its CPU device needs clang; CUDA needs libcuda and NVRTC where it looks for them
+    return None, f"tinygrad: installed, but its {device} device does not start here ({type(e).__name__}: {e}), no column"
+  def realized(thunk) -> None:
+    thunk().realize(); tg_device.synchronize()
+  return (tinygrad.Tensor, realized), None
+
 def print_table(rows: list[dict], columns: list[str], unit_of: dict, ours: str = "alloy") -> None:
   """rows: {'workload', 'unit', impl: figure}; prints each impl's figure and ours/theirs ratio."""
   others = [c for c in columns if c != ours]

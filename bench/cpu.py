@@ -9,7 +9,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
 import alloy
 from alloy import Tensor
-from common import median_time, new_kernel_seconds, print_table
+from common import median_time, new_kernel_seconds, print_table, tinygrad_for
 
 try:
   import torch
@@ -20,6 +20,11 @@ def run(big: bool = False):
   rng = np.random.default_rng(0)
   dev = alloy.get_device("CPU")
   rows = []
+  tinygrad, tinygrad_note = tinygrad_for("CPU")
+  if tinygrad:
+    TG, tg_realized = tinygrad
+    def tg_time(thunk): return median_time(lambda: tg_realized(thunk))
+    def tg(x): return TG(x, device="CPU").realize()
   def ours(fn):
     def go():
       fn().realize(); dev.synchronize()
@@ -34,11 +39,15 @@ def run(big: bool = False):
   if torch is not None:
     xa, xb, xc = (torch.from_numpy(x) for x in (a, b, c))
     row["torch"] = nbytes / median_time(lambda: xa * xb + xc) / 1e9
+  if tinygrad:
+    ga, gb, gc = tg(a), tg(b), tg(c)
+    row["tinygrad"] = nbytes / tg_time(lambda: ga * gb + gc) / 1e9
   rows.append(row)
   row = {"workload": "sum, 2^24 f32", "unit": "GB/s"}
   row["alloy"] = 4 * N / ours(lambda: ta.sum()) / 1e9
   row["numpy"] = 4 * N / median_time(lambda: a.sum()) / 1e9
   if torch is not None: row["torch"] = 4 * N / median_time(lambda: xa.sum()) / 1e9
+  if tinygrad: row["tinygrad"] = 4 * N / tg_time(lambda: ga.sum()) / 1e9
   rows.append(row)
   m = rng.uniform(0.5, 1.5, (4096, 4096)).astype(np.float32)
   tm = Tensor(m, device="CPU").realize()
@@ -47,6 +56,8 @@ def run(big: bool = False):
   row["numpy"] = m.nbytes / median_time(lambda: m.sum(1)) / 1e9
   if torch is not None:
     xm = torch.from_numpy(m); row["torch"] = m.nbytes / median_time(lambda: xm.sum(1)) / 1e9
+  if tinygrad:
+    gm = tg(m); row["tinygrad"] = m.nbytes / tg_time(lambda: gm.sum(1)) / 1e9
   rows.append(row)
   s = rng.uniform(-2, 2, (2048, 2048)).astype(np.float32)
   ts = Tensor(s, device="CPU").realize()
@@ -57,6 +68,8 @@ def run(big: bool = False):
   row["numpy"] = 2 * s.nbytes / median_time(np_softmax) / 1e9
   if torch is not None:
     xs = torch.from_numpy(s); row["torch"] = 2 * s.nbytes / median_time(lambda: xs.softmax(1)) / 1e9
+  if tinygrad:
+    gs = tg(s); row["tinygrad"] = 2 * s.nbytes / tg_time(lambda: gs.softmax(1)) / 1e9
   rows.append(row)
   for n in ([1024, 2048] if big else [1024]):
     x, y = rng.uniform(-1, 1, (n, n)).astype(np.float32), rng.uniform(-1, 1, (n, n)).astype(np.float32)
@@ -67,6 +80,8 @@ def run(big: bool = False):
     row["numpy"] = flops / median_time(lambda: x @ y) / 1e9
     if torch is not None:
       px, py = torch.from_numpy(x), torch.from_numpy(y); row["torch"] = flops / median_time(lambda: px @ py) / 1e9
+    if tinygrad:
+      gx, gy = tg(x), tg(y); row["tinygrad"] = flops / tg_time(lambda: gx @ gy) / 1e9
     rows.append(row)
   small = Tensor(rng.uniform(1, 2, 1024).astype(np.float32), device="CPU").realize()
   row = {"workload": "one realize, cached tiny kernel", "unit": "us"}
@@ -75,6 +90,8 @@ def run(big: bool = False):
   row["numpy"] = median_time(lambda: sn * 1.0001 + 1) * 1e6
   if torch is not None:
     xsn = torch.from_numpy(sn); row["torch"] = median_time(lambda: xsn * 1.0001 + 1) * 1e6
+  if tinygrad:
+    gsn = tg(sn); row["tinygrad"] = tg_time(lambda: gsn * 1.0001 + 1) * 1e6
   rows.append(row)
   rows.append({"workload": "first realize, new kernel + compile", "unit": "ms", "alloy": new_kernel_seconds(small, dev) * 1e3})
   e = rng.uniform(0.5, 2, (4, 3)).astype(np.float32)
@@ -84,10 +101,13 @@ def run(big: bool = False):
   row["numpy"] = median_time(lambda: np.pad(e.T, ((1, 1), (1, 1))).sum(1)) * 1e6
   if torch is not None:
     xe = torch.from_numpy(e); row["torch"] = median_time(lambda: torch.nn.functional.pad(xe.T, (1, 1, 1, 1)).sum(1)) * 1e6
+  if tinygrad:
+    ge = tg(e); row["tinygrad"] = tg_time(lambda: ge.T.pad(((1, 1), (1, 1))).sum(1)) * 1e6
   rows.append(row)
-  cols = ["alloy", "numpy"] + (["torch"] if torch is not None else [])
+  cols = ["alloy", "numpy"] + (["torch"] if torch is not None else []) + (["tinygrad"] if tinygrad else [])
   print(f"CPU benchmark on {dev.target}, {os.cpu_count()} cores; medians of 3 rounds")
   print_table(rows, cols, {})
+  if tinygrad_note: print(tinygrad_note)
 
 if __name__ == "__main__":
   run(big="--big" in sys.argv)

@@ -9,7 +9,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
 import alloy
 from alloy import Tensor
-from common import median_time, new_kernel_seconds, print_table
+from common import median_time, new_kernel_seconds, print_table, tinygrad_for
+from alloy.engine import realize as engine
 import torch
 
 def torch_time(fn) -> float:
@@ -27,58 +28,78 @@ def run():
   dev = alloy.get_device("CUDA")
   rng = np.random.default_rng(0)
   def ours(fn) -> float:
-    """Device time of the kernels fn launches (CUDA events through wait=True), median of 3."""
-    from alloy.engine import realize as eng
+    """Device time of the kernels fn launches (CUDA events: every launch waits while device_time_requests > 0), median of 3."""
     times = []
     def listener(ck, bufs, elapsed, t_submit): times.append(elapsed)
     fn().realize(); dev.synchronize()
     best = []
-    os.environ["DEBUG"] = "0"
-    for _ in range(3):
-      times.clear()
-      eng.launch_listeners.append(listener)
-      import alloy.engine.realize as r
-      old = r.DEBUG
-      r.DEBUG = 2
-      try:
-        import io, contextlib
-        with contextlib.redirect_stdout(io.StringIO()): fn().realize()
-      finally:
-        r.DEBUG = old
-        eng.launch_listeners.remove(listener)
-      best.append(sum(times))
+    engine.launch_listeners.append(listener)
+    engine.device_time_requests += 1
+    try:
+      for _ in range(3):
+        times.clear()
+        fn().realize()
+        best.append(sum(times))
+    finally:
+      engine.launch_listeners.remove(listener)
+      engine.device_time_requests -= 1
     return sorted(best)[1]
+  tinygrad, tinygrad_note = tinygrad_for("CUDA")
+  def tg(host: np.ndarray): return tinygrad[0](host, device="CUDA").realize()
+  def tg_figure(row: dict, work: float, thunk) -> None:
+    """tinygrad's figure for the same work: host clock around realize + synchronize (its launch cost included)."""
+    t = median_time(lambda: tinygrad[1](thunk))
+    row["tinygrad"] = work / t / 1e9 if row["unit"] == "GB/s" else t * 1e6
   rows = []
   N = 1 << 28
   x = torch.empty(N, device="cuda").uniform_(0.5, 1.5)
   y = torch.empty_like(x)
   copy_t = torch_time(lambda: y.copy_(x))
   rows.append({"workload": "device copy 2^28 f32 (ceiling)", "unit": "GB/s", "torch": 8 * N / copy_t / 1e9})
-  a, b, c = (Tensor(rng.uniform(0.5, 1.5, N).astype(np.float32), device="CUDA").realize() for _ in range(3))
-  xa, xb, xc = (torch.rand(N, device="cuda") + 0.5 for _ in range(3))
-  rows.append({"workload": "d = a*b + c, 2^28 f32", "unit": "GB/s", "alloy": 16 * N / ours(lambda: a * b + c) / 1e9,
-               "torch": 16 * N / torch_time(lambda: xa * xb + xc) / 1e9})
-  rows.append({"workload": "sum, 2^28 f32", "unit": "GB/s", "alloy": 4 * N / ours(lambda: a.sum()) / 1e9,
-               "torch": 4 * N / torch_time(lambda: xa.sum()) / 1e9})
-  m = Tensor(rng.uniform(0.5, 1.5, (16384, 16384)).astype(np.float32), device="CUDA").realize()
-  xm = torch.rand(16384, 16384, device="cuda")
-  rows.append({"workload": "row sums 16384x16384 f32", "unit": "GB/s", "alloy": 4 * 16384 ** 2 / ours(lambda: m.sum(1)) / 1e9,
-               "torch": 4 * 16384 ** 2 / torch_time(lambda: xm.sum(1)) / 1e9})
-  s = Tensor(rng.uniform(-2, 2, (8192, 8192)).astype(np.float32), device="CUDA").realize()
-  xs = torch.rand(8192, 8192, device="cuda")
-  rows.append({"workload": "softmax rows 8192x8192 f32", "unit": "GB/s", "alloy": 8 * 8192 ** 2 / ours(lambda: s.softmax(1)) / 1e9,
-               "torch": 8 * 8192 ** 2 / torch_time(lambda: xs.softmax(1)) / 1e9})
-  small = Tensor(rng.uniform(1, 2, 1024).astype(np.float32), device="CUDA").realize()
-  xsm = torch.rand(1024, device="cuda")
+  host = [rng.uniform(0.5, 1.5, N).astype(np.float32) for _ in range(3)]
+  a, b, c = (Tensor(h, device="CUDA").realize() for h in host)
+  xa, xb, xc = (torch.from_numpy(h).cuda() for h in host)
+  row = {"workload": "d = a*b + c, 2^28 f32", "unit": "GB/s", "alloy": 16 * N / ours(lambda: a * b + c) / 1e9,
+         "torch": 16 * N / torch_time(lambda: xa * xb + xc) / 1e9}
+  if tinygrad:
+    ga, gb, gc = (tg(h) for h in host)
+    tg_figure(row, 16 * N, lambda: ga * gb + gc)
+  rows.append(row)
+  row = {"workload": "sum, 2^28 f32", "unit": "GB/s", "alloy": 4 * N / ours(lambda: a.sum()) / 1e9,
+         "torch": 4 * N / torch_time(lambda: xa.sum()) / 1e9}
+  if tinygrad: tg_figure(row, 4 * N, lambda: ga.sum())
+  rows.append(row)
+  host = rng.uniform(0.5, 1.5, (16384, 16384)).astype(np.float32)
+  m, xm = Tensor(host, device="CUDA").realize(), torch.from_numpy(host).cuda()
+  row = {"workload": "row sums 16384x16384 f32", "unit": "GB/s", "alloy": 4 * 16384 ** 2 / ours(lambda: m.sum(1)) / 1e9,
+         "torch": 4 * 16384 ** 2 / torch_time(lambda: xm.sum(1)) / 1e9}
+  if tinygrad:
+    gm = tg(host); tg_figure(row, 4 * 16384 ** 2, lambda: gm.sum(1))
+  rows.append(row)
+  host = rng.uniform(-2, 2, (8192, 8192)).astype(np.float32)
+  s, xs = Tensor(host, device="CUDA").realize(), torch.from_numpy(host).cuda()
+  row = {"workload": "softmax rows 8192x8192 f32", "unit": "GB/s", "alloy": 8 * 8192 ** 2 / ours(lambda: s.softmax(1)) / 1e9,
+         "torch": 8 * 8192 ** 2 / torch_time(lambda: xs.softmax(1)) / 1e9}
+  if tinygrad:
+    gs = tg(host); tg_figure(row, 8 * 8192 ** 2, lambda: gs.softmax(1))
+  rows.append(row)
+  host = rng.uniform(1, 2, 1024).astype(np.float32)
+  small, xsm = Tensor(host, device="CUDA").realize(), torch.from_numpy(host).cuda()
   def realize_small():
     (small * 1.0001 + 1).realize(); dev.synchronize()
   def torch_small():
     xsm * 1.0001 + 1; torch.cuda.synchronize()
-  rows.append({"workload": "one realize, cached tiny kernel", "unit": "us", "alloy": median_time(realize_small) * 1e6,
-               "torch": median_time(torch_small) * 1e6})
+  row = {"workload": "one realize, cached tiny kernel", "unit": "us", "alloy": median_time(realize_small) * 1e6,
+         "torch": median_time(torch_small) * 1e6}
+  if tinygrad:
+    gsm = tg(host); tg_figure(row, 0, lambda: gsm * 1.0001 + 1)
+  rows.append(row)
   rows.append({"workload": "first realize, new kernel + compile", "unit": "ms", "alloy": new_kernel_seconds(small, dev) * 1e3})
   print(f"GPU benchmark on {dev.device_name} ({dev.target}); alloy device time from CUDA events")
-  print_table(rows, ["alloy", "torch"], {})
+  print_table(rows, ["alloy", "torch"] + (["tinygrad"] if tinygrad else []), {})
+  if tinygrad_note: print(tinygrad_note)
+  else: print("tinygrad: host clock around realize + synchronize, so its per-realize host time is in its figures "
+              "(alloy's and torch's bandwidth rows are device time)")
 
 if __name__ == "__main__":
   run()

@@ -17,7 +17,10 @@ from alloy.renderer.cuda import CUDARenderer
 from alloy.runtime.device import CompileError, Compiler, Device, DeviceOutOfMemory, LaunchList, LRUAllocator, Program, get_device
 
 _SUCCESS = driver.CUresult.CUDA_SUCCESS
-_tls = threading.local()    # the context current on this thread, as last set by us
+# what a launch returns when another library has made its own context current on this thread
+_CONTEXT_ERRORS = (driver.CUresult.CUDA_ERROR_INVALID_CONTEXT, driver.CUresult.CUDA_ERROR_INVALID_HANDLE)
+_tls = threading.local()    # the context current on this thread as last set by us: launches trust it, and on an
+                            # invalid-context error ask the driver and retry (see _CONTEXT_ERRORS)
 _RING_MASK = 127           # launches record events from a ring of 128; a reused event only waits longer, never less
 _NVRTC_SUCCESS = nvrtc.nvrtcResult.NVRTC_SUCCESS
 
@@ -352,6 +355,10 @@ class CUDAProgram(Program):
     except struct.error: blk.pack(buffers, scalars)
     if wait: driver.cuEventRecord(dev._t0, dev.stream)
     err, = driver.cuLaunchKernel(*self._launch_dims, dev.stream, blk.addr, 0)
+    if err in _CONTEXT_ERRORS:   # our context is no longer current: make it so and launch again
+      dev._activate()
+      if wait: driver.cuEventRecord(dev._t0, dev.stream)
+      err, = driver.cuLaunchKernel(*self._launch_dims, dev.stream, blk.addr, 0)
     if err != _SUCCESS: raise CUDAError(err, f"cuLaunchKernel({self.name}, grid={self._g3}, block={self._l3})")
     # remember which event completes the writes of the output buffers
     ev = dev._ring[dev._ring_i]
@@ -518,7 +525,7 @@ class CUDALaunchList(LaunchList):
 
   def __call__(self, buffers_per_launch=None, wait: bool = False) -> float | None:
     dev = self.device
-    if _tls.__dict__.get("ctx") is not dev.ctx: dev._activate()
+    dev._activate()
     if buffers_per_launch is not None:
       for i, buffers in enumerate(buffers_per_launch):
         if buffers is not None: self._rebind(i, buffers)
@@ -565,6 +572,7 @@ class CUDADevice(Device):
     if not 0 <= self.index < count: raise ValueError(f"{name}: no such CUDA device ({count} present)")
     self.cu_device = _check(driver.cuDeviceGet(self.index), "cuDeviceGet")
     self.ctx = _check(driver.cuDevicePrimaryCtxRetain(self.cu_device), "cuDevicePrimaryCtxRetain")
+    self._ctx_id = int(self.ctx)
     self._activate()
     A = driver.CUdevice_attribute
     attr = lambda a: _check(driver.cuDeviceGetAttribute(a, self.cu_device), "cuDeviceGetAttribute")
@@ -593,9 +601,11 @@ class CUDADevice(Device):
     self.program_class = CUDAProgram
 
   def _activate(self) -> None:
-    if _tls.__dict__.get("ctx") is not self.ctx:
+    """Make this device's context current on this thread. The driver is asked, not _tls: another library in the
+    process (tinygrad makes a context of its own) may have made its context current since we last set ours."""
+    if int(_check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")) != self._ctx_id:
       _check(driver.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
-      _tls.ctx = self.ctx
+    _tls.ctx = self.ctx
 
   def _mark_written(self, buffers) -> None:
     ev = self._ring[self._ring_i]

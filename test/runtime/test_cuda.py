@@ -104,7 +104,7 @@ def test_launch_list_encodes_once(monkeypatch, request, native):
     launched.append((func, (gx, gy, gz), (bx, by, bz), shared or 0, stream, *values))
     return 700 if func in fail else 0
   monkeypatch.setattr(rc, "driver", types.SimpleNamespace(cuLaunchKernel=lambda *args: (launch(*args) or rc._SUCCESS,), CUresult=int,
-                                                          cuCtxSetCurrent=lambda ctx: (rc._SUCCESS,),
+                                                          cuCtxSetCurrent=lambda ctx: (rc._SUCCESS,), cuCtxGetCurrent=lambda: (rc._SUCCESS, 0),
                                                           cuEventRecord=lambda ev, stream: recorded.append(ev) or (rc._SUCCESS,)))
   monkeypatch.setattr(rc, "_tls", threading.local())
   monkeypatch.setattr(rc, "NATIVE_LOOP", int(native))
@@ -115,7 +115,7 @@ def test_launch_list_encodes_once(monkeypatch, request, native):
     request.addfinalizer(rc.native_launch_loop.cache_clear)
     if rc.native_launch_loop()[0] is None: pytest.skip(f"no native launch loop: {rc.native_launch_loop()[1]}")
   dev = object.__new__(rc.CUDADevice)
-  dev.name, dev.ctx, dev.stream = "CUDA", object(), 99
+  dev.name, dev.ctx, dev._ctx_id, dev.stream = "CUDA", object(), 1, 99
   dev.limits = {"block": (1024, 1024, 64), "grid": (2**31 - 1, 65535, 65535), "shared_optin": 227 << 10}
   dev._ring, dev._ring_i, dev._writers = [f"event{i}" for i in range(rc._RING_MASK + 1)], 0, {}
   def program(name, func):   # what CUDAProgram.__init__ leaves, for a kernel (float* out, const float* a, int n)
@@ -393,3 +393,26 @@ def bench():
 
 if __name__ == "__main__":
   bench()
+
+@gpu
+def test_another_context_made_current(dev):
+  # another library (tinygrad does this) creates a context of its own and makes it current on our thread:
+  # uploads, launches, graphs, copyouts and synchronize must make ours current again, not fail or misuse handles
+  from alloy import Tensor
+  rng = np.random.default_rng()
+  a = rng.uniform(0.5, 2.0, 3000).astype(np.float32)
+  ta = Tensor(a, device="CUDA").realize()
+  (ta * 2 + 1).numpy()   # compiled and loaded while our context is current
+  driver = rc.driver
+  other = rc._check(driver.cuCtxCreate(None, 0, dev.cu_device), "cuCtxCreate")
+  try:
+    for step in ("upload", "launch", "download", "synchronize"):
+      rc._check(driver.cuCtxSetCurrent(other), "cuCtxSetCurrent")
+      if step == "upload": tb = Tensor(a * 3, device="CUDA").realize()
+      elif step == "launch": tc = (ta * 2 + 1).realize()
+      elif step == "download": np.testing.assert_allclose(tb.numpy(), a * 3, rtol=1e-6)
+      else: dev.synchronize()
+    np.testing.assert_allclose(tc.numpy(), a * 2 + 1, rtol=1e-6)
+  finally:
+    rc._check(driver.cuCtxSetCurrent(dev.ctx), "cuCtxSetCurrent")
+    driver.cuCtxDestroy(other)
