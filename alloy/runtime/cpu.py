@@ -8,7 +8,7 @@ A launch beyond the queue's argument limits (more than cpu_queue.MAX_ARGS pointe
 is called through ctypes on the caller's thread once everything queued has run.
 """
 from __future__ import annotations
-import atexit, collections, ctypes, functools, os, platform, shutil, subprocess, tempfile, time
+import atexit, collections, ctypes, functools, os, platform, shutil, subprocess, tempfile, threading, time
 import numpy as np
 from alloy.runtime.device import DeviceCaps
 from alloy.renderer.c import CRenderer
@@ -213,6 +213,8 @@ class CPUDevice(Device):
     self.last_writer: dict[int, int] = {}     # id(buffer) -> number of the last entry writing it
     self.freed_at: dict[int, int] = {}        # id(buffer) -> entries submitted when it was freed
     self.kept: collections.deque = collections.deque()   # (entry number, object an entry up to it may use)
+    # threads submit one at a time: the queue's staging area, its last inline time and `submitted` are shared
+    self.submitting = threading.Lock()
   @functools.cached_property
   def compiler(self) -> CPUCompiler: return CPUCompiler()
   @functools.cached_property
@@ -233,18 +235,23 @@ class CPUDevice(Device):
 
   def launch(self, fn: ctypes.c_void_p, buffers, scalars, written, wait: bool, here: bool) -> float | None:
     """Queue one call of kernel fn with pointers to buffers and int32 scalars, within the native limits."""
-    return self._submitted(self.queue.launch(fn, [_address(b) for b in buffers], scalars, here), written, wait)
+    pointers = [_address(b) for b in buffers]
+    with self.submitting:
+      seq = self.queue.launch(fn, pointers, scalars, here)
+      elapsed = self._submitted(seq, written)
+    return self.queue.wait(seq) if wait and seq else elapsed
   def submit(self, batch: tuple, written, wait: bool, here: bool) -> tuple[int, float | None]:
     """Queue a batch (see CPUQueue.submit). Returns its entry number (0: it ran on this thread) and, with wait or
     where it ran here, its seconds."""
-    seq = self.queue.submit(batch, here)
-    return seq, self._submitted(seq, written, wait)
-  def _submitted(self, seq: int, written, wait: bool) -> float | None:
-    q = self.queue
-    if not seq: return q.ran_here.value   # ran on this thread: complete
+    with self.submitting:
+      seq = self.queue.submit(batch, here)
+      elapsed = self._submitted(seq, written)
+    return seq, self.queue.wait(seq) if wait and seq else elapsed
+  def _submitted(self, seq: int, written) -> float | None:
+    if not seq: return self.queue.ran_here.value   # ran on this thread: complete
     self.submitted = seq
     for w in written: self.last_writer[id(w)] = seq
-    return q.wait(seq) if wait else None
+    return None
   def call_here(self, fn, args) -> float:
     """Run a call beyond the native queue's argument limits on this thread, after everything queued: seconds."""
     self.synchronize()

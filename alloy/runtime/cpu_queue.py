@@ -11,7 +11,8 @@ arguments are staged in memory the next launch reuses); an entry of several read
 runs, so the caller leaves them unchanged until then (CPUGraph copies before it rebinds). Entries are numbered
 1, 2, ... in submission order; the worker publishes the last finished number in `completed`, which Python reads
 from memory, and the seconds each entry ran, measured around its calls, in a ring indexed by number.
-One thread submits at a time (the engine's thread): the staging area and `submitted` are not shared.
+One thread submits at a time: the staging area and the last inline time are shared, so CPUDevice holds a lock
+around each submission.
 """
 from __future__ import annotations
 import ctypes

@@ -296,3 +296,51 @@ print("queued", dev.completed < dev.submitted)
   proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
   assert proc.returncode == 0, proc.stderr
   assert proc.stdout.split() == ["queued", "True", "at", "exit", "True"]   # exit ran the queue dry, then ended
+
+def test_several_submitting_threads(dev, k, rng):
+  # threads launch chains of dependent kernels at once, queued and inline: each chain must come out exact
+  import threading
+  starts = [rng.uniform(-1, 1, N).astype(np.float32) for _ in range(4)]
+  results, errors = {}, []
+  def chain(i):
+    try:
+      a, b = buf(dev, starts[i]), buf(dev, np.zeros(N, np.float32))
+      for j in range(200):
+        k.step([b, a] if j % 2 == 0 else [a, b], global_size=QUEUED if (i + j) % 3 else HERE)
+      dev.synchronize()
+      results[i] = read(dev, a)
+    except Exception as e: errors.append(e)
+  threads = [threading.Thread(target=chain, args=(i,)) for i in range(4)]
+  interval = sys.getswitchinterval()
+  sys.setswitchinterval(1e-6)   # hand the GIL over as often as Python allows
+  try:
+    for t in threads: t.start()
+    for t in threads: t.join()
+  finally: sys.setswitchinterval(interval)
+  assert not errors, errors
+  for i in range(4):
+    want = starts[i]
+    for _ in range(200): want = want * np.float32(0.5) + np.arange(N, dtype=np.float32)
+    np.testing.assert_array_equal(results[i], want)
+
+def test_tensor_work_from_several_threads(dev, rng):
+  # eager realizes on the CPU device from four threads at once: schedules, caches, buffers and the queue are shared
+  import threading
+  inputs = [rng.uniform(-1, 1, (64, 300)).astype(np.float32) for _ in range(4)]
+  results, errors = {}, []
+  def work(i):
+    try:
+      x = alloy.Tensor(inputs[i], device="CPU")
+      for j in range(30):
+        x = ((x * 0.9 + 0.1 * j).sin() - x.mean(1, keepdim=True) * 0.5).realize()   # stays within [-2, 2]
+      results[i] = x.numpy()
+    except Exception as e: errors.append(e)
+  threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+  for t in threads: t.start()
+  for t in threads: t.join()
+  assert not errors, errors
+  for i in range(4):
+    want = inputs[i].astype(np.float64)
+    for j in range(30): want = np.sin(want * 0.9 + 0.1 * j) - want.mean(1, keepdims=True) * 0.5
+    assert np.isfinite(want).all()
+    np.testing.assert_allclose(results[i], want, rtol=1e-4, atol=1e-4)
