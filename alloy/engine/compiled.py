@@ -4,7 +4,8 @@ Each stage is timed and cached on its input: the same AST lowers once per device
 the same source compiles once per machine (on disk), the same binary loads once per device.
 """
 from __future__ import annotations
-import time
+import os, time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from alloy.helpers import DEBUG
 from alloy.codegen.lower import lower
@@ -33,19 +34,48 @@ def emit_stage(stage: str, start: float, seconds: float, detail: str = "") -> No
 def compile_kernel(ast: KernelAST, device: Device) -> CompiledKernel:
   key = (device.name, ast.root, ast.n_buffers)
   if (hit := _compiled.get(key)) is not None: return hit
-  times = {}
+  prog, source, times = _lower_and_render(ast, device)
+  return _load(ast, device, prog, source, _compile(device, source, times, prog.meta.name), times)
+
+def compile_kernels(asts: list[KernelAST], device: Device) -> None:
+  """Compile the ASTs not compiled yet, their compiler runs side by side (NVRTC and the C compiler's processes
+  run outside the GIL): a schedule's first realize waits for its slowest kernel, not for the sum of them."""
+  fresh, seen = [], set()
+  for ast in asts:
+    key = (device.name, ast.root, ast.n_buffers)
+    if key not in _compiled and key not in seen: seen.add(key); fresh.append(ast)
+  if len(fresh) < 2:
+    for ast in fresh: compile_kernel(ast, device)
+    return
+  staged = [(ast, *_lower_and_render(ast, device)) for ast in fresh]
+  with ThreadPoolExecutor(min(len(staged), os.cpu_count() or 1)) as pool:
+    binaries = list(pool.map(lambda st: _compile(device, st[2], st[3], st[1].meta.name), staged))
+  for (ast, prog, source, times), binary in zip(staged, binaries): _load(ast, device, prog, source, binary, times)
+
+def _lower_and_render(ast: KernelAST, device: Device) -> tuple:
   t0 = time.perf_counter()
   prog = lower(ast, device.caps)
   t1 = time.perf_counter()
   source = device.renderer.render(prog)
   t2 = time.perf_counter()
-  binary = device.compiler.compile_cached(source)
-  t3 = time.perf_counter()
-  runner = device.load(prog.meta.name, binary)
-  t4 = time.perf_counter()
-  times.update(lower=t1 - t0, render=t2 - t1, compile=t3 - t2, load=t4 - t3)
+  times = {"lower": t1 - t0, "render": t2 - t1}
   if stage_listeners:
-    for stage, start in (("lower", t0), ("render", t1), ("compile", t2), ("load", t3)): emit_stage(stage, start, times[stage], prog.meta.name)
+    emit_stage("lower", t0, times["lower"], prog.meta.name)
+    emit_stage("render", t1, times["render"], prog.meta.name)
+  return prog, source, times
+
+def _compile(device: Device, source: str, times: dict, name: str) -> bytes:
+  t0 = time.perf_counter()
+  binary = device.compiler.compile_cached(source)
+  times["compile"] = time.perf_counter() - t0
+  if stage_listeners: emit_stage("compile", t0, times["compile"], name)
+  return binary
+
+def _load(ast: KernelAST, device: Device, prog: LinearProgram, source: str, binary: bytes, times: dict) -> CompiledKernel:
+  t0 = time.perf_counter()
+  runner = device.load(prog.meta.name, binary)
+  times["load"] = time.perf_counter() - t0
+  if stage_listeners: emit_stage("load", t0, times["load"], prog.meta.name)
   prog.meta.target = device.target
   ck = CompiledKernel(ast, prog, source, binary, runner, prog.meta, times)
   if DEBUG >= 3: print(f"--- kernel {prog.meta.name} AST\n{ast.describe()}\nopts: {prog.meta.opts}")
@@ -53,5 +83,5 @@ def compile_kernel(ast: KernelAST, device: Device) -> CompiledKernel:
   if DEBUG >= 4: print(f"--- kernel {prog.meta.name} source ({device.name}, {device.target})\n{source}")
   if DEBUG >= 6 and hasattr(device, "disassemble"):
     if (asm := device.disassemble(binary)): print(asm)
-  _compiled[key] = ck
+  _compiled[(device.name, ast.root, ast.n_buffers)] = ck
   return ck

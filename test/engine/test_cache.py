@@ -44,3 +44,37 @@ def test_same_graph_compiles_once(rng):
   n = len(compiled._compiled)
   for _ in range(3): (Tensor(rng.uniform(1, 2, (33, 7)).astype(np.float32)) * 3.25 + 1).realize()
   assert len(compiled._compiled) == n
+
+def test_new_kernels_of_one_schedule_compile_side_by_side(rng, monkeypatch):
+  # one realize with several never-seen kernels: their compiles overlap, each result is right, a failure surfaces
+  import threading, time
+  import numpy as np
+  import pytest
+  from alloy import Tensor
+  from alloy.engine.realize import realize
+  from alloy.runtime.device import get_device, default_device, CompileError
+  dev = get_device(default_device())
+  real, running, most = type(dev.compiler).compile, [0], [0]
+  lock = threading.Lock()
+  def slow_compile(self, source):
+    with lock: running[0] += 1; most[0] = max(most[0], running[0])
+    try:
+      time.sleep(0.05)   # long enough that overlapping compiles meet
+      return real(self, source)
+    finally:
+      with lock: running[0] -= 1
+  monkeypatch.setattr(type(dev.compiler), "compile", slow_compile)
+  monkeypatch.setenv("ALLOY_CACHE", "0")
+  x = rng.uniform(0.5, 1.5, (16, 24)).astype(np.float32)
+  t = Tensor(x).realize()
+  c = float(rng.uniform(2, 3))   # fresh constants: fresh sources
+  outs = [(t * (c + i)).sum(1) if i % 2 else (t - c * i).exp() for i in range(4)]
+  realize(outs)
+  for i, o in enumerate(outs):
+    want = (x * np.float32(c + i)).sum(1) if i % 2 else np.exp(x - np.float32(c * i))
+    np.testing.assert_allclose(o.numpy(), want, rtol=1e-5)
+  assert most[0] >= min(2, os.cpu_count() or 1)
+  def broken(self, source): raise CompileError("no compiler today", source)
+  monkeypatch.setattr(type(dev.compiler), "compile", broken)
+  with pytest.raises(CompileError, match="no compiler today"):
+    realize([(t * (c + 9)).exp(), (t + c).sum(0)])
