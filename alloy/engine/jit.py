@@ -4,7 +4,7 @@ A replay binds the new inputs' buffers (and output buffers, and fresh random key
 and submits them, in batches of growing size as device graphs where the device has a Graph class, else through
 the device's LaunchList (launch by launch, arguments encoded at capture); it schedules, lowers and compiles
 nothing. An output buffer is made anew unless the result a recent call returned in it has been dropped by
-everyone: then the call writes into it again (see _Results). What a replay may not change is checked: every Tensor argument
+everyone: then the call writes into it again (see engine/results.py). What a replay may not change is checked: every Tensor argument
 must have the shape, dtype, device and memory layout it had at capture, every other argument must be equal.
 
 Buffers a captured launch reads that are neither arguments nor made by the function (weights reached through
@@ -14,7 +14,7 @@ between calls as arguments.
 JIT=0 turns capture off, JIT=2 captures but replays launch by launch (no graphs).
 """
 from __future__ import annotations
-import functools, inspect, sys, time
+import functools, inspect, time
 from alloy.helpers import DEBUG, getenv
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
@@ -22,6 +22,7 @@ from alloy.runtime.buffer import Buffer
 from alloy.runtime.device import get_device
 from alloy.schedule.fusion import forget_realized
 from alloy.engine import realize as engine
+from alloy.engine.results import Results
 from alloy.tensor import Tensor, rng_key_listeners
 
 JIT = getenv("JIT", 1)
@@ -157,44 +158,6 @@ class _Slots:
       self.buffers.append(buf)
     return i
 
-# ---- results: a replay writes into the buffer of a dropped result again
-
-def _refcounts(objs: tuple) -> list[int]:
-  return [sys.getrefcount(o) for o in objs]
-
-_probe = object()
-_EXTRA_REFS = _refcounts((_probe,))[0] - 2   # what _refcounts itself adds: here only the module and the tuple hold _probe
-del _probe
-
-class _Results:
-  """The buffers recently made for one output of a replay, each with its BUFFER node and the VIEW nodes the returned
-  Tensors hold: entries (buffer, base node, view, ...). A call writes into an entry again, instead of making a new
-  buffer and nodes, once nothing outside this table holds any of its objects: their reference counts are down to
-  the table's own (the entry, the base node's hold on the buffer, the views' hold on the base). Whatever could still
-  read the old values (a held result, a lazy tensor built on it, another view of its buffer, a trace's buffer list)
-  holds one of these objects, so held results keep their values and writing into a dropped one cannot be seen.
-  The device runs launches in submission order, so work already queued that reads the old values runs first."""
-  KEEP = 2   # entries kept: `y = f(x)` in a loop still holds the last result while the next call runs
-
-  def __init__(self, size: int, dtype, device: str, layouts: list):
-    self.size, self.dtype, self.device, self.layouts = size, dtype, device, layouts
-    self.entries: list[tuple] = []
-    self.unheld = [2 + _EXTRA_REFS, 1 + len(layouts) + _EXTRA_REFS] + [1 + _EXTRA_REFS] * len(layouts)
-
-  def next(self) -> tuple:
-    """An entry to write this call's values into: a dropped one, else a new one."""
-    entries = self.entries
-    for k, entry in enumerate(entries):
-      if _refcounts(entry) == self.unheld:
-        if k != len(entries) - 1: entries.append(entries.pop(k))   # most recently used last
-        return entry
-    buf = Buffer(self.device, self.size, self.dtype)
-    base = Node(Op.BUFFER, (), buf, self.dtype, (self.size,))
-    entry = (buf, base, *[Node(Op.VIEW, (base,), st, dtype, shape) for st, dtype, shape in self.layouts])
-    entries.append(entry)
-    if len(entries) > self.KEEP: entries.pop(0)   # all held by the user: stop watching the oldest
-    return entry
-
 def _tensor(node: Node, device: str) -> Tensor:
   """A Tensor of a node whose device and dtype were checked at capture."""
   t = Tensor.__new__(Tensor)
@@ -232,7 +195,7 @@ class Replay:
     # outputs: a buffer made by a launch is written anew on every call, so results the user holds keep their values
     self.template = template
     self.outputs: list = []   # per returned Tensor: (output buffer, its view, argument, node): see _results
-    self.fresh: list = []     # (slot, _Results) per output buffer
+    self.fresh: list = []     # (slot, Results) per output buffer
     fresh_of: dict[int, int] = {}
     layouts_of: dict[int, list] = {}
     for t in outs:
@@ -248,7 +211,7 @@ class Replay:
         self.outputs.append((f, layouts.index(layout), None, n))
       elif id(buf) in first_with: self.outputs.append((None, None, first_with[id(buf)], n))
       else: self.outputs.append((None, None, None, n))   # a constant: returned as it was
-    self.fresh = [(s, _Results(*what, layouts_of[f])) for f, (s, what) in enumerate(self.fresh)]
+    self.fresh = [(s, Results(*what, layouts_of[f])) for f, (s, what) in enumerate(self.fresh)]
     # random keys: refreshed in the order they were made, so the numbers match those of the same calls without @jit
     self.rng = [(slots.index.get(id(key)), key.device, key.dtype) for key in cap.rng_keys]
     self.buffers = slots.buffers

@@ -1,6 +1,6 @@
 """Runs a schedule: allocate outputs, compile, load, launch; keeps per-kernel stage timings."""
 from __future__ import annotations
-import functools, math, time
+import collections, functools, math, threading, time
 from alloy.helpers import DEBUG, prod
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
@@ -9,6 +9,7 @@ from alloy.runtime.buffer import Buffer
 from alloy.runtime.device import get_device
 from alloy.schedule.fusion import schedule, realized, set_realized, _is_buffer_view
 from alloy.engine.compiled import compile_kernel, compile_kernels, emit_stage, stage_listeners
+from alloy.engine.results import Results
 
 # launch hooks (the jit's capture and the trace recorder listen here): listener(ck, buffers, elapsed, t_submit)
 launch_listeners: list = []
@@ -27,6 +28,27 @@ def buffer_view(buf: Buffer, shape) -> Node:
 @functools.lru_cache(maxsize=4096)
 def _contiguous_tracker(size: int, shape: tuple) -> ShapeTracker: return ShapeTracker.contiguous((size,)).reshape(shape)
 
+# Small results of eager realizes by (device, dtype, shape): a dropped one's buffer and nodes are written again
+# (see results.py). Only small ones, where making a buffer and its nodes costs more than the kernel, and only so
+# many shapes: at most 2 x EAGER_REUSE_SHAPES x EAGER_REUSE_MAX_BYTES stay allocated for reuse.
+_eager_results: collections.OrderedDict = collections.OrderedDict()
+EAGER_REUSE_MAX_BYTES, EAGER_REUSE_SHAPES = 1 << 16, 256
+_reuse_lock = threading.Lock()
+
+def _output(device_name: str, node: Node) -> tuple[Buffer, Node]:
+  """A buffer for node's value and the view of it that becomes node's value."""
+  size = math.prod(node.shape)
+  if size * node.dtype.itemsize > EAGER_REUSE_MAX_BYTES:
+    out = Buffer(device_name, size, node.dtype)
+    return out, buffer_view(out, node.shape)
+  key = (device_name, node.dtype, node.shape)
+  if (results := _eager_results.get(key)) is None:
+    layout = (_contiguous_tracker(size, node.shape), node.dtype, node.shape)
+    results = _eager_results[key] = Results(size, node.dtype, device_name, [layout])
+    if len(_eager_results) > EAGER_REUSE_SHAPES: _eager_results.popitem(last=False)
+  with _reuse_lock: out, _, view = results.next()   # held here before another thread can see the entry unheld
+  return out, view
+
 def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
   global kernels_launched
   t0 = time.perf_counter()
@@ -40,7 +62,7 @@ def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
   timed = bool(stage_listeners or launch_listeners)   # the host clock is read only for someone who listens
   wait = DEBUG >= 2 or device_time_requests > 0
   for node, ast, inputs in items:
-    out = Buffer(device.name, math.prod(node.shape), node.dtype)
+    out, view = _output(device.name, node)
     made[id(node)] = out
     bufs = [out]
     for inp in inputs[1:]:
@@ -61,7 +83,7 @@ def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
       gflops = m.flops / elapsed / 1e9 if elapsed else 0
       print(f"  {m.name:28s} global={m.global_size} local={m.local_size} {elapsed*1e6:9.1f} us "
             f"{gbs:7.2f} GB/s {gflops:7.2f} GFLOP/s  (compile {ck.stage_seconds['compile']*1e3:.1f} ms)")
-    set_realized(node, buffer_view(out, node.shape))
+    set_realized(node, view)
   return made
 
 def _peel_reshape(n: Node) -> Node:

@@ -5,7 +5,8 @@ import alloy
 from alloy import Tensor
 
 def test_dropped_results_free_their_buffers(device, rng):
-  x = Tensor(rng.uniform(1, 2, 256).astype(np.float32), device=device)
+  # a result larger than what eager realizes keep for reuse (engine/realize.py EAGER_REUSE_MAX_BYTES)
+  x = Tensor(rng.uniform(1, 2, 1 << 15).astype(np.float32), device=device)
   y = (x * 2 + 1).realize()
   buf = weakref.ref(y.node.src[0].arg)
   np.testing.assert_allclose(y.numpy(), x.numpy() * 2 + 1)
@@ -21,3 +22,54 @@ def test_repeated_work_reuses_buffers(device, rng):
   cached = dev.allocator.cached_bytes
   for _ in range(5): (x * 3).realize(); dev.synchronize()
   assert dev.allocator.cached_bytes == cached   # the same freed buffer is handed out again each time
+
+def test_dropped_small_result_is_written_again(device, rng):
+  # a small result nobody holds any more gives its buffer to the next equal-shaped result; a held one, or one a
+  # lazy tensor still reads, keeps its values
+  xs = rng.uniform(1, 2, 256).astype(np.float32)
+  x = Tensor(xs, device=device)
+  y = (x * 2 + 1).realize()
+  first = weakref.ref(y.node.src[0].arg)   # (a strong reference would count as holding it)
+  del y
+  z = (x * 3 + 1).realize()
+  assert z.node.src[0].arg is first()
+  np.testing.assert_allclose(z.numpy(), xs * 3 + 1, rtol=1e-6)
+  held = (x * 4 + 1).realize()            # z is held: a buffer of its own
+  assert held.node.src[0].arg is not first()
+  lazy = z * 10                           # z dropped, but a lazy tensor still reads its buffer
+  del z
+  w = (x * 5 + 1).realize()
+  assert w.node.src[0].arg is not first()
+  for t, want in ((lazy, (xs * 3 + 1) * 10), (held, xs * 4 + 1), (w, xs * 5 + 1)):
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-6)
+  same = (x * 2 + 1)                      # the node of a value computed before and still held elsewhere
+  keep = same.realize()
+  del same
+  other = (x * 2 + 1).realize()           # one node: the value is shared, not recomputed into a reused buffer
+  np.testing.assert_allclose(other.numpy(), xs * 2 + 1, rtol=1e-6)
+  np.testing.assert_allclose(keep.numpy(), xs * 2 + 1, rtol=1e-6)
+
+def test_reused_buffers_never_overwrite_live_values(device, rng):
+  # random realizes, lazy tensors built on earlier results, drops and reads: every tensor still alive keeps its value
+  import random
+  pick = random.Random(int(rng.integers(1 << 30)))
+  xs = rng.uniform(-1, 1, (8, 8)).astype(np.float32)
+  x = Tensor(xs, device=device).realize()
+  live = []
+  for _ in range(200):
+    r = pick.random()
+    if r < 0.4 or not live:
+      c = pick.randint(1, 50)
+      t = x * c + 1
+      live.append((t.realize() if pick.random() < 0.5 else t, xs.astype(np.float64) * c + 1))
+    elif r < 0.7:
+      t, v = pick.choice(live)
+      c = pick.randint(1, 9)
+      u = t * c - 2
+      live.append((u.realize() if pick.random() < 0.5 else u, v * c - 2))
+    elif r < 0.9: live.pop(pick.randrange(len(live)))
+    else:
+      t, v = pick.choice(live)
+      np.testing.assert_allclose(t.numpy(), v, rtol=1e-5, atol=1e-4)
+    if pick.random() < 0.05: gc.collect()
+  for t, v in live: np.testing.assert_allclose(t.numpy(), v, rtol=1e-5, atol=1e-4)
