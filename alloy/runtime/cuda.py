@@ -347,26 +347,27 @@ class CUDAProgram(Program):
                shared: int = 0) -> float | None:
     dev = self.device
     if _tls.__dict__.get("ctx") is not dev.ctx: dev._activate()
-    if global_size != self._gs or local_size != self._ls or shared != self._shared: self._set_dims(global_size, local_size, shared)
-    blk = self._blk
-    if blk.nbuf != len(buffers) or blk.nscal != len(scalars):
-      blk = self._blk = self._blocks.get((len(buffers), len(scalars))) or self._block(len(buffers), len(scalars))
-    try: blk.pack_into(blk.storage, 0, *buffers, *scalars)
-    except struct.error: blk.pack(buffers, scalars)
-    if wait: driver.cuEventRecord(dev._t0, dev.stream)
-    err, = driver.cuLaunchKernel(*self._launch_dims, dev.stream, blk.addr, 0)
-    if err in _CONTEXT_ERRORS:   # our context is no longer current: make it so and launch again
-      dev._activate()
+    with dev.submitting:   # threads take turns: the parameter block, the launch shape and the event ring are shared
+      if global_size != self._gs or local_size != self._ls or shared != self._shared: self._set_dims(global_size, local_size, shared)
+      blk = self._blk
+      if blk.nbuf != len(buffers) or blk.nscal != len(scalars):
+        blk = self._blk = self._blocks.get((len(buffers), len(scalars))) or self._block(len(buffers), len(scalars))
+      try: blk.pack_into(blk.storage, 0, *buffers, *scalars)
+      except struct.error: blk.pack(buffers, scalars)
       if wait: driver.cuEventRecord(dev._t0, dev.stream)
       err, = driver.cuLaunchKernel(*self._launch_dims, dev.stream, blk.addr, 0)
-    if err != _SUCCESS: raise CUDAError(err, f"cuLaunchKernel({self.name}, grid={self._g3}, block={self._l3})")
-    # remember which event completes the writes of the output buffers
-    ev = dev._ring[dev._ring_i]
-    dev._ring_i = (dev._ring_i + 1) & _RING_MASK
-    driver.cuEventRecord(ev, dev.stream)
-    writers = dev._writers
-    for b in (buffers[:outs] if outs != 1 else (buffers[0],) if buffers else ()): writers[b if type(b) is int else int(b)] = ev
-    if wait: return dev._elapsed_since_t0()
+      if err in _CONTEXT_ERRORS:   # our context is no longer current: make it so and launch again
+        dev._activate()
+        if wait: driver.cuEventRecord(dev._t0, dev.stream)
+        err, = driver.cuLaunchKernel(*self._launch_dims, dev.stream, blk.addr, 0)
+      if err != _SUCCESS: raise CUDAError(err, f"cuLaunchKernel({self.name}, grid={self._g3}, block={self._l3})")
+      # remember which event completes the writes of the output buffers
+      ev = dev._ring[dev._ring_i]
+      dev._ring_i = (dev._ring_i + 1) & _RING_MASK
+      driver.cuEventRecord(ev, dev.stream)
+      writers = dev._writers
+      for b in (buffers[:outs] if outs != 1 else (buffers[0],) if buffers else ()): writers[b if type(b) is int else int(b)] = ev
+      if wait: return dev._elapsed_since_t0()
     return None
 
 # ---------------------------------------------------------------------------------------------------
@@ -594,6 +595,7 @@ class CUDADevice(Device):
     self._ring = [_check(driver.cuEventCreate(no_timing), "cuEventCreate") for _ in range(_RING_MASK + 1)]
     self._ring_i = 0
     self._writers: dict[int, object] = {}   # buffer -> event recorded after the last work that writes it
+    self.submitting = threading.Lock()      # held around one launch's encoding (see CUDAProgram.__call__)
     self._t0 = _check(driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
     self._t1 = _check(driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
     self.compiler = CUDACompiler(self.target)

@@ -73,3 +73,25 @@ def test_reused_buffers_never_overwrite_live_values(device, rng):
       np.testing.assert_allclose(t.numpy(), v, rtol=1e-5, atol=1e-4)
     if pick.random() < 0.05: gc.collect()
   for t, v in live: np.testing.assert_allclose(t.numpy(), v, rtol=1e-5, atol=1e-4)
+
+def test_tensor_work_from_several_threads(device, rng):
+  # eager realizes from four threads at once: schedules, caches, reused result buffers and the device are shared
+  import threading
+  inputs = [rng.uniform(-1, 1, (32, 300)).astype(np.float32) for _ in range(4)]   # small: results are reused
+  results, errors = {}, []
+  def work(i):
+    try:
+      x = Tensor(inputs[i], device=device)
+      for j in range(30):
+        x = ((x * 0.9 + 0.1 * j).sin() - x.mean(1, keepdim=True) * 0.5).realize()   # stays within [-2, 2]
+      results[i] = x.numpy()
+    except Exception as e: errors.append(e)
+  threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+  for t in threads: t.start()
+  for t in threads: t.join()
+  assert not errors, errors
+  for i in range(4):
+    want = inputs[i].astype(np.float64)
+    for j in range(30): want = np.sin(want * 0.9 + 0.1 * j) - want.mean(1, keepdims=True) * 0.5
+    assert np.isfinite(want).all()
+    np.testing.assert_allclose(results[i], want, rtol=1e-4, atol=1e-4)

@@ -322,25 +322,3 @@ def test_several_submitting_threads(dev, k, rng):
     want = starts[i]
     for _ in range(200): want = want * np.float32(0.5) + np.arange(N, dtype=np.float32)
     np.testing.assert_array_equal(results[i], want)
-
-def test_tensor_work_from_several_threads(dev, rng):
-  # eager realizes on the CPU device from four threads at once: schedules, caches, buffers and the queue are shared
-  import threading
-  inputs = [rng.uniform(-1, 1, (64, 300)).astype(np.float32) for _ in range(4)]
-  results, errors = {}, []
-  def work(i):
-    try:
-      x = alloy.Tensor(inputs[i], device="CPU")
-      for j in range(30):
-        x = ((x * 0.9 + 0.1 * j).sin() - x.mean(1, keepdim=True) * 0.5).realize()   # stays within [-2, 2]
-      results[i] = x.numpy()
-    except Exception as e: errors.append(e)
-  threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-  for t in threads: t.start()
-  for t in threads: t.join()
-  assert not errors, errors
-  for i in range(4):
-    want = inputs[i].astype(np.float64)
-    for j in range(30): want = np.sin(want * 0.9 + 0.1 * j) - want.mean(1, keepdims=True) * 0.5
-    assert np.isfinite(want).all()
-    np.testing.assert_allclose(results[i], want, rtol=1e-4, atol=1e-4)
