@@ -1,5 +1,5 @@
 """alloy: a small tensor compiler. Lazy Tensors, fused kernels, generated source, three devices."""
-from alloy.tensor import Tensor, cat, stack
+from alloy.tensor import Tensor, cat, stack, where
 from alloy.dtype import (DType, bool_ as bool, int8, uint8, int16, int32, int64, float16, bfloat16, float32, float64,
                          promote_types)
 from alloy.runtime.device import CompileError, default_device, get_device
@@ -17,7 +17,6 @@ def full_like(t, v, **kw): return t.full_like(v, **kw)
 def empty_like(t, **kw): return t.empty_like(**kw)
 def rand_like(t, **kw): return t.rand_like(**kw)
 def randn_like(t, **kw): return t.randn_like(**kw)
-def where(cond, x, y): return cond.where(x, y)
 def maximum(a, b): return a.maximum(b)
 def minimum(a, b): return a.minimum(b)
 def matmul(a, b): return a.matmul(b)

@@ -10,7 +10,7 @@ def _is_advanced(x) -> bool:
   return isinstance(x, (Tensor, list, np.ndarray))
 
 def getitem(t, idx):
-  from alloy.tensor import Tensor, broadcast_shape
+  from alloy.tensor import Tensor, broadcast_shape, where
   if not isinstance(idx, tuple): idx = (idx,)
   for i in idx:
     if not (i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice)) or _is_advanced(i)):
@@ -74,7 +74,7 @@ def getitem(t, idx):
       bad = vals[(vals < -size) | (vals >= size)].flat[0]
       raise IndexError(f"index {bad} is out of bounds for dimension {d} with size {size}")
     it = it.cast(dt.int32)
-    idx_tensors.append((it < 0).where(it + size, it))
+    idx_tensors.append(where(it < 0, it + size, it))
   b_shape = broadcast_shape(*[i.shape for i in idx_tensors])
   idx_tensors = [i._broadcast_to(b_shape) for i in idx_tensors]
   rest = [s for k, s in enumerate(x.shape) if k not in adv_pos]

@@ -132,7 +132,7 @@ class Tensor:
     half = steps // 2
     lo = start + idx * step
     hi = end - (steps - 1 - idx) * step
-    return (idx < half).where(lo, hi).cast(d)
+    return where(idx < half, lo, hi).cast(d)
   @staticmethod
   def eye(n, m=None, dtype=None, device=None) -> "Tensor":
     m = n if m is None else m
@@ -316,10 +316,11 @@ class Tensor:
     t = self._view("pad", pw)
     if value == 0: return t
     inside = Tensor.ones(*self.shape, dtype=dt.bool_, device=self.device)._view("pad", pw)
-    return inside.where(t, value)
+    return where(inside, t, value)
   def shrink(self, arg) -> "Tensor": return self._view("shrink", tuple(arg))
-  def flip(self, dims) -> "Tensor":
-    dims = {_norm_axis(d, self.ndim) for d in (dims if isinstance(dims, (tuple, list)) else (dims,))}
+  def flip(self, *dims) -> "Tensor":
+    """flip(0, 1) or flip((0, 1)), as PyTorch takes either."""
+    dims = {_norm_axis(d, self.ndim) for d in (dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims)}
     return self._view("stride", tuple(-1 if i in dims else 1 for i in range(self.ndim)))
   def repeat(self, *sizes) -> "Tensor":
     sizes = _shape_arg(sizes)
@@ -387,7 +388,7 @@ class Tensor:
   def _trunc_div(self, o):
     a, b = self._operands(o, op_name="div")
     q = a.floor_divide(b)
-    return ((q * b != a) & ((a < 0) ^ (b < 0))).where(q + 1, q)
+    return where((q * b != a) & ((a < 0) ^ (b < 0)), q + 1, q)
   def floor_divide(self, o, reverse=False):
     a, b = self._operands(o, reverse, "floor_divide")
     if a.dtype.is_bool: raise TypeError("floor_divide is not defined for bool tensors")
@@ -455,18 +456,9 @@ class Tensor:
   def ge(self, o): return self.__ge__(o)
   __hash__ = object.__hash__
 
-  def where(self, x, y) -> "Tensor":
-    """self is the condition: x where true, y elsewhere."""
-    cond = self if self.dtype.is_bool else self.cast(dt.bool_)
-    tensors = [t for t in (x, y) if isinstance(t, Tensor)]
-    scalars = [s for s in (x, y) if not isinstance(s, Tensor)]
-    for t in tensors:
-      if t.device != self.device: raise ValueError(f"where: expected all tensors on {self.device}, got {t.device}")
-    d = dt.result_type([t.dtype for t in tensors], scalars)
-    xs = [t.cast(d) if isinstance(t, Tensor) else cond._const(t, d) for t in (x, y)]
-    shape = broadcast_shape(cond.shape, xs[0].shape, xs[1].shape)
-    c, a, b = cond._broadcast_to(shape), xs[0]._broadcast_to(shape), xs[1]._broadcast_to(shape)
-    return c._ew(Op.WHERE, a, b, dtype=d)
+  def where(self, condition, other) -> "Tensor":
+    """PyTorch's Tensor.where: self where condition holds, other elsewhere (see where(condition, x, y))."""
+    return where(condition, self, other)
   def clamp(self, min=None, max=None):
     if min is None and max is None: raise ValueError("clamp: at least one of min and max must be given")
     t = self
@@ -496,7 +488,7 @@ class Tensor:
   def sigmoid(self):
     t = self if self.dtype.is_float else self.cast(dt.default_float)
     return (1 + (-t).exp()).reciprocal()
-  def relu(self): return (self > 0).where(self, 0)
+  def relu(self): return where(self > 0, self, 0)
   def gelu(self, approximate="none"):
     t = self if self.dtype.is_float else self.cast(dt.default_float)
     if approximate == "tanh": return 0.5 * t * (1 + (math.sqrt(2 / math.pi) * (t + 0.044715 * t * t * t)).tanh())
@@ -565,7 +557,7 @@ class Tensor:
     n = self.shape[a]
     idx = _index_tensor(n, self.device).reshape(tuple(n if i == a else 1 for i in range(self.ndim)))
     hit = (self == m) | (self != self)   # a NaN wins, as in torch
-    return hit.where(idx, n).amin(a, keepdim).cast(dt.int64)
+    return where(hit, idx, n).amin(a, keepdim).cast(dt.int64)
   def argmax(self, dim=None, keepdim=False): return self._arg_extreme(dim, keepdim, True)
   def argmin(self, dim=None, keepdim=False): return self._arg_extreme(dim, keepdim, False)
   def any(self, dim=None, keepdim=False): return self.cast(dt.bool_)._reduce(Op.MAX, dim, keepdim)
@@ -580,7 +572,7 @@ class Tensor:
   def logsumexp(self, dim=None, keepdim=False):
     t = self if self.dtype.is_float else self.cast(dt.default_float)
     m = t.amax(dim, keepdim=True)
-    m = (m.abs() == float("inf")).where(0, m)   # keep exp finite when a row is all +-inf
+    m = where(m.abs() == float("inf"), 0, m)   # keep exp finite when a row is all +-inf
     out = (t - m).exp().sum(dim, keepdim=True).log() + m
     return out if keepdim else out.squeeze(t._axes(dim)) if t.ndim else out
   def softmax(self, dim=-1, dtype=None):
@@ -705,6 +697,20 @@ def _threefry2x32(x0: Tensor, x1: Tensor, k0: Tensor, k1: Tensor):
     x1 = x1 + ks[(i + 2) % 3] + (i + 1)
   return x0, x1
 
+def where(condition: Tensor, x, y) -> Tensor:
+  """x where condition holds, y elsewhere (torch.where); x and y may be Python numbers."""
+  if not isinstance(condition, Tensor): raise TypeError(f"where: the condition must be a Tensor, got {type(condition).__name__}")
+  cond = condition if condition.dtype.is_bool else condition.cast(dt.bool_)
+  tensors = [t for t in (x, y) if isinstance(t, Tensor)]
+  scalars = [s for s in (x, y) if not isinstance(s, Tensor)]
+  for t in tensors:
+    if t.device != cond.device: raise ValueError(f"where: expected all tensors on {cond.device}, got {t.device}")
+  d = dt.result_type([t.dtype for t in tensors], scalars)
+  xs = [t.cast(d) if isinstance(t, Tensor) else cond._const(t, d) for t in (x, y)]
+  shape = broadcast_shape(cond.shape, xs[0].shape, xs[1].shape)
+  c, a, b = cond._broadcast_to(shape), xs[0]._broadcast_to(shape), xs[1]._broadcast_to(shape)
+  return c._ew(Op.WHERE, a, b, dtype=d)
+
 def cat(tensors: Sequence[Tensor], dim=0) -> Tensor:
   tensors = list(tensors)
   if not tensors: raise ValueError("cat: expected a non-empty list of tensors")
@@ -723,7 +729,7 @@ def cat(tensors: Sequence[Tensor], dim=0) -> Tensor:
     part = t.cast(out_dtype).pad(widths)
     # select, not add: adding the zero padding would turn -0.0 into +0.0
     inside = Tensor.ones(*t.shape, dtype=dt.bool_, device=t.device).pad(widths)
-    out = part if out is None else inside.where(part, out)
+    out = part if out is None else where(inside, part, out)
     start += n
   return out
 

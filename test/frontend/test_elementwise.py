@@ -83,7 +83,7 @@ def test_comparisons_where(device, rng):
   ta, tb = Tensor(a, device=device), Tensor(b, device=device)
   for f in (lambda x, y: x < y, lambda x, y: x <= y, lambda x, y: x > y, lambda x, y: x >= y, lambda x, y: x == y, lambda x, y: x != y):
     np.testing.assert_array_equal(f(ta, tb).numpy(), f(a, b))
-  np.testing.assert_array_equal((ta < tb).where(ta, tb).numpy(), np.where(a < b, a, b))
+  np.testing.assert_array_equal(ta.where(ta < tb, tb).numpy(), np.where(a < b, a, b))   # PyTorch: self where condition
   np.testing.assert_array_equal(alloy.where(ta > 0, ta, 0.0).numpy(), np.where(a > 0, a, 0))
   assert_close(ta.clamp(-0.5, 0.5).numpy(), np.clip(a, -0.5, 0.5))
   np.testing.assert_array_equal(((ta > 0) & (tb > 0)).numpy(), (a > 0) & (b > 0))

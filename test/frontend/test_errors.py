@@ -51,3 +51,8 @@ def test_compile_error_carries_source_and_message():
   with pytest.raises(CompileError) as e:
     CPUCompiler().compile("void k(float* a) { a[0] = undefined_name; }")
   assert "undefined_name" in e.value.message and "void k" in e.value.source
+
+def test_where_condition_error():
+  x = Tensor(np.ones(3, np.float32))
+  with pytest.raises(TypeError, match="where: the condition must be a Tensor, got bool"): x.where(True, 0.0)
+  with pytest.raises(TypeError, match="where: the condition must be a Tensor, got ndarray"): alloy.where(np.ones(3, bool), x, 0.0)

@@ -1,0 +1,94 @@
+"""The same calls through alloy and PyTorch (where it is installed): values, dtypes and shapes must agree.
+
+alloy promises PyTorch's names and semantics, so each case is one function applied to alloy Tensors and to
+torch tensors made from the same random non-zero data: type promotion with weak Python scalars, integer
+division and remainder signs, `var`'s correction, `max(dim)`'s (values, indices), `repeat`, `split`, `chunk`...
+"""
+import numpy as np, pytest
+import alloy
+from alloy import Tensor
+from conftest import rand_np, supported
+
+torch = pytest.importorskip("torch")
+
+def _f(x, name):
+  """alloy's method, or torch.nn.functional's function where torch has no method of that name."""
+  return getattr(Tensor if isinstance(x, Tensor) else torch.nn.functional, name)
+
+def _run(device, fn, arrays):
+  ours = fn(*[Tensor(a, device=device) for a in arrays])
+  theirs = fn(*[torch.from_numpy(np.ascontiguousarray(a)) for a in arrays])
+  return ours, theirs
+
+def _compare(name, ours, theirs, atol, rtol):
+  if isinstance(theirs, (tuple, list)):
+    assert isinstance(ours, (tuple, list)) and len(ours) == len(theirs), f"{name}: {len(theirs)} results expected"
+    for o, t in zip(ours, theirs): _compare(name, o, t, atol, rtol)
+    return
+  want = theirs.numpy()
+  got = ours.numpy()
+  assert tuple(ours.shape) == tuple(theirs.shape), f"{name}: shape {tuple(ours.shape)}, torch {tuple(theirs.shape)}"
+  assert ours.dtype.name == str(theirs.dtype).removeprefix("torch."), f"{name}: dtype {ours.dtype.name}, torch {theirs.dtype}"
+  if want.dtype.kind in "biu": np.testing.assert_array_equal(got, want, err_msg=name)
+  else: np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), atol=atol, rtol=rtol, equal_nan=True, err_msg=name)
+
+FLOAT_CASES = {
+  "softmax": lambda x: x.softmax(1), "log_softmax": lambda x: x.log_softmax(-1), "logsumexp": lambda x: x.logsumexp(0),
+  "var": lambda x: x.var(1), "var_keepdim": lambda x: x.var(0, keepdim=True), "std_all": lambda x: x.std(),
+  "mean_dims": lambda x: x.mean((0, 1)), "sum_keepdim": lambda x: x.sum(1, keepdim=True), "prod": lambda x: x.prod(0),
+  "max_dim": lambda x: tuple(x.max(1)), "min_dim": lambda x: tuple(x.min(0, keepdim=True)), "amax": lambda x: x.amax(1),
+  "argmax": lambda x: x.argmax(1), "argmin_all": lambda x: x.argmin(), "cumsum": lambda x: x.cumsum(1),
+  "gelu": lambda x: _f(x, "gelu")(x), "gelu_tanh": lambda x: _f(x, "gelu")(x, approximate="tanh"), "silu": lambda x: _f(x, "silu")(x), "sigmoid": lambda x: x.sigmoid(), "erf": lambda x: x.erf(),
+  "clamp": lambda x: x.clamp(-0.5, 0.7), "clamp_min": lambda x: x.clamp(min=0.1), "sign": lambda x: x.sign(),
+  "round_half_even": lambda x: (x * 4).round() / 4 + (x * 2 + 0.5).round(), "floor_div": lambda x: x // 0.7,
+  "remainder": lambda x: x % -0.7, "pow_scalar": lambda x: x.abs() ** 1.5, "rpow": lambda x: 2 ** x,
+  "where": lambda x: x.where(x > 0, x * 3), "where_scalar": lambda x: (x * 2).where(x < 0.5, 0.0), "any_all": lambda x: ((x > 1.5).any(1), (x > -3).all()),
+  "scalar_int_weak": lambda x: x * 3 + 1, "compare_dtype": lambda x: x >= 0.25,
+  "matmul": lambda x: x @ x.T, "batched_matmul": lambda x: x.reshape(2, 3, 4) @ x.reshape(2, 4, 3),
+  "repeat": lambda x: x.repeat(2, 1, 3), "split": lambda x: tuple(x.split(2, 1)), "split_sizes": lambda x: tuple(x.split([1, 3], 1)),
+  "chunk": lambda x: tuple(x.chunk(3, 0)), "flip": lambda x: x.flip(0, 1), "transpose": lambda x: x.transpose(0, 1) * 2,
+  "expand": lambda x: x[:, :1].expand(6, 5), "squeeze": lambda x: x[None, :, None, 1:3].squeeze(), "flatten": lambda x: x.flatten(),
+  "unsqueeze": lambda x: x.unsqueeze(-1) + x.unsqueeze(0)[..., None][:1, :, :1], "getitem": lambda x: x[1:5:2, [0, 3, 3]],
+  "getitem_neg": lambda x: x[-1, -3:],
+}
+
+@pytest.mark.parametrize("name", sorted(FLOAT_CASES))
+def test_float_cases_match_torch(device, rng, name):
+  x = rand_np(rng, (6, 4), "float32")
+  ours, theirs = _run(device, FLOAT_CASES[name], [x])
+  _compare(name, ours, theirs, atol=2e-5, rtol=2e-5)
+
+INT_CASES = {
+  "floor_div_signs": lambda a, b: a // b, "remainder_signs": lambda a, b: a % b, "true_div": lambda a, b: a / b,
+  "int_float_scalar": lambda a, b: a * 0.5, "int_int_scalar": lambda a, b: a * 3 - b, "bitwise": lambda a, b: (a & b) | (a ^ 5),
+  "sum_promotes": lambda a, b: a.sum(0), "mean_of_float": lambda a, b: a.float().mean(1), "cumsum_int": lambda a, b: a.cumsum(0),
+  "max_int": lambda a, b: a.maximum(b), "abs_neg": lambda a, b: (-a).abs(), "argmax_int": lambda a, b: a.argmax(0),
+}
+
+@pytest.mark.parametrize("name", sorted(INT_CASES))
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_int_cases_match_torch(device, rng, name, dtype):
+  if dtype not in supported(device, [dtype]): pytest.skip(f"{device} has no {dtype}")
+  a, b = rand_np(rng, (5, 3), dtype, -9, 9), rand_np(rng, (5, 3), dtype, -9, 9)
+  ours, theirs = _run(device, INT_CASES[name], [a, b])
+  _compare(name, ours, theirs, atol=1e-6, rtol=1e-6)
+
+def test_cat_stack_match_torch(device, rng):
+  x, y = rand_np(rng, (3, 4), "float32"), rand_np(rng, (3, 4), "float32")
+  tx, ty = Tensor(x, device=device), Tensor(y, device=device)
+  px, py = torch.from_numpy(x), torch.from_numpy(y)
+  for name, ours, theirs in (("cat", alloy.cat([tx, ty], 1), torch.cat([px, py], 1)), ("cat0", alloy.cat([tx, ty * 2]), torch.cat([px, py * 2])),
+                             ("stack", alloy.stack([tx, ty], 1), torch.stack([px, py], 1)), ("method cat", tx.cat(ty, dim=1), torch.cat([px, py], 1))):
+    _compare(name, ours, theirs, atol=1e-6, rtol=1e-6)
+
+def test_promotion_matches_torch(device):
+  # tensor x tensor and tensor x Python scalar: the dtype of the result, as torch decides it
+  dtypes = supported(device, ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32"])
+  for da in dtypes:
+    a = np.ones(3, dtype=da)
+    for db in dtypes:
+      ours, theirs = _run(device, lambda x, y: x * y, [a, np.ones(3, dtype=db)])
+      assert ours.dtype.name == str(theirs.dtype).removeprefix("torch."), f"{da} * {db}: {ours.dtype.name}, torch {theirs.dtype}"
+    for scalar in (2, 2.5, True):
+      ours, theirs = _run(device, lambda x: x * scalar, [a])
+      assert ours.dtype.name == str(theirs.dtype).removeprefix("torch."), f"{da} * {scalar!r}: {ours.dtype.name}, torch {theirs.dtype}"
