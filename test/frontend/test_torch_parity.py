@@ -49,8 +49,29 @@ FLOAT_CASES = {
   "chunk": lambda x: tuple(x.chunk(3, 0)), "flip": lambda x: x.flip(0, 1), "transpose": lambda x: x.transpose(0, 1) * 2,
   "expand": lambda x: x[:, :1].expand(6, 5), "squeeze": lambda x: x[None, :, None, 1:3].squeeze(), "flatten": lambda x: x.flatten(),
   "unsqueeze": lambda x: x.unsqueeze(-1) + x.unsqueeze(0)[..., None][:1, :, :1], "getitem": lambda x: x[1:5:2, [0, 3, 3]],
-  "getitem_neg": lambda x: x[-1, -3:],
+  "getitem_neg": lambda x: x[-1, -3:], "getitem_ellipsis": lambda x: x[None, ..., 1], "view": lambda x: x.view(3, -1).T,
+  "permute": lambda x: x.reshape(2, 3, 4).permute(2, 0, 1), "flatten_range": lambda x: x.reshape(2, 3, 4).flatten(1, 2),
+  "var_correction": lambda x: x.var(1, correction=0), "std_keepdim": lambda x: x.std(0, keepdim=True),
+  "max_all": lambda x: x.max(), "mean_all": lambda x: x.mean(), "argmax_keepdim": lambda x: x.argmax(0, keepdim=True),
+  "logsumexp_keepdim": lambda x: x.logsumexp(1, keepdim=True), "softmax0": lambda x: x.softmax(0),
+  "unary_chain": lambda x: (x.exp2() + x.abs().log2() + x.abs().rsqrt() + x.reciprocal() + x.tanh() + x.relu()),
+  "rounding": lambda x: (x * 3).trunc() + (x * 3).floor() * 2 + (x * 3).ceil() * 4, "casts": lambda x: ((x * 9).int(), (x * 9).long(), x.half(), (x > 0).float()),
+  "logic": lambda x: (~(x > 0)) | ((x > -1) & (x < 1)), "compare_eq": lambda x: ((x * 2).round() == 1, (x * 2).round() != 0),
 }
+
+PAIR_CASES = {
+  "add_alpha": lambda x, y: x.add(y, alpha=0.5), "sub_alpha": lambda x, y: x.sub(y, alpha=2),
+  "div_floor": lambda x, y: x.div(y, rounding_mode="floor"), "div_trunc": lambda x, y: x.div(y, rounding_mode="trunc"),
+  "pow_tensor": lambda x, y: x.abs().pow(y), "maximum": lambda x, y: x.maximum(y), "minimum_bcast": lambda x, y: x.minimum(y[:1]),
+  "matmul_vec": lambda x, y: x @ y[0], "dot": lambda x, y: x[0].dot(y[1]), "where_pair": lambda x, y: x.where(x > y, y),
+}
+
+@pytest.mark.parametrize("name", sorted(PAIR_CASES))
+def test_pair_cases_match_torch(device, rng, name):
+  x, y = rand_np(rng, (6, 4), "float32"), rand_np(rng, (6, 4), "float32")
+  if name == "matmul_vec": y = rand_np(rng, (4, 4), "float32")
+  ours, theirs = _run(device, PAIR_CASES[name], [x, y])
+  _compare(name, ours, theirs, atol=2e-5, rtol=2e-5)
 
 @pytest.mark.parametrize("name", sorted(FLOAT_CASES))
 def test_float_cases_match_torch(device, rng, name):
