@@ -84,7 +84,23 @@ INT_CASES = {
   "int_float_scalar": lambda a, b: a * 0.5, "int_int_scalar": lambda a, b: a * 3 - b, "bitwise": lambda a, b: (a & b) | (a ^ 5),
   "sum_promotes": lambda a, b: a.sum(0), "mean_of_float": lambda a, b: a.float().mean(1), "cumsum_int": lambda a, b: a.cumsum(0),
   "max_int": lambda a, b: a.maximum(b), "abs_neg": lambda a, b: (-a).abs(), "argmax_int": lambda a, b: a.argmax(0),
+  "neg_divisor": lambda a, b: (a // -2, a % -3), "shifts": lambda a, b: (a.abs() << 2, a.abs() >> 1),
+  "count_true": lambda a, b: (a > b).sum(), "bool_mean": lambda a, b: (a > 0).float().mean(), "pow_int": lambda a, b: a.abs() ** 2,
+  "compare_scalar_float": lambda a, b: a < 2.5, "where_int": lambda a, b: a.where(a > b, 0),
 }
+
+SMALL_INT_CASES = {
+  "wraparound": lambda a: a + 250, "neg": lambda a: -a, "mul_wrap": lambda a: a * 100, "sum_widens": lambda a: a.sum(),
+  "to_float": lambda a: a / 4, "bitnot": lambda a: ~a,
+}
+
+@pytest.mark.parametrize("name", sorted(SMALL_INT_CASES))
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16"])
+def test_small_int_cases_match_torch(device, rng, name, dtype):
+  if dtype not in supported(device, [dtype]): pytest.skip(f"{device} has no {dtype}")
+  a = rand_np(rng, (4, 5), dtype, 0 if dtype == "uint8" else -9, 9)
+  ours, theirs = _run(device, SMALL_INT_CASES[name], [a])
+  _compare(name, ours, theirs, atol=1e-6, rtol=1e-6)
 
 @pytest.mark.parametrize("name", sorted(INT_CASES))
 @pytest.mark.parametrize("dtype", ["int32", "int64"])
