@@ -91,6 +91,15 @@ class Tensor:
   def numel(self) -> int: return prod(self.shape)
   def size(self, dim=None):
     return self.shape if dim is None else self.shape[_norm_axis(dim, self.ndim)]
+  def dim(self) -> int: return len(self.shape)
+  def nelement(self) -> int: return self.numel()
+  def element_size(self) -> int: return self.dtype.itemsize
+  def clone(self) -> "Tensor": return self._new(self.node)   # values never change in place: sharing the node is a copy
+  def detach(self) -> "Tensor": return self._new(self.node)  # no autograd graph to cut
+  def view_as(self, other: "Tensor") -> "Tensor": return self.reshape(other.shape)
+  reshape_as = view_as
+  def expand_as(self, other: "Tensor") -> "Tensor": return self.expand(other.shape)
+  def masked_fill(self, mask: "Tensor", value) -> "Tensor": return where(mask, value, self)
   def __len__(self):
     if not self.shape: raise TypeError("len() of a 0-d tensor")
     return self.shape[0]

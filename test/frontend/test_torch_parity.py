@@ -59,6 +59,16 @@ FLOAT_CASES = {
   "logic": lambda x: (~(x > 0)) | ((x > -1) & (x < 1)), "compare_eq": lambda x: ((x * 2).round() == 1, (x * 2).round() != 0),
 }
 
+def test_tensor_methods_match_torch(device, rng):
+  x, y = rand_np(rng, (2, 6), "float32"), rand_np(rng, (3, 4), "float32")
+  ta, tb, pa, pb = Tensor(x, device=device), Tensor(y, device=device), torch.from_numpy(x), torch.from_numpy(y)
+  for name in ("dim", "nelement", "element_size", "numel"): assert getattr(ta, name)() == getattr(pa, name)(), name
+  assert ta.size() == tuple(pa.size()) and ta.size(-1) == pa.size(-1) and len(ta) == len(pa)
+  for name, fn in (("clone", lambda a, b: a.clone() * 2), ("detach", lambda a, b: a.detach() + 1), ("view_as", lambda a, b: a.view_as(b)),
+                   ("reshape_as", lambda a, b: a.reshape_as(b)), ("expand_as", lambda a, b: a[:1, :4].expand_as(b)),
+                   ("masked_fill", lambda a, b: b.masked_fill(b > 0.5, -1.0)), ("max_values", lambda a, b: (a.max(1).values, a.max(1).indices))):
+    _compare(name, fn(ta, tb), fn(pa, pb), atol=1e-6, rtol=1e-6)
+
 PAIR_CASES = {
   "add_alpha": lambda x, y: x.add(y, alpha=0.5), "sub_alpha": lambda x, y: x.sub(y, alpha=2),
   "div_floor": lambda x, y: x.div(y, rounding_mode="floor"), "div_trunc": lambda x, y: x.div(y, rounding_mode="trunc"),
@@ -129,3 +139,27 @@ def test_promotion_matches_torch(device):
     for scalar in (2, 2.5, True):
       ours, theirs = _run(device, lambda x: x * scalar, [a])
       assert ours.dtype.name == str(theirs.dtype).removeprefix("torch."), f"{da} * {scalar!r}: {ours.dtype.name}, torch {theirs.dtype}"
+
+CREATION = {
+  "arange_int": lambda lib: lib.arange(5), "arange_range": lambda lib: lib.arange(1, 10, 3), "arange_float": lambda lib: lib.arange(0, 1, 0.25),
+  "arange_neg_step": lambda lib: lib.arange(5, -3, -2), "linspace": lambda lib: lib.linspace(-1, 1, 7), "eye": lambda lib: lib.eye(3, 4),
+  "full_int": lambda lib: lib.full((2, 3), 7), "full_float": lambda lib: lib.full((2, 3), 7.5), "full_bool": lambda lib: lib.full((2,), True),
+  "zeros": lambda lib: lib.zeros(2, 3), "ones_int": lambda lib: lib.ones(2, dtype=lib.int32),
+  "from_ints": lambda lib: lib.tensor([[1, 2], [3, 4]]), "from_floats": lambda lib: lib.tensor([1.5, -2.0]),
+  "from_bools": lambda lib: lib.tensor([True, False]), "from_mixed": lambda lib: lib.tensor([1, 2.5]),
+  "var_unbiased_kw": lambda lib: lib.tensor([[1.0, 2.0, 4.0], [3.0, 5.0, 9.0]]).var(1, unbiased=False),
+}
+
+class _Alloy:
+  """alloy's creation API under torch's spellings (torch.tensor is alloy's Tensor constructor)."""
+  def __init__(self, device): self.device = device
+  def __getattr__(self, name):
+    import alloy.dtype as dt
+    if name in dt.DTYPES: return dt.DTYPES[name]
+    if name == "tensor": return lambda data, **kw: Tensor(data, device=self.device, **kw)
+    return lambda *a, **kw: getattr(Tensor, name)(*a, device=self.device, **kw)
+
+@pytest.mark.parametrize("name", sorted(CREATION))
+def test_creation_matches_torch(device, name):
+  if name == "full_bool" and "bool" not in supported(device, ["bool"]): pytest.skip(f"{device} has no bool")
+  _compare(name, CREATION[name](_Alloy(device)), CREATION[name](torch), atol=1e-6, rtol=1e-6)
