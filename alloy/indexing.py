@@ -1,4 +1,4 @@
-"""Tensor.__getitem__: ints, slices (any step), None, Ellipsis, and integer tensors (gather)."""
+"""Tensor.__getitem__: ints, slices (any step), None, Ellipsis, integer tensors (gather) and boolean masks."""
 from __future__ import annotations
 import numpy as np
 from alloy import dtype as dt
@@ -9,9 +9,37 @@ def _is_advanced(x) -> bool:
   from alloy.tensor import Tensor
   return isinstance(x, (Tensor, list, np.ndarray))
 
+def _is_mask(x) -> bool:
+  from alloy.tensor import Tensor
+  if isinstance(x, Tensor): return x.dtype.is_bool
+  if isinstance(x, np.ndarray): return x.dtype == np.bool_
+  return isinstance(x, list) and len(x) > 0 and all(isinstance(v, (bool, np.bool_)) for v in np.asarray(x, dtype=object).flat)
+
+def _expand_masks(t, idx: tuple) -> tuple:
+  """A boolean mask index stands for the integer arrays of its True positions (NumPy's and PyTorch's rule), over
+  as many dims as it has. Its values are read on the host (the result's shape depends on them, as in PyTorch)."""
+  from alloy.tensor import Tensor
+  real = [1 if not _is_mask(i) else np.ndim(i) if not isinstance(i, Tensor) else i.ndim for i in idx]
+  real = [0 if i is None or i is Ellipsis else r for i, r in zip(idx, real)]
+  out, before = [], 0
+  ellipsis_at = next((k for k, i in enumerate(idx) if i is Ellipsis), len(idx))
+  for k, i in enumerate(idx):
+    if _is_mask(i):
+      mask = i.numpy() if isinstance(i, Tensor) else np.asarray(i, dtype=bool)
+      pos = before if k < ellipsis_at else t.ndim - sum(real[k:])
+      want = t.shape[pos:pos + mask.ndim]
+      if mask.shape != want:
+        raise IndexError(f"the shape of the mask {mask.shape} at index {pos} does not match the shape {want} of the indexed tensor "
+                         f"{t.shape} there")
+      out.extend(np.nonzero(mask))
+    else: out.append(i)
+    before += real[k]
+  return tuple(out)
+
 def getitem(t, idx):
   from alloy.tensor import Tensor, broadcast_shape, where
   if not isinstance(idx, tuple): idx = (idx,)
+  if any(_is_mask(i) for i in idx): idx = _expand_masks(t, idx)
   for i in idx:
     if not (i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice)) or _is_advanced(i)):
       raise TypeError(f"unsupported index {i!r} of type {type(i).__name__}")

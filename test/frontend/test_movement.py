@@ -53,6 +53,16 @@ def test_gather(device, rng):
   np.testing.assert_array_equal(t[[1, 3]].numpy(), x[[1, 3]])
   np.testing.assert_array_equal((t * 2)[ti, 1:4].numpy(), (x * 2)[i, 1:4])
 
+def test_boolean_mask(device, rng):
+  # a mask picks the elements (or rows, or columns) where it is True, as NumPy and PyTorch do
+  x = rand_np(rng, (5, 6))
+  t = Tensor(x, device=device)
+  for name, f in (("elements", lambda a: a[a > 0.5]), ("rows", lambda a: a[a[:, 0] > 0]), ("columns", lambda a: a[:, a[1] < 0]),
+                  ("rows then slice", lambda a: a[a[:, 2] > -1, 1:4]), ("none", lambda a: a[a > 100]), ("after ellipsis", lambda a: a[..., a[0] > 0])):
+    np.testing.assert_array_equal(f(t).numpy(), f(x), err_msg=name)
+  np.testing.assert_array_equal(t[[True, False, True, False, True]].numpy(), x[[True, False, True, False, True]])
+  np.testing.assert_array_equal((t * 2)[np.array([False, True] * 3)[None, :].repeat(5, 0)].numpy(), (x * 2)[np.array([False, True] * 3)[None, :].repeat(5, 0)])
+
 def test_creation(device):
   np.testing.assert_array_equal(alloy.zeros(2, 3, device=device).numpy(), np.zeros((2, 3), np.float32))
   np.testing.assert_array_equal(alloy.ones((3,), dtype="int32", device=device).numpy(), np.ones(3, np.int32))

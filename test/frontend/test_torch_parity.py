@@ -56,6 +56,8 @@ FLOAT_CASES = {
   "logsumexp_keepdim": lambda x: x.logsumexp(1, keepdim=True), "softmax0": lambda x: x.softmax(0),
   "unary_chain": lambda x: (x.exp2() + x.abs().log2() + x.abs().rsqrt() + x.reciprocal() + x.tanh() + x.relu()),
   "rounding": lambda x: (x * 3).trunc() + (x * 3).floor() * 2 + (x * 3).ceil() * 4, "casts": lambda x: ((x * 9).int(), (x * 9).long(), x.half(), (x > 0).float()),
+  "mask": lambda x: x[x > 0.5], "mask_rows": lambda x: x[x[:, 0] > 0], "mask_cols_slice": lambda x: x[1:, x[0] < 0],
+  "mask_after_ellipsis": lambda x: x[..., x[2] > -0.5], "mask_none": lambda x: x[x > 9], "mask_fill_all": lambda x: x[x == x],
   "logic": lambda x: (~(x > 0)) | ((x > -1) & (x < 1)), "compare_eq": lambda x: ((x * 2).round() == 1, (x * 2).round() != 0),
 }
 
