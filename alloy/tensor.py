@@ -401,12 +401,10 @@ class Tensor:
   def floor_divide(self, o, reverse=False):
     a, b = self._operands(o, reverse, "floor_divide")
     if a.dtype.is_bool: raise TypeError("floor_divide is not defined for bool tensors")
-    if a.dtype.is_float: return (a / b).floor()
     return a._ew(Op.IDIV, b)
   def remainder(self, o, reverse=False):
     a, b = self._operands(o, reverse, "remainder")
     if a.dtype.is_bool: raise TypeError("remainder is not defined for bool tensors")
-    if a.dtype.is_float: return a - (a / b).floor() * b
     return a._ew(Op.MOD, b)
   def pow(self, o, reverse=False):
     a, b = self._operands(o, reverse, "pow")
@@ -435,6 +433,7 @@ class Tensor:
   def __rmod__(self, o): return self.remainder(o, reverse=True)
   def __pow__(self, o): return self.pow(o)
   def __rpow__(self, o): return self.pow(o, reverse=True)
+  def neg(self): return -self
   def __neg__(self):
     if self.dtype.is_bool: raise TypeError("negation of a bool tensor is not supported; use ~ (logical not) instead")
     return self._ew(Op.NEG)
@@ -497,7 +496,7 @@ class Tensor:
   def sigmoid(self):
     t = self if self.dtype.is_float else self.cast(dt.default_float)
     return (1 + (-t).exp()).reciprocal()
-  def relu(self): return where(self > 0, self, 0)
+  def relu(self): return where(self < 0, 0, self)   # NaN and -0.0 pass through, as in PyTorch
   def gelu(self, approximate="none"):
     t = self if self.dtype.is_float else self.cast(dt.default_float)
     if approximate == "tanh": return 0.5 * t * (1 + (math.sqrt(2 / math.pi) * (t + 0.044715 * t * t * t)).tanh())

@@ -3,7 +3,7 @@ from __future__ import annotations
 from alloy.dtype import DType
 from alloy.ir import symbolic as sym
 from alloy.codegen.program import LinearProgram
-from alloy.renderer.cstyle import CStyleRenderer, integer_helpers
+from alloy.renderer.cstyle import CStyleRenderer, floor_division_helpers, integer_helpers
 
 C_PRELUDE = r"""#include <math.h>
 #include <stdint.h>
@@ -58,7 +58,7 @@ static inline alloy_float32x##N alloy_exp_float32x##N(alloy_float32x##N x) { \
   y = y * (alloy_float32x##N)((k1 + 127) << 23) * (alloy_float32x##N)((k2 + 127) << 23); \
   return alloy_select_float32x##N(x != x, x, y); }
 ALLOY_VEC_MATH(8) ALLOY_VEC_MATH(4)
-"""+ integer_helpers("static inline")
+"""+ integer_helpers("static inline") + floor_division_helpers("static inline", ["float", "double"])
 
 class CRenderer(CStyleRenderer):
   language = "c"

@@ -20,6 +20,24 @@ def integer_helpers(qualifier: str) -> str:
           "ALLOY_IPOW(int8) ALLOY_IPOW(uint8) ALLOY_IPOW(int16) ALLOY_IPOW(uint16) ALLOY_IPOW(int32) ALLOY_IPOW(uint32) "
           "ALLOY_IPOW(int64) ALLOY_IPOW(uint64)\n")
 
+def floor_division_helpers(qualifier: str, types: list[str], float_suffix: str = "f") -> str:
+  """Floor division and remainder of floats as Python, NumPy and PyTorch define them: through fmod, which is exact
+  (a - floor(a/b)*b overflows once the quotient passes the largest float, and makes inf // b inf instead of nan).
+  float_suffix: what ends the float versions of fmod, floor and copysign (C's "f"; Metal overloads them: "")."""
+  out = []
+  for t in types:
+    f, half = (float_suffix, "0.5f") if t == "float" else ("", "0.5")
+    out.append(f"{qualifier} {t} alloy_floormod_{t}({t} a, {t} b) {{ {t} m = fmod{f}(a, b); "
+               f"return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m; }}\n"
+               f"{qualifier} {t} alloy_floordiv_{t}({t} a, {t} b) {{\n"
+               f"  if (b == 0) return a / b;\n"
+               f"  {t} m = fmod{f}(a, b), d = (a - m) / b;\n"
+               f"  if (m != 0 && ((b < 0) != (m < 0))) d -= 1;\n"
+               f"  if (d == 0) return copysign{f}(({t})0, a / b);\n"
+               f"  {t} r = floor{f}(d);\n"
+               f"  return d - r > {half} ? r + 1 : r;\n}}\n")
+  return "".join(out)
+
 class CStyleRenderer:
   language = "c"
   type_names: dict = {}
@@ -145,10 +163,12 @@ class CStyleRenderer:
     raise NotImplementedError(f"{self.language} renderer has no {op}")
 
   def floor_div(self, a, b, d: DType) -> str:
+    if d.is_float: return f"alloy_floordiv_{'double' if d.itemsize == 8 else 'float'}({a}, {b})"
     if d.is_unsigned or d.is_bool: return f"({a}/{b})"
     # Python/PyTorch floor division: round toward -inf; x/0 gives 0 here, never a trap
     return f"(({b})==0?0:(({a})/({b})-((({a})%({b})!=0)&&((({a})<0)!=(({b})<0)))))"
   def floor_mod(self, a, b, d: DType) -> str:
+    if d.is_float: return f"alloy_floormod_{'double' if d.itemsize == 8 else 'float'}({a}, {b})"
     if d.is_unsigned or d.is_bool: return f"(({b})==0?0:({a})%({b}))"
     return f"(({b})==0?0:((({a})%({b})+({b}))%({b})))"
   def int_pow_name(self, d: DType) -> str: return f"alloy_ipow_{d.name}"

@@ -2,7 +2,7 @@
 from __future__ import annotations
 from alloy.dtype import DType
 from alloy.codegen.program import LinearProgram
-from alloy.renderer.cstyle import CStyleRenderer, integer_helpers
+from alloy.renderer.cstyle import CStyleRenderer, floor_division_helpers, integer_helpers
 
 CUDA_PRELUDE = r"""typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t; typedef unsigned short uint16_t;
 typedef int int32_t; typedef unsigned int uint32_t; typedef long long int64_t; typedef unsigned long long uint64_t;
@@ -12,7 +12,7 @@ __device__ inline long long alloy_f2i(double x) {
 template <class D, class S> __device__ inline D alloy_bitcast(S s) { D d; memcpy(&d, &s, sizeof(D)); return d; }
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fffffff)
-""" + integer_helpers("__device__ inline")
+""" + integer_helpers("__device__ inline") + floor_division_helpers("__device__ inline", ["float", "double"])
 
 # the 16-bit float headers are large: NVRTC parses them only for kernels that use the types
 CUDA_HALF_PRELUDE = r"""#include <cuda_fp16.h>

@@ -8,7 +8,7 @@ Grouped reductions combine through SIMD-group shuffles and threadgroup memory.
 from __future__ import annotations
 from alloy.dtype import DType
 from alloy.codegen.program import LinearProgram
-from alloy.renderer.cstyle import CStyleRenderer, integer_helpers
+from alloy.renderer.cstyle import CStyleRenderer, floor_division_helpers, integer_helpers
 
 # Metal has no erf: below 0.84375 fdlibm's rational fit, above it the Chebyshev fit of erfc from Numerical
 # Recipes (relative error < 1.2e-7); both in float, which is all Metal has.
@@ -36,7 +36,7 @@ inline float alloy_erf(float x) {
             t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f)))))))));
   return x < 0.0f ? y - 1.0f : 1.0f - y;
 }
-""" + integer_helpers("inline")
+""" + integer_helpers("inline") + floor_division_helpers("inline", ["float"], float_suffix="")
 
 class MetalRenderer(CStyleRenderer):
   language = "metal"

@@ -165,3 +165,19 @@ class _Alloy:
 def test_creation_matches_torch(device, name):
   if name == "full_bool" and "bool" not in supported(device, ["bool"]): pytest.skip(f"{device} has no bool")
   _compare(name, CREATION[name](_Alloy(device)), CREATION[name](torch), atol=1e-6, rtol=1e-6)
+
+SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1.0, -1.0, 88.0, -104.0, 3.4e38, 0.5, -0.5, 2.5], np.float32)
+
+@pytest.mark.parametrize("name", ["relu", "sigmoid", "tanh", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "reciprocal", "sin", "cos",
+                                  "abs", "sign", "floor", "ceil", "round", "trunc", "square", "erf", "neg", "gelu", "silu"])
+def test_special_values_match_torch(device, name):
+  # NaN, infinities, signed zeros, subnormals, the largest floats: what each function gives there, as PyTorch
+  fn = lambda x: _f(x, name)(x) if name in ("gelu", "silu") else getattr(x, name)()
+  ours, theirs = _run(device, fn, [SPECIAL])
+  _compare(name, ours, theirs, atol=1e-6, rtol=1e-5)
+
+@pytest.mark.parametrize("divisor", [0.75, -0.75, 0.0, np.inf])
+def test_float_floor_division_and_remainder_match_torch(device, divisor):
+  # through fmod, as PyTorch and NumPy: exact for huge quotients, nan for inf // b, signs of zero kept
+  ours, theirs = _run(device, lambda x: (x // divisor, x % divisor, divisor // x, divisor % x), [SPECIAL])
+  _compare(f"// and % {divisor}", ours, theirs, atol=0, rtol=1e-6)
