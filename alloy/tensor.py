@@ -577,19 +577,24 @@ class Tensor:
     d = t - t.mean(dim, keepdim=True)
     return (d * d).sum(dim, keepdim) / max(0, n - correction) if n - correction > 0 else (d * d).sum(dim, keepdim) * float("nan")
   def std(self, dim=None, keepdim=False, correction=1, unbiased=None): return self.var(dim, keepdim, correction, unbiased).sqrt()
+  def _stable_max(self, dim):
+    """The max along dim, subtracted before exp so it cannot overflow; 0 where there is nothing to take the max of
+    (an empty dim: PyTorch gives an empty softmax and a logsumexp of -inf there, not an error)."""
+    if any(self.shape[a] == 0 for a in self._axes(dim)): return 0.0
+    return self.amax(dim, keepdim=True)
   def logsumexp(self, dim=None, keepdim=False):
     t = self if self.dtype.is_float else self.cast(dt.default_float)
-    m = t.amax(dim, keepdim=True)
-    m = where(m.abs() == float("inf"), 0, m)   # keep exp finite when a row is all +-inf
+    m = t._stable_max(dim)
+    if isinstance(m, Tensor): m = where(m.abs() == float("inf"), 0, m)   # keep exp finite when a row is all +-inf
     out = (t - m).exp().sum(dim, keepdim=True).log() + m
     return out if keepdim else out.squeeze(t._axes(dim)) if t.ndim else out
   def softmax(self, dim=-1, dtype=None):
     t = self.cast(dtype) if dtype else self if self.dtype.is_float else self.cast(dt.default_float)
-    e = (t - t.amax(dim, keepdim=True)).exp()
+    e = (t - t._stable_max(dim)).exp()
     return e * e.sum(dim, keepdim=True).reciprocal()   # one division per row: per element, a divide costs 5x a multiply
   def log_softmax(self, dim=-1, dtype=None):
     t = self.cast(dtype) if dtype else self if self.dtype.is_float else self.cast(dt.default_float)
-    s = t - t.amax(dim, keepdim=True)
+    s = t - t._stable_max(dim)
     return s - s.exp().sum(dim, keepdim=True).log()
   def cumsum(self, dim=0, dtype=None):
     a = _norm_axis(dim, self.ndim) if self.ndim else 0

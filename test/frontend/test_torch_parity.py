@@ -61,6 +61,21 @@ FLOAT_CASES = {
   "logic": lambda x: (~(x > 0)) | ((x > -1) & (x < 1)), "compare_eq": lambda x: ((x * 2).round() == 1, (x * 2).round() != 0),
 }
 
+DEGENERATE = {
+  "std_one": lambda x: x[:1].std(), "var_one_dim": lambda x: x[:, :1].var(1), "mean_empty": lambda x: x[:0].mean(),
+  "sum_empty": lambda x: x[:0].sum(), "prod_empty": lambda x: x[:0].prod(), "softmax_empty": lambda x: x[:0].softmax(0),
+  "log_softmax_empty": lambda x: x[:0].log_softmax(0), "logsumexp_empty": lambda x: x[:0].logsumexp(0),
+  "cumsum_empty": lambda x: x[:0].cumsum(0), "any_all_empty": lambda x: ((x[:0] > 0).any(), (x[:0] > 0).all()),
+  "min_of_no_rows": lambda x: x[:0].amin(1), "matmul_empty": lambda x: x[:, :0] @ x[:0, :],
+}
+
+@pytest.mark.filterwarnings("ignore:var\\(\\): degrees of freedom")   # PyTorch's own warning for var of one element
+@pytest.mark.parametrize("name", sorted(DEGENERATE))
+def test_degenerate_shapes_match_torch(device, rng, name):
+  # one element, empty tensors: nan, 0, 1, -inf or an empty result where PyTorch gives them
+  ours, theirs = _run(device, DEGENERATE[name], [rand_np(rng, (3, 4), "float32")])
+  _compare(name, ours, theirs, atol=1e-6, rtol=1e-6)
+
 def test_tensor_methods_match_torch(device, rng):
   x, y = rand_np(rng, (2, 6), "float32"), rand_np(rng, (3, 4), "float32")
   ta, tb, pa, pb = Tensor(x, device=device), Tensor(y, device=device), torch.from_numpy(x), torch.from_numpy(y)
