@@ -91,7 +91,7 @@ class Tensor:
   def numel(self) -> int: return prod(self.shape)
   def size(self, dim=None):
     return self.shape if dim is None else self.shape[_norm_axis(dim, self.ndim)]
-  def dim(self) -> int: return len(self.shape)
+  def dim(self) -> int: return self.ndim
   def nelement(self) -> int: return self.numel()
   def element_size(self) -> int: return self.dtype.itemsize
   def clone(self) -> "Tensor": return self._new(self.node)   # values never change in place: sharing the node is a copy

@@ -35,22 +35,21 @@ def compile_kernel(ast: KernelAST, device: Device) -> CompiledKernel:
   key = (device.name, ast.root, ast.n_buffers)
   if (hit := _compiled.get(key)) is not None: return hit
   prog, source, times = _lower_and_render(ast, device)
-  return _load(ast, device, prog, source, _compile(device, source, times, prog.meta.name), times)
+  return _load(key, ast, device, prog, source, _compile(device, source, times, prog.meta.name), times)
 
 def compile_kernels(asts: list[KernelAST], device: Device) -> None:
   """Compile the ASTs not compiled yet, their compiler runs side by side (NVRTC and the C compiler's processes
   run outside the GIL): a schedule's first realize waits for its slowest kernel, not for the sum of them."""
-  fresh, seen = [], set()
+  fresh: dict = {}   # key -> AST, each new kernel once
   for ast in asts:
-    key = (device.name, ast.root, ast.n_buffers)
-    if key not in _compiled and key not in seen: seen.add(key); fresh.append(ast)
+    if (key := (device.name, ast.root, ast.n_buffers)) not in _compiled: fresh.setdefault(key, ast)
   if len(fresh) < 2:
-    for ast in fresh: compile_kernel(ast, device)
+    for ast in fresh.values(): compile_kernel(ast, device)
     return
-  staged = [(ast, *_lower_and_render(ast, device)) for ast in fresh]
+  staged = [(key, ast, *_lower_and_render(ast, device)) for key, ast in fresh.items()]
   with ThreadPoolExecutor(min(len(staged), os.cpu_count() or 1)) as pool:
-    binaries = list(pool.map(lambda st: _compile(device, st[2], st[3], st[1].meta.name), staged))
-  for (ast, prog, source, times), binary in zip(staged, binaries): _load(ast, device, prog, source, binary, times)
+    binaries = list(pool.map(lambda st: _compile(device, st[3], st[4], st[2].meta.name), staged))
+  for (key, ast, prog, source, times), binary in zip(staged, binaries): _load(key, ast, device, prog, source, binary, times)
 
 def _lower_and_render(ast: KernelAST, device: Device) -> tuple:
   t0 = time.perf_counter()
@@ -71,7 +70,7 @@ def _compile(device: Device, source: str, times: dict, name: str) -> bytes:
   if stage_listeners: emit_stage("compile", t0, times["compile"], name)
   return binary
 
-def _load(ast: KernelAST, device: Device, prog: LinearProgram, source: str, binary: bytes, times: dict) -> CompiledKernel:
+def _load(key: tuple, ast: KernelAST, device: Device, prog: LinearProgram, source: str, binary: bytes, times: dict) -> CompiledKernel:
   t0 = time.perf_counter()
   runner = device.load(prog.meta.name, binary)
   times["load"] = time.perf_counter() - t0
@@ -83,5 +82,5 @@ def _load(ast: KernelAST, device: Device, prog: LinearProgram, source: str, bina
   if DEBUG >= 4: print(f"--- kernel {prog.meta.name} source ({device.name}, {device.target})\n{source}")
   if DEBUG >= 6 and hasattr(device, "disassemble"):
     if (asm := device.disassemble(binary)): print(asm)
-  _compiled[(device.name, ast.root, ast.n_buffers)] = ck
+  _compiled[key] = ck
   return ck
