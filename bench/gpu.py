@@ -51,38 +51,26 @@ def run():
     t = median_time(lambda: tinygrad[1](thunk))
     row["tinygrad"] = work / t / 1e9 if row["unit"] == "GB/s" else t * 1e6
   rows = []
+  def bandwidth_row(workload: str, nbytes: int, hosts: list, fn) -> None:
+    """fn applied to the same host arrays uploaded for alloy, torch and tinygrad: the three share these method names."""
+    ours_in = [Tensor(h, device="CUDA").realize() for h in hosts]
+    torch_in = [torch.from_numpy(h).cuda() for h in hosts]
+    row = {"workload": workload, "unit": "GB/s", "alloy": nbytes / ours(lambda: fn(*ours_in)) / 1e9,
+           "torch": nbytes / torch_time(lambda: fn(*torch_in)) / 1e9}
+    if tinygrad:
+      tg_in = [tg(h) for h in hosts]
+      tg_figure(row, nbytes, lambda: fn(*tg_in))
+    rows.append(row)
   N = 1 << 28
   x = torch.empty(N, device="cuda").uniform_(0.5, 1.5)
   y = torch.empty_like(x)
   copy_t = torch_time(lambda: y.copy_(x))
   rows.append({"workload": "device copy 2^28 f32 (ceiling)", "unit": "GB/s", "torch": 8 * N / copy_t / 1e9})
   host = [rng.uniform(0.5, 1.5, N).astype(np.float32) for _ in range(3)]
-  a, b, c = (Tensor(h, device="CUDA").realize() for h in host)
-  xa, xb, xc = (torch.from_numpy(h).cuda() for h in host)
-  row = {"workload": "d = a*b + c, 2^28 f32", "unit": "GB/s", "alloy": 16 * N / ours(lambda: a * b + c) / 1e9,
-         "torch": 16 * N / torch_time(lambda: xa * xb + xc) / 1e9}
-  if tinygrad:
-    ga, gb, gc = (tg(h) for h in host)
-    tg_figure(row, 16 * N, lambda: ga * gb + gc)
-  rows.append(row)
-  row = {"workload": "sum, 2^28 f32", "unit": "GB/s", "alloy": 4 * N / ours(lambda: a.sum()) / 1e9,
-         "torch": 4 * N / torch_time(lambda: xa.sum()) / 1e9}
-  if tinygrad: tg_figure(row, 4 * N, lambda: ga.sum())
-  rows.append(row)
-  host = rng.uniform(0.5, 1.5, (16384, 16384)).astype(np.float32)
-  m, xm = Tensor(host, device="CUDA").realize(), torch.from_numpy(host).cuda()
-  row = {"workload": "row sums 16384x16384 f32", "unit": "GB/s", "alloy": 4 * 16384 ** 2 / ours(lambda: m.sum(1)) / 1e9,
-         "torch": 4 * 16384 ** 2 / torch_time(lambda: xm.sum(1)) / 1e9}
-  if tinygrad:
-    gm = tg(host); tg_figure(row, 4 * 16384 ** 2, lambda: gm.sum(1))
-  rows.append(row)
-  host = rng.uniform(-2, 2, (8192, 8192)).astype(np.float32)
-  s, xs = Tensor(host, device="CUDA").realize(), torch.from_numpy(host).cuda()
-  row = {"workload": "softmax rows 8192x8192 f32", "unit": "GB/s", "alloy": 8 * 8192 ** 2 / ours(lambda: s.softmax(1)) / 1e9,
-         "torch": 8 * 8192 ** 2 / torch_time(lambda: xs.softmax(1)) / 1e9}
-  if tinygrad:
-    gs = tg(host); tg_figure(row, 8 * 8192 ** 2, lambda: gs.softmax(1))
-  rows.append(row)
+  bandwidth_row("d = a*b + c, 2^28 f32", 16 * N, host, lambda a, b, c: a * b + c)
+  bandwidth_row("sum, 2^28 f32", 4 * N, host[:1], lambda a: a.sum())
+  bandwidth_row("row sums 16384x16384 f32", 4 * 16384 ** 2, [rng.uniform(0.5, 1.5, (16384, 16384)).astype(np.float32)], lambda m: m.sum(1))
+  bandwidth_row("softmax rows 8192x8192 f32", 8 * 8192 ** 2, [rng.uniform(-2, 2, (8192, 8192)).astype(np.float32)], lambda s: s.softmax(1))
   host = rng.uniform(1, 2, 1024).astype(np.float32)
   small, xsm = Tensor(host, device="CUDA").realize(), torch.from_numpy(host).cuda()
   def realize_small():
