@@ -50,8 +50,8 @@ def assert_close(got, want, dtype="float32", atol=None, rtol=None):
   if got.dtype.kind in "biu" and want.dtype.kind in "biu": np.testing.assert_array_equal(got, want)
   else: np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), atol=atol if atol is not None else a, rtol=rtol if rtol is not None else r, equal_nan=True)
 
-# Every kernel the op suite builds is also rendered as CUDA and compiled by NVRTC, so a syntax or
-# type error in the CUDA renderer fails CI on machines without a GPU.
+# Every kernel the op suite builds is also rendered as CUDA C and compiled by NVRTC, and rendered as PTX and assembled
+# by nvJitLink's ptxas, so a syntax or type error in either CUDA renderer fails CI on machines without a GPU.
 _nvrtc_checked: set = set()
 
 def _nvrtc_compiler():
@@ -74,7 +74,13 @@ def cuda_source_compiles():
   from alloy.codegen.lower import lower
   from alloy.runtime.device import DeviceCaps
   from alloy.renderer.cuda import CUDARenderer
-  renderer = CUDARenderer()
+  from alloy.renderer.ptx import PTXRenderer, Unsupported
+  cuda, ptx = CUDARenderer(), PTXRenderer("sm_90")
   for ck in fresh:
     _nvrtc_checked.add((ck.ast.root, ck.ast.n_buffers))
-    compiler.compile_cached(renderer.render(lower(ck.ast, DeviceCaps(threads=True))))
+    prog = lower(ck.ast, DeviceCaps(threads=True))
+    compiler.compile_cached(cuda.render(prog))
+    if compiler.assembles_ptx:
+      try: source = ptx.render(prog)
+      except Unsupported: continue
+      compiler.compile_cached(source)

@@ -1,6 +1,7 @@
 """The CUDA device: NVRTC compiler, driver-API allocator, programs and graphs through cuda-bindings.
 
-Stages (see device.py): CUDACompiler turns CUDA C into a cubin for one architecture and needs no GPU;
+Stages (see device.py): the device renders PTX where the PTX renderer covers a kernel, else CUDA C (renderer/ptx.py);
+CUDACompiler turns either into a cubin for one architecture (nvJitLink's ptxas, or NVRTC) and needs no GPU;
 CUDAProgram loads a cubin (cuModuleLoadData) and launches it on the device's one stream; CUDAAllocator
 owns device memory and the host copies; CUDAGraph replays a captured list of launches as one graph.
 
@@ -14,6 +15,7 @@ from cuda.bindings import driver, nvrtc
 from alloy.helpers import DEBUG, getenv
 from alloy.runtime.device import DeviceCaps
 from alloy.renderer.cuda import CUDARenderer
+from alloy.renderer.ptx import PTXFirstRenderer, is_ptx
 from alloy.runtime.device import CompileError, Compiler, Device, DeviceOutOfMemory, LaunchList, LRUAllocator, Program, get_device
 
 _SUCCESS = driver.CUresult.CUDA_SUCCESS
@@ -92,8 +94,17 @@ def disassemble(cubin: bytes) -> str | None:
       if out.returncode == 0: return out.stdout
   return None
 
+@functools.lru_cache(None)
+def nvjitlink_version() -> tuple[int, int] | None:
+  """nvJitLink's version where its library loads (pip nvidia-nvjitlink, or a CUDA toolkit's), else None."""
+  try:
+    from cuda.bindings import nvjitlink
+    return tuple(nvjitlink.version())
+  except Exception: return None
+
 class CUDACompiler(Compiler):
-  """CUDA C source -> cubin for one architecture through NVRTC. Needs no GPU: CUDACompiler("sm_90")."""
+  """CUDA C or PTX source -> cubin for one architecture. Needs no GPU: CUDACompiler("sm_90").
+  CUDA C goes through NVRTC; PTX (text starting with .version) through nvJitLink, which runs ptxas alone."""
   def __init__(self, arch: str = "sm_90", extra_flags: tuple[str, ...] = ()):
     if not re.fullmatch(r"sm_\d+[af]?", arch): raise ValueError(f"arch must look like sm_90, got {arch!r}")
     self.arch = arch
@@ -102,7 +113,8 @@ class CUDACompiler(Compiler):
     self.flags = ("-default-device", "-std=c++17", "-minimal", *extra_flags)
     self.include_dir = cuda_include_dir()
     major, minor = nvrtc_version()
-    self.identity = f"nvrtc-{major}.{minor} {arch} {' '.join(self.flags)}"
+    self.assembles_ptx = (linker := nvjitlink_version()) is not None
+    self.identity = f"nvrtc-{major}.{minor} nvjitlink-{linker} {arch} {' '.join(self.flags)}"
 
   def _options(self, arch: str) -> list[bytes]:
     opts = [f"--gpu-architecture={arch}", *self.flags]
@@ -131,11 +143,32 @@ class CUDACompiler(Compiler):
     _nvrtc_check(nvrtc.nvrtcGetProgramLog(prog, log), "nvrtcGetProgramLog")
     return log.rstrip(b"\0").decode(errors="replace")
 
+  def _assemble(self, source: str) -> bytes:
+    from cuda.bindings import nvjitlink
+    handle = nvjitlink.create(1, [f"-arch={self.arch}"])
+    try:
+      try:
+        data = source.encode()
+        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")
+        nvjitlink.complete(handle)
+      except nvjitlink.nvJitLinkError as e:
+        log = bytearray(nvjitlink.get_error_log_size(handle))
+        nvjitlink.get_error_log(handle, log)
+        raise CompileError(f"ptxas (nvJitLink) failed: {e}\n{log.rstrip(bytes(1)).decode(errors='replace')}", source) from None
+      out = bytearray(nvjitlink.get_linked_cubin_size(handle))
+      nvjitlink.get_linked_cubin(handle, out)
+      return bytes(out)
+    finally: nvjitlink.destroy(handle)
+
   def compile(self, source: str) -> bytes:
+    if is_ptx(source):
+      if not self.assembles_ptx: raise CompileError("PTX needs nvJitLink to assemble: pip install nvidia-nvjitlink", source)
+      return self._assemble(source)
     return self._compile(source, self.arch, ptx=False)
 
   def ptx(self, source: str) -> str:
     """PTX for the same architecture (compute_XY), for DEBUG output."""
+    if is_ptx(source): return source
     return self._compile(source, self.arch.replace("sm_", "compute_"), ptx=True).rstrip(b"\0").decode()
 
 # ---------------------------------------------------------------------------------------------------
@@ -560,7 +593,7 @@ def is_available() -> bool:
   except Exception: return False
 
 class CUDADevice(Device):
-  renderer = CUDARenderer()
+  renderer = CUDARenderer()   # this instance's: PTX first where nvJitLink assembles it (see __init__)
   caps = DeviceCaps(threads=True)
   graph = None      # set to CUDAGraph below
   launch_list = CUDALaunchList
@@ -599,6 +632,7 @@ class CUDADevice(Device):
     self._t0 = _check(driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
     self._t1 = _check(driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
     self.compiler = CUDACompiler(self.target)
+    if self.compiler.assembles_ptx and getenv("ALLOY_PTX", 1): self.renderer = PTXFirstRenderer(self.target)
     self.allocator = CUDAAllocator(self)
     self.program_class = CUDAProgram
 

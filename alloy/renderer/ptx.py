@@ -1,0 +1,583 @@
+"""PTX for the CUDA device: the linear program straight to NVIDIA's virtual ISA, with no C++ compiler in the way.
+
+A new CUDA C kernel costs NVRTC's front end, NVVM (with libdevice linked in) and ptxas: 27-47 ms on an H200 host.
+PTX skips all but ptxas (nvJitLink, 8-9 ms): a first realize of a new kernel took 14.1 ms against 45.2 ms through
+NVRTC in one run of bench/gpu.py. Where PTX has no instruction for an op (float64 exp and log, sin,
+cos, tan, tanh, erf, pow, float floor division), render() raises Unsupported and the kernel is rendered as CUDA C
+instead, so libdevice's versions serve those.
+
+Registers by value class: bool lives in predicates; 8- and 16-bit integers in 16-bit registers (8-bit values kept
+sign- or zero-extended, wrapped after each op as C's conversion back to int8 would); float16 and bfloat16 in float
+registers, rounded to their precision after each op as the CUDA C renderer does; the rest in registers of their size.
+Arithmetic follows the CUDA C renderer's semantics op for op, so both renderers give the same values.
+"""
+from __future__ import annotations
+import math, struct
+from alloy.dtype import DType
+from alloy.ir import symbolic as sym
+from alloy.ir.ops import Op
+from alloy.codegen.program import LinearProgram
+from alloy.renderer.cuda import CUDARenderer
+
+class Unsupported(NotImplementedError):
+  """The program uses something this renderer does not emit; render it as CUDA C."""
+
+_REG_PREFIX = {"pred": "p", "b16": "h", "b32": "r", "b64": "rd", "f32": "f", "f64": "fd"}
+
+def reg_class(d: DType) -> str:
+  if d.is_bool: return "pred"
+  if d.is_float: return "f64" if d.itemsize == 8 else "f32"
+  return {1: "b16", 2: "b16", 4: "b32", 8: "b64"}[d.itemsize]
+
+def arith_type(d: DType) -> str:
+  """The type suffix of arithmetic on d's registers."""
+  if d.is_float: return "f64" if d.itemsize == 8 else "f32"
+  return f"{'u' if d.is_unsigned else 's'}{max(16, d.itemsize * 8)}"
+
+def _mem_type(d: DType) -> str:
+  if d.is_bool: return "u8"
+  if d.name in ("float16", "bfloat16"): return "b16"
+  if d.is_float: return arith_type(d)
+  return f"{'u' if d.is_unsigned else 's'}{d.itemsize * 8}"
+
+def _float_literal(v: float, bits: int) -> str:
+  if bits == 64: return "0d%016X" % struct.unpack("<Q", struct.pack("<d", v))[0]
+  if not math.isfinite(v) or abs(v) <= 3.4028234663852886e38: return "0f%08X" % struct.unpack("<I", struct.pack("<f", v))[0]
+  return "0f7F800000" if v > 0 else "0fFF800000"
+
+def ptx_version(arch: str) -> str:
+  """The lowest PTX ISA version that knows the architecture (sm_90: 7.8), so older drivers still take it."""
+  major = int(arch[3:].rstrip("af")) // 10
+  return {10: "8.6", 12: "8.7"}.get(major, "7.8")
+
+# a polynomial of log1p(f) for f in [sqrt(1/2)-1, sqrt(2)-1]: log1p(f) = f - f^2/2 + f^3 * P(f) (Cephes' logf)
+_LOG1P_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
+            -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
+_LOG2E, _LOG2E_LO = 1.4426950216293335, 1.92596298909109e-08   # float32(log2 e) and what it misses
+
+def is_ptx(source: str) -> bool: return source.startswith(".version")
+
+class PTXRenderer:
+  language = "ptx"
+  def __init__(self, arch: str = "sm_90"): self.arch = arch
+  def render(self, prog: LinearProgram) -> str: return _Kernel(prog, self.arch).text()
+
+class PTXFirstRenderer:
+  """The CUDA device's renderer: PTX where PTXRenderer covers the kernel, else CUDA C for NVRTC."""
+  language = "ptx"
+  def __init__(self, arch: str):
+    self.ptx, self.cuda = PTXRenderer(arch), CUDARenderer()
+  def render(self, prog: LinearProgram) -> str:
+    try: return self.ptx.render(prog)
+    except Unsupported: return self.cuda.render(prog)
+
+class _Kernel:
+  """One kernel's PTX, emitted instruction by instruction."""
+  def __init__(self, prog: LinearProgram, arch: str):
+    self.prog, self.arch = prog, arch
+    self.counts = {c: 0 for c in _REG_PREFIX}
+    self.head: list[str] = []   # parameter loads and constants: before any branch, so every use sees them
+    self.body: list[str] = []
+    self.shared: list[str] = []
+    self.names: dict[int, object] = {}   # id(instr) -> register (a list of registers for a vector load)
+    self.dtypes: dict[int, DType] = {}
+    self.vars: dict[str, str] = {}       # loop and thread index variables -> their register
+    self.labels = 0
+    self.written = {ins.src[0].arg for ins in prog.instrs if ins.op in ("store", "vstore")}
+
+  # ---- registers and lines
+  def reg(self, cls: str) -> str:
+    self.counts[cls] += 1
+    return f"%{_REG_PREFIX[cls]}{self.counts[cls] - 1}"
+  def emit(self, line: str) -> None: self.body.append("\t" + line)
+  def label(self) -> str:
+    self.labels += 1
+    return f"$L{self.labels - 1}"
+
+  # ---- integer index arithmetic (int32, as the C renderers' `int`)
+  def expr(self, e: sym.Expr) -> str | int:
+    """A register holding e, or e itself where it is a constant."""
+    if isinstance(e, sym.Const): return e.v
+    if isinstance(e, sym.Var): return self.vars[e.name]
+    if isinstance(e, sym.Opaque): return self.to_int32(self.names[id(e.ref)], self.dtypes[id(e.ref)])
+    if isinstance(e, sym.Sum):
+      total: str | None = None
+      for term, coef in e.terms:
+        t = self.in_reg(self.expr(term))
+        if total is None and coef == 1:
+          total = t
+          continue
+        out = self.reg("b32")
+        if total is None: self.emit(f"mul.lo.s32 {out}, {t}, {coef};")
+        elif coef == 1: self.emit(f"add.s32 {out}, {total}, {t};")
+        else: self.emit(f"mad.lo.s32 {out}, {t}, {coef}, {total};")
+        total = out
+      if total is None: return e.const
+      if e.const:
+        out = self.reg("b32")
+        self.emit(f"add.s32 {out}, {total}, {e.const};")
+        total = out
+      return total
+    if isinstance(e, (sym.Div, sym.Mod)):
+      a = self.expr(e.a)
+      if isinstance(a, int): return int(a / e.d) if isinstance(e, sym.Div) else int(math.fmod(a, e.d))   # C truncates
+      out = self.reg("b32")
+      self.emit(f"{'div' if isinstance(e, sym.Div) else 'rem'}.s32 {out}, {a}, {e.d};")
+      return out
+    raise TypeError(e)
+  def in_reg(self, v: str | int) -> str:
+    if isinstance(v, str): return v
+    out = self.reg("b32")
+    self.emit(f"mov.b32 {out}, {v};")
+    return out
+  def to_int32(self, r: str, d: DType) -> str:
+    """C's (int) of a value used as an index."""
+    cls, out = reg_class(d), self.reg("b32")
+    if cls == "b32": return r
+    if cls == "pred": self.emit(f"selp.b32 {out}, 1, 0, {r};")
+    elif cls == "b16": self.emit(f"cvt.{'u32.u16' if d.is_unsigned else 's32.s16'} {out}, {r};")
+    elif cls == "b64": self.emit(f"cvt.u32.u64 {out}, {r};")
+    else: raise Unsupported(f"a {d.name} value as an index")
+    return out
+
+  def cond(self, c: sym.Cond) -> str | bool:
+    """A predicate register for c, or True/False where it is known."""
+    if c.is_false: return False
+    out: str | None = None
+    for kind, e, bound in c.clauses:
+      v = self.expr(e)
+      if isinstance(v, int):
+        if (v >= bound) if kind == "ge" else (v < bound): continue
+        return False
+      p = self.reg("pred")
+      self.emit(f"setp.{kind}.s32 {p}, {v}, {bound};")
+      if out is not None: self.emit(f"and.pred {p}, {p}, {out};")
+      out = p
+    return True if out is None else out
+  def pred_of(self, c) -> str:
+    if isinstance(c, str): return c
+    p = self.reg("pred")
+    self.emit(f"setp.ne.s32 {p}, {1 if c else 0}, 0;")
+    return p
+
+  def address(self, buf, flat: sym.Expr) -> str:
+    base, size = self.names[id(buf)], max(1, buf.dtype.itemsize)
+    idx, out = self.expr(flat), self.reg("b64")
+    if isinstance(idx, int): self.emit(f"add.s64 {out}, {base}, {idx * size};")
+    else:
+      off = self.reg("b64")
+      self.emit(f"mul.wide.s32 {off}, {idx}, {size};")
+      self.emit(f"add.s64 {out}, {base}, {off};")
+    return out
+
+  # ---- constants and conversions between storage and registers
+  def const(self, v, d: DType) -> str:
+    cls = reg_class(d)
+    out = self.reg(cls)
+    if cls == "pred": self.head.append(f"\tsetp.ne.s32 {out}, {1 if v else 0}, 0;")
+    elif d.is_float: self.head.append(f"\tmov.{cls} {out}, {_float_literal(float(v), 64 if cls == 'f64' else 32)};")
+    else:
+      bits = int(cls[1:])
+      v = int(v) & ((1 << bits) - 1)
+      self.head.append(f"\tmov.{cls} {out}, {v};")
+    return out
+
+  def half_to_float(self, h: str, d: DType, out: str) -> None:
+    if d.name == "float16": self.emit(f"cvt.f32.f16 {out}, {h};")
+    else:   # bfloat16 is the top half of a float32
+      wide = self.reg("b32")
+      self.emit(f"cvt.u32.u16 {wide}, {h};"); self.emit(f"shl.b32 {wide}, {wide}, 16;"); self.emit(f"mov.b32 {out}, {wide};")
+  def float_to_half(self, f: str, d: DType) -> str:
+    h = self.reg("b16")
+    self.emit(f"cvt.rn.{'f16' if d.name == 'float16' else 'bf16'}.f32 {h}, {f};")
+    return h
+  def rounded(self, r: str, d: DType) -> None:
+    """Round a float-held 16-bit float to its precision, in place."""
+    if d.name in ("float16", "bfloat16"): self.half_to_float(self.float_to_half(r, d), d, r)
+  def wrap(self, r: str, d: DType) -> None:
+    """Bring a 16-bit register holding an 8-bit integer back to its range, in place (C's conversion to int8)."""
+    if d.is_int and d.itemsize == 1:
+      if d.is_unsigned: self.emit(f"and.b16 {r}, {r}, 255;")
+      else: self.emit(f"shl.b16 {r}, {r}, 8;"); self.emit(f"shr.s16 {r}, {r}, 8;")
+
+  def load(self, buf, flat: sym.Expr, valid, d: DType) -> str:
+    cls, out = reg_class(d), self.reg(reg_class(d))
+    mem = _mem_type(d)
+    space = "global" if buf.arg in self.written else "global.nc"
+    guard = "" if valid is True else f"@{valid} "
+    addr = self.address(buf, flat)
+    if cls in ("pred", "f32") and mem in ("u8", "b16"):   # through a 16-bit register
+      raw = self.reg("b16")
+      if guard: self.emit(f"mov.b16 {raw}, 0;")
+      self.emit(f"{guard}ld.{space}.{mem} {raw}, [{addr}];")
+      if cls == "pred": self.emit(f"setp.ne.s16 {out}, {raw}, 0;")
+      else: self.half_to_float(raw, d, out)
+      return out
+    if guard: self.emit(f"mov.{cls} {out}, 0;" if cls[0] == "b" else f"mov.{cls} {out}, {_float_literal(0.0, int(cls[1:]))};")
+    self.emit(f"{guard}ld.{space}.{mem} {out}, [{addr}];")
+    return out
+
+  def stored(self, v: str, d: DType) -> str:
+    """The register to store for value v of dtype d."""
+    if d.is_bool:
+      raw = self.reg("b16")
+      self.emit(f"selp.u16 {raw}, 1, 0, {v};")
+      return raw
+    if d.name in ("float16", "bfloat16"): return self.float_to_half(v, d)
+    return v
+
+  # ---- arithmetic
+  def alu(self, op: Op, d: DType, srcs: list[str], sd: DType, out: str | None = None) -> str:
+    """d = op(srcs) where the sources have dtype sd; into `out` when given (an accumulator)."""
+    cls = "pred" if op in (Op.CMPLT, Op.CMPLE, Op.CMPEQ, Op.CMPNE) else reg_class(d)
+    out = out or self.reg(cls)
+    a, b = srcs[0], srcs[1] if len(srcs) > 1 else None
+    t, bits = arith_type(sd), reg_class(sd)[1:]
+    if sd.is_bool and op is not Op.WHERE:
+      self.bool_alu(op, out, a, b)
+      return out
+    if op in (Op.ADD, Op.SUB, Op.MUL):
+      name = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul"}[op]
+      self.emit(f"{name}{'' if sd.is_float else '.lo' if op is Op.MUL else ''}.{t} {out}, {a}, {b};")
+    elif op in (Op.AND, Op.OR, Op.XOR): self.emit(f"{op.name.lower()}.b{bits} {out}, {a}, {b};")
+    elif op in (Op.SHL, Op.SHR):
+      shift = b   # the shift amount is a u32 operand whatever the width
+      if bits != "32": shift = self.reg("b32"); self.emit(f"cvt.u32.u{bits} {shift}, {b};")
+      self.emit(f"{'shl.b' + bits if op is Op.SHL else 'shr.' + t} {out}, {a}, {shift};")
+    elif op in (Op.CMPLT, Op.CMPLE, Op.CMPEQ, Op.CMPNE):
+      cmp = {Op.CMPLT: "lt", Op.CMPLE: "le", Op.CMPEQ: "eq", Op.CMPNE: "neu" if sd.is_float else "ne"}[op]
+      self.emit(f"setp.{cmp}.{t} {out}, {a}, {b};")
+    elif op is Op.WHERE:
+      if d.is_bool:
+        other = self.reg("pred")
+        self.emit(f"and.pred {out}, {a}, {b};"); self.emit(f"not.pred {other}, {a};")
+        self.emit(f"and.pred {other}, {other}, {srcs[2]};"); self.emit(f"or.pred {out}, {out}, {other};")
+      else: self.emit(f"selp.{cls if cls[0] == 'f' else 'b' + cls[1:]} {out}, {b}, {srcs[2]}, {a};")
+    elif op is Op.NEG: self.emit(f"neg.{t if sd.is_float else 's' + bits} {out}, {a};")
+    elif op is Op.NOT: self.emit(f"not.b{bits} {out}, {a};")
+    elif op in (Op.MAX, Op.MIN):
+      if sd.is_float:   # a where a beats b or a is NaN, else b: NaN from either side comes through, as in C
+        p, q = self.reg("pred"), self.reg("pred")
+        self.emit(f"setp.{'gt' if op is Op.MAX else 'lt'}.{t} {p}, {a}, {b};")
+        self.emit(f"setp.nan.{t} {q}, {a}, {a};")
+        self.emit(f"or.pred {p}, {p}, {q};")
+        self.emit(f"selp.{t} {out}, {a}, {b}, {p};")
+      else: self.emit(f"{op.name.lower()}.{t} {out}, {a}, {b};")
+    elif op is Op.DIV: self.emit(f"div{'.rn' if sd.is_float else ''}.{t} {out}, {a}, {b};")
+    elif op in (Op.IDIV, Op.MOD):
+      if sd.is_float: raise Unsupported("float floor division")
+      self.floor_div_mod(op, t, out, a, b, sd)
+    elif op is Op.ABS:
+      if sd.is_unsigned: self.emit(f"mov.b{bits} {out}, {a};")
+      else: self.emit(f"abs.{t if sd.is_float else 's' + bits} {out}, {a};")
+    elif op in (Op.RECIP, Op.SQRT, Op.RSQRT) and sd.is_float:
+      if op is Op.RECIP: self.emit(f"rcp.rn.{t} {out}, {a};")
+      elif op is Op.SQRT: self.emit(f"sqrt.rn.{t} {out}, {a};")
+      else: self.emit(f"sqrt.rn.{t} {out}, {a};"); self.emit(f"rcp.rn.{t} {out}, {out};")
+    elif op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND) and sd.is_float:
+      mode = {Op.FLOOR: "rmi", Op.CEIL: "rpi", Op.TRUNC: "rzi", Op.ROUND: "rni"}[op]
+      self.emit(f"cvt.{mode}.{t}.{t} {out}, {a};")
+    elif op in (Op.EXP, Op.EXP2, Op.LOG, Op.LOG2) and t == "f32":
+      {Op.EXP: self.exp, Op.EXP2: self.exp2, Op.LOG: self.log, Op.LOG2: self.log}[op](out, a, op)
+    else: raise Unsupported(f"{op} on {sd.name}")
+    if cls != "pred" and op is not Op.WHERE: self.wrap(out, d)
+    return out
+
+  def bool_alu(self, op: Op, out: str, a: str, b: str | None) -> None:
+    if op in (Op.ADD, Op.OR, Op.MAX): self.emit(f"or.pred {out}, {a}, {b};")
+    elif op in (Op.MUL, Op.AND, Op.MIN): self.emit(f"and.pred {out}, {a}, {b};")
+    elif op in (Op.XOR, Op.CMPNE): self.emit(f"xor.pred {out}, {a}, {b};")
+    elif op is Op.CMPEQ: self.emit(f"xor.pred {out}, {a}, {b};"); self.emit(f"not.pred {out}, {out};")
+    elif op is Op.NOT: self.emit(f"not.pred {out}, {a};")
+    elif op in (Op.CMPLT, Op.CMPLE):   # false < true: a < b is !a & b, a <= b is !a | b
+      self.emit(f"not.pred {out}, {a};")
+      self.emit(f"{'and' if op is Op.CMPLT else 'or'}.pred {out}, {out}, {b};")
+    else: raise Unsupported(f"{op} on bool")
+
+  def floor_div_mod(self, op: Op, t: str, out: str, a: str, b: str, sd: DType) -> None:
+    """Python's floor division and modulo of integers, with x // 0 and x % 0 giving 0 (as the C renderers do)."""
+    bits = t[1:]
+    if sd.is_unsigned:
+      if op is Op.IDIV: self.emit(f"div.{t} {out}, {a}, {b};"); return
+      zero = self.reg("pred")
+      self.emit(f"rem.{t} {out}, {a}, {b};")
+      self.emit(f"setp.eq.{t} {zero}, {b}, 0;"); self.emit(f"@{zero} mov.b{bits} {out}, 0;")
+      return
+    r, off, sign, zero = self.reg(f"b{bits}"), self.reg("pred"), self.reg("pred"), self.reg("pred")
+    self.emit(f"rem.{t} {r}, {a}, {b};")
+    self.emit(f"setp.ne.{t} {off}, {r}, 0;")          # a remainder whose sign differs from b's: truncation
+    self.emit(f"setp.lt.{t} {sign}, {r}, 0;")         # rounded toward zero, one step away from floor
+    self.emit(f"setp.lt.xor.{t} {sign}, {b}, 0, {sign};")
+    self.emit(f"and.pred {off}, {off}, {sign};")
+    if op is Op.IDIV: self.emit(f"div.{t} {out}, {a}, {b};"); self.emit(f"@{off} sub.{t} {out}, {out}, 1;")
+    else: self.emit(f"mov.b{bits} {out}, {r};"); self.emit(f"@{off} add.{t} {out}, {out}, {b};")
+    self.emit(f"setp.eq.{t} {zero}, {b}, 0;")
+    self.emit(f"@{zero} mov.b{bits} {out}, 0;")
+
+  def f32(self, v: float) -> str: return _float_literal(v, 32)
+
+  def exp2(self, out: str, x: str, op: Op) -> None: self.emit(f"ex2.approx.f32 {out}, {x};")
+
+  def exp(self, out: str, x: str, op: Op) -> None:
+    """e^x = 2^k * 2^f with k = round(x*log2(e)) kept to [-126, 127] (so 2^k is a normal float, built from its bits)
+    and f = x*log2(e) - k carried to full precision (log2(e) in two parts): ex2.approx on f, and one exact (or, for
+    subnormal results, once-rounded) multiply. inf, -inf and NaN come through ex2 itself."""
+    k, f, scale = self.reg("f32"), self.reg("f32"), self.reg("f32")
+    bits = self.reg("b32")
+    self.emit(f"mul.rn.f32 {k}, {x}, {self.f32(_LOG2E)};")
+    self.emit(f"cvt.rni.f32.f32 {k}, {k};")
+    self.emit(f"max.f32 {k}, {k}, {self.f32(-126.0)};")   # NaN becomes -126 here; f stays NaN
+    self.emit(f"min.f32 {k}, {k}, {self.f32(127.0)};")
+    self.emit(f"neg.f32 {f}, {k};")
+    self.emit(f"fma.rn.f32 {f}, {x}, {self.f32(_LOG2E)}, {f};")
+    self.emit(f"fma.rn.f32 {f}, {x}, {self.f32(_LOG2E_LO)}, {f};")
+    self.emit(f"ex2.approx.ftz.f32 {f}, {f};")
+    self.emit(f"cvt.rzi.s32.f32 {bits}, {k};")
+    self.emit(f"add.s32 {bits}, {bits}, 127;")
+    self.emit(f"shl.b32 {bits}, {bits}, 23;")
+    self.emit(f"mov.b32 {scale}, {bits};")
+    self.emit(f"mul.rn.f32 {out}, {f}, {scale};")
+
+  def log(self, out: str, x: str, op: Op) -> None:
+    """x = m * 2^e with m in [sqrt(1/2), sqrt(2)): log x = e*ln2 + log1p(m - 1); log2 x = e + log1p(m - 1)*log2(e).
+    Subnormal x is scaled by 2^23 first; zero, negatives, inf and NaN are set at the end."""
+    small, p = self.reg("pred"), self.reg("pred")
+    xs, bias, e, m, f, z, poly, y = (self.reg("f32") for _ in range(8))
+    bits, k = self.reg("b32"), self.reg("b32")
+    self.emit(f"setp.lt.f32 {small}, {x}, {self.f32(2.0 ** -126)};")
+    self.emit(f"mul.rn.f32 {xs}, {x}, {self.f32(2.0 ** 23)};")
+    self.emit(f"selp.f32 {xs}, {xs}, {x}, {small};")
+    self.emit(f"selp.f32 {bias}, {self.f32(-23.0)}, 0f00000000, {small};")
+    self.emit(f"mov.b32 {bits}, {xs};")
+    self.emit(f"sub.s32 {k}, {bits}, 0x3F3504F3;")    # measured from sqrt(1/2)'s bits: m lands in [sqrt(1/2), sqrt(2))
+    self.emit(f"shr.s32 {k}, {k}, 23;")
+    self.emit(f"cvt.rn.f32.s32 {e}, {k};")
+    self.emit(f"add.f32 {e}, {e}, {bias};")
+    self.emit(f"shl.b32 {k}, {k}, 23;")
+    self.emit(f"sub.s32 {k}, {bits}, {k};")
+    self.emit(f"mov.b32 {m}, {k};")
+    self.emit(f"sub.rn.f32 {f}, {m}, 0f3F800000;")     # exact: m is within a factor 2 of 1
+    self.emit(f"mul.rn.f32 {z}, {f}, {f};")
+    self.emit(f"mov.f32 {poly}, {self.f32(_LOG1P_P[0])};")
+    for c in _LOG1P_P[1:]: self.emit(f"fma.rn.f32 {poly}, {poly}, {f}, {self.f32(c)};")
+    self.emit(f"mul.rn.f32 {poly}, {poly}, {f};")
+    self.emit(f"mul.rn.f32 {poly}, {poly}, {z};")      # f^3 P(f)
+    if op is Op.LOG:
+      self.emit(f"fma.rn.f32 {poly}, {e}, {self.f32(-2.12194440e-4)}, {poly};")   # ln2 in two parts: e*ln2 exact enough
+      self.emit(f"fma.rn.f32 {poly}, {z}, 0fBF000000, {poly};")
+      self.emit(f"add.rn.f32 {y}, {f}, {poly};")
+      self.emit(f"fma.rn.f32 {y}, {e}, {self.f32(0.693359375)}, {y};")
+    else:
+      self.emit(f"fma.rn.f32 {poly}, {z}, 0fBF000000, {poly};")
+      self.emit(f"add.rn.f32 {y}, {f}, {poly};")
+      self.emit(f"fma.rn.f32 {y}, {y}, {self.f32(_LOG2E)}, {e};")
+    self.emit(f"setp.eq.f32 {p}, {x}, 0f00000000;"); self.emit(f"selp.f32 {y}, 0fFF800000, {y}, {p};")
+    self.emit(f"setp.lt.f32 {p}, {x}, 0f00000000;"); self.emit(f"selp.f32 {y}, 0f7FFFFFFF, {y}, {p};")
+    self.emit(f"setp.eq.f32 {p}, {x}, 0f7F800000;"); self.emit(f"selp.f32 {y}, 0f7F800000, {y}, {p};")
+    self.emit(f"setp.nan.f32 {p}, {x}, {x};"); self.emit(f"selp.f32 {out}, {x}, {y}, {p};")
+
+  def cast(self, v: str, src: DType, dst: DType) -> str:
+    scls, dcls = reg_class(src), reg_class(dst)
+    out = self.reg(dcls)
+    if dst.is_bool:
+      if src.is_bool: return v
+      self.emit(f"setp.{'neu' if src.is_float else 'ne'}.{arith_type(src)} {out}, {v}, {'0f00000000' if scls == 'f32' else '0d0000000000000000' if scls == 'f64' else 0};")
+      return out
+    if src.is_bool:
+      one = _float_literal(1.0, int(dcls[1:])) if dst.is_float else 1
+      zero = _float_literal(0.0, int(dcls[1:])) if dst.is_float else 0
+      self.emit(f"selp.{dcls if dst.is_float else 'b' + dcls[1:]} {out}, {one}, {zero}, {v};")
+      return out
+    st, dt = arith_type(src), arith_type(dst)
+    if src.is_float and dst.is_float:
+      if st == dt: self.emit(f"mov.{dt} {out}, {v};")
+      else: self.emit(f"cvt{'.rn' if dt == 'f32' else ''}.{dt}.{st} {out}, {v};")
+      self.rounded(out, dst)
+    elif src.is_float:   # saturating to int64 (PTX's conversion saturates) with NaN to 0, then wrapped, as C's alloy_f2i
+      wide, nan = self.reg("b64"), self.reg("pred")
+      self.emit(f"cvt.rzi.s64.{st} {wide}, {v};")
+      self.emit(f"setp.nan.{st} {nan}, {v}, {v};")
+      self.emit(f"@{nan} mov.b64 {wide}, 0;")
+      if dcls == "b64": self.emit(f"mov.b64 {out}, {wide};")
+      else: self.emit(f"cvt.{dt}.s64 {out}, {wide};")
+    elif dst.is_float: self.emit(f"cvt.rn.{dt}.{st} {out}, {v};"); self.rounded(out, dst)
+    elif st == dt: self.emit(f"mov.b{dcls[1:]} {out}, {v};")
+    else: self.emit(f"cvt.{dt}.{st} {out}, {v};")
+    self.wrap(out, dst)
+    return out
+
+  def bitcast(self, v: str, src: DType, dst: DType) -> str:
+    if src.itemsize != dst.itemsize or src.is_bool or dst.is_bool: raise Unsupported(f"bitcast {src.name} -> {dst.name}")
+    raw = self.float_to_half(v, src) if src.name in ("float16", "bfloat16") else v
+    out = self.reg(reg_class(dst))
+    if dst.name in ("float16", "bfloat16"): self.half_to_float(raw, dst, out)
+    else: self.emit(f"mov.b{reg_class(dst)[1:]} {out}, {raw};"); self.wrap(out, dst)
+    return out
+
+  def shuffle_xor(self, v: str, d: DType, offset: int) -> str:
+    """The value of v in lane (lane ^ offset) of the warp."""
+    cls, out = reg_class(d), self.reg(reg_class(d))
+    if cls in ("b32", "f32"): self.emit(f"shfl.sync.bfly.b32 {out}, {v}, {offset}, 31, -1;"); return out
+    if cls in ("b64", "f64"):
+      lo, hi = self.reg("b32"), self.reg("b32")
+      self.emit(f"mov.b64 {{{lo}, {hi}}}, {v};")
+      self.emit(f"shfl.sync.bfly.b32 {lo}, {lo}, {offset}, 31, -1;")
+      self.emit(f"shfl.sync.bfly.b32 {hi}, {hi}, {offset}, 31, -1;")
+      self.emit(f"mov.b64 {out}, {{{lo}, {hi}}};")
+      return out
+    wide = self.reg("b32")
+    if cls == "pred": self.emit(f"selp.b32 {wide}, 1, 0, {v};")
+    else: self.emit(f"cvt.{'u32.u16' if d.is_unsigned else 's32.s16'} {wide}, {v};")
+    self.emit(f"shfl.sync.bfly.b32 {wide}, {wide}, {offset}, 31, -1;")
+    if cls == "pred": self.emit(f"setp.ne.s32 {out}, {wide}, 0;")
+    else: self.emit(f"cvt.u16.u32 {out}, {wide};")
+    return out
+
+  def shared_access(self, kind: str, base: str, index: str | int, v: str, d: DType) -> None:
+    """ld or st of element `index` of a shared array of d's register values (bool as a byte)."""
+    cls = reg_class(d)
+    size = {"pred": 1, "b16": 2, "b32": 4, "f32": 4, "b64": 8, "f64": 8}[cls]
+    addr = self.reg("b64")
+    self.emit(f"mov.u64 {addr}, {base};")
+    if isinstance(index, int): self.emit(f"add.s64 {addr}, {addr}, {index * size};")
+    else:
+      off = self.reg("b64")
+      self.emit(f"mul.wide.s32 {off}, {index}, {size};"); self.emit(f"add.s64 {addr}, {addr}, {off};")
+    t = {"pred": "u8", "b16": "b16", "b32": "b32", "f32": "f32", "b64": "b64", "f64": "f64"}[cls]
+    if cls == "pred":
+      raw = self.reg("b16")
+      if kind == "st": self.emit(f"selp.u16 {raw}, 1, 0, {v};"); self.emit(f"st.shared.u8 [{addr}], {raw};")
+      else: self.emit(f"ld.shared.u8 {raw}, [{addr}];"); self.emit(f"setp.ne.s16 {v}, {raw}, 0;")
+    elif kind == "st": self.emit(f"st.shared.{t} [{addr}], {v};")
+    else: self.emit(f"ld.shared.{t} {v}, [{addr}];")
+
+  def group_reduce(self, acc: str, op: Op, d: DType, lane: str, width: int, scratch: str) -> None:
+    """Combine acc over the `width` threads of the block, the result in every thread's acc: butterfly shuffles
+    within each warp, then one value per warp through shared memory."""
+    def combine(other: str) -> None:
+      self.alu(op, d, [acc, other], d, out=acc)
+      if d.is_float and op not in (Op.MAX, Op.MIN): self.rounded(acc, d)
+    for offset in (16, 8, 4, 2, 1): combine(self.shuffle_xor(acc, d, offset))
+    if width <= 32: return
+    first, warp, lanes = self.reg("pred"), self.reg("b32"), self.reg("b32")
+    skip = self.label()
+    self.emit(f"and.b32 {lanes}, {lane}, 31;")
+    self.emit(f"setp.ne.s32 {first}, {lanes}, 0;")
+    self.emit(f"@{first} bra {skip};")
+    self.emit(f"shr.s32 {warp}, {lane}, 5;")
+    self.shared_access("st", scratch, warp, acc, d)
+    self.body.append(f"{skip}:")
+    self.emit("bar.sync 0;")
+    self.shared_access("ld", scratch, 0, acc, d)
+    for w in range(1, width // 32):
+      other = self.reg(reg_class(d))
+      self.shared_access("ld", scratch, w, other, d)
+      combine(other)
+
+  # ---- the program
+  def text(self) -> str:
+    prog = self.prog
+    params, blocks = [], []   # blocks: ("loop", var register, end, label) or ("if", label)
+    for ins in prog.instrs:
+      op = ins.op
+      if op == "param":
+        raw, ptr = self.reg("b64"), self.reg("b64")
+        params.append(f"\t.param .u64 {prog.meta.name}_p{ins.arg}")
+        self.head += [f"\tld.param.u64 {raw}, [{prog.meta.name}_p{ins.arg}];", f"\tcvta.to.global.u64 {ptr}, {raw};"]
+        self.names[id(ins)] = ptr
+      elif op == "const": self.names[id(ins)], self.dtypes[id(ins)] = self.const(ins.arg, ins.dtype), ins.dtype
+      elif op == "special":
+        var, kind = ins.arg
+        out = self.reg("b32")
+        if kind == "global":
+          block, size, thread = self.reg("b32"), self.reg("b32"), self.reg("b32")
+          self.emit(f"mov.u32 {block}, %ctaid.x;"); self.emit(f"mov.u32 {size}, %ntid.x;"); self.emit(f"mov.u32 {thread}, %tid.x;")
+          self.emit(f"mad.lo.s32 {out}, {block}, {size}, {thread};")
+        else: self.emit(f"mov.u32 {out}, {'%ctaid.x' if kind == 'group' else '%tid.x'};")
+        self.vars[var.name] = out
+      elif op == "local":
+        name, size = ins.arg
+        nbytes = size * {"pred": 1, "b16": 2, "b32": 4, "f32": 4, "b64": 8, "f64": 8}[reg_class(ins.dtype)]
+        self.shared.append(f"\t.shared .align 16 .b8 {name}[{nbytes}];")
+        self.names[id(ins)] = name
+      elif op == "group_reduce":
+        reduce_op, width, lane = ins.arg
+        acc = self.names[id(ins.src[0])]
+        self.group_reduce(acc, reduce_op, ins.dtype, self.vars[lane], width, self.names[id(ins.src[1])])
+        self.names[id(ins)], self.dtypes[id(ins)] = acc, ins.dtype
+      elif op == "range":
+        var, _ = ins.arg
+        if var.max < 0: raise Unsupported("an empty loop")
+        counter, top = self.reg("b32"), self.label()
+        self.emit(f"mov.b32 {counter}, 0;")
+        self.body.append(f"{top}:")
+        self.vars[var.name] = counter
+        blocks.append(("loop", counter, var.max + 1, top))
+      elif op == "endrange":
+        _, counter, end, top = blocks.pop()
+        again = self.reg("pred")
+        self.emit(f"add.s32 {counter}, {counter}, 1;")
+        self.emit(f"setp.lt.s32 {again}, {counter}, {end};")
+        self.emit(f"@{again} bra {top};")
+      elif op == "if":
+        c, end = self.cond(ins.arg), self.label()
+        if c is False: self.emit(f"bra {end};")
+        elif c is not True: self.emit(f"@!{c} bra {end};")
+        blocks.append(("if", end))
+      elif op == "endif": self.body.append(f"{blocks.pop()[1]}:")
+      elif op == "store":
+        flat, _ = ins.arg
+        buf, val = ins.src
+        v = self.stored(self.names[id(val)], buf.dtype)
+        self.emit(f"st.global.{_mem_type(buf.dtype)} [{self.address(buf, flat)}], {v};")
+      elif op == "vstore":
+        flat, width = ins.arg
+        buf = ins.src[0]
+        vals = [self.stored(self.names[id(v)], buf.dtype) for v in ins.src[1:]]
+        vec = f".v{width}" if len(vals) > 1 else ""
+        value = "{" + ", ".join(vals) + "}" if len(vals) > 1 else vals[0]
+        self.emit(f"st.global{vec}.{_mem_type(buf.dtype)} [{self.address(buf, flat)}], {value};")
+      elif op == "vload":
+        flat, width = ins.arg
+        buf = ins.src[0]
+        if reg_class(ins.dtype) not in ("b32", "f32") or ins.dtype.name in ("float16", "bfloat16"): raise Unsupported("vector load of 16-bit values")
+        lanes = [self.reg(reg_class(ins.dtype)) for _ in range(width)]
+        space = "global" if buf.arg in self.written else "global.nc"
+        self.emit(f"ld.{space}.v{width}.{_mem_type(ins.dtype)} {{{', '.join(lanes)}}}, [{self.address(buf, flat)}];")
+        self.names[id(ins)], self.dtypes[id(ins)] = lanes, ins.dtype
+      elif op == "gep": self.names[id(ins)], self.dtypes[id(ins)] = self.names[id(ins.src[0])][ins.arg], ins.dtype
+      elif op == "update":
+        acc, val = ins.src
+        a = self.names[id(acc)]
+        self.alu(ins.arg, ins.dtype, [a, self.names[id(val)]], ins.dtype, out=a)
+        if ins.dtype.is_float: self.rounded(a, ins.dtype)
+      elif op == "load":
+        flat, valid = ins.arg
+        v = self.load(ins.src[0], flat, True if valid.is_true else self.cond(valid), ins.dtype)
+        self.names[id(ins)], self.dtypes[id(ins)] = v, ins.dtype
+      elif op == "index":
+        self.names[id(ins)], self.dtypes[id(ins)] = self.in_reg(self.expr(ins.arg)), ins.dtype
+      elif op == "cond": self.names[id(ins)], self.dtypes[id(ins)] = self.pred_of(self.cond(ins.arg)), ins.dtype
+      elif op == "acc":
+        cls = reg_class(ins.dtype)
+        out, init = self.reg(cls), self.const(ins.arg, ins.dtype)
+        self.emit(f"mov.{'pred' if cls == 'pred' else cls} {out}, {init};")
+        self.names[id(ins)], self.dtypes[id(ins)] = out, ins.dtype
+      elif op in ("cast", "bitcast"):
+        src = ins.src[0]
+        fn = self.cast if op == "cast" else self.bitcast
+        self.names[id(ins)], self.dtypes[id(ins)] = fn(self.names[id(src)], self.dtypes[id(src)], ins.dtype), ins.dtype
+      elif op == "alu":
+        srcs = [self.names[id(s)] for s in ins.src]
+        sd = ins.dtype if ins.arg is Op.WHERE else self.dtypes[id(ins.src[0])]
+        out = self.alu(ins.arg, ins.dtype, srcs, sd)
+        if ins.arg not in (Op.WHERE, Op.MAX, Op.MIN, Op.NEG, Op.ABS) and ins.dtype.is_float: self.rounded(out, ins.dtype)
+        self.names[id(ins)], self.dtypes[id(ins)] = out, ins.dtype
+      else: raise Unsupported(f"the {op} instruction")
+    threads = prog.meta.local_size[0]
+    regs = [f"\t.reg .{cls} %{_REG_PREFIX[cls]}<{n}>;" for cls, n in self.counts.items() if n]
+    return "\n".join([f".version {ptx_version(self.arch)}", f".target {self.arch}", ".address_size 64", "",
+                      f".visible .entry {prog.meta.name}(", ",\n".join(params), ")",
+                      # as the CUDA C renderer's __launch_bounds__: room for the registers the kernel needs
+                      f".maxntid {threads}, 1, 1", f".minnctapersm {min(32, max(1, 512 // threads))}", "{",
+                      *regs, *self.shared, *self.head, *self.body, "\tret;", "}", ""])
