@@ -2,8 +2,8 @@
 
 A new CUDA C kernel costs NVRTC's front end, NVVM (with libdevice linked in) and ptxas: 27-47 ms on an H200 host.
 PTX skips all but ptxas (nvJitLink, 8-9 ms): a first realize of a new kernel took 14.1 ms against 45.2 ms through
-NVRTC in one run of bench/gpu.py. Where PTX has no instruction for an op (float64 exp and log, sin,
-cos, tan, tanh, erf, pow, float floor division), render() raises Unsupported and the kernel is rendered as CUDA C
+NVRTC in one run of bench/gpu.py. Where PTX has no instruction for an op (float64 transcendentals,
+sin, cos, tan, pow, float floor division), render() raises Unsupported and the kernel is rendered as CUDA C
 instead, so libdevice's versions serve those.
 
 Registers by value class: bool lives in predicates; 8- and 16-bit integers in 16-bit registers (8-bit values kept
@@ -53,6 +53,15 @@ def ptx_version(arch: str) -> str:
 # a polynomial of log1p(f) for f in [sqrt(1/2)-1, sqrt(2)-1]: log1p(f) = f - f^2/2 + f^3 * P(f) (Cephes' logf)
 _LOG1P_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
             -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
+# tanh(x) = x + x^3 * P(x^2) for |x| < 0.625, within 0.9 ulp (least squares fit of the relative error)
+_TANH_P = (-0.005691935773938894, 0.02062624879181385, -0.05373530462384224, 0.13331380486488342, -0.3333328068256378)
+# erf(x) = x + x * R(x^2) for |x| < 1 (within 1 ulp); erf(x) = 1 - e^(Q(x) - x^2) for 1 <= x <= 4 (within 1.2 ulp;
+# beyond 4 it rounds to 1): both least squares fits, checked in float32 with FMA against math.erf
+_ERF_R = (7.847178494557738e-05, -0.0008008164586499333, 0.005188095849007368, -0.026853689923882484,
+          0.1128358244895935, -0.3761262595653534, 0.12837916612625122)
+_ERFC_Q = (-6.582600775573155e-08, 3.0951405278756283e-06, -6.0068105085520074e-05, 0.0006733332993462682,
+           -0.005021028686314821, 0.026999456807971, -0.11090735346078873, 0.3689110577106476, -1.1306043863296509,
+           0.0004004916700068861)
 _LOG2E, _LOG2E_LO = 1.4426950216293335, 1.92596298909109e-08   # float32(log2 e) and what it misses
 
 def is_ptx(source: str) -> bool: return source.startswith(".version")
@@ -277,8 +286,9 @@ class _Kernel:
     elif op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND) and sd.is_float:
       mode = {Op.FLOOR: "rmi", Op.CEIL: "rpi", Op.TRUNC: "rzi", Op.ROUND: "rni"}[op]
       self.emit(f"cvt.{mode}.{t}.{t} {out}, {a};")
-    elif op in (Op.EXP, Op.EXP2, Op.LOG, Op.LOG2) and t == "f32":
-      {Op.EXP: self.exp, Op.EXP2: self.exp2, Op.LOG: self.log, Op.LOG2: self.log}[op](out, a, op)
+    elif op in (Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.TANH, Op.ERF) and t == "f32":
+      {Op.EXP: self.exp, Op.EXP2: self.exp2, Op.LOG: self.log, Op.LOG2: self.log, Op.TANH: self.tanh,
+       Op.ERF: self.erf}[op](out, a, op)
     else: raise Unsupported(f"{op} on {sd.name}")
     if cls != "pred" and op is not Op.WHERE: self.wrap(out, d)
     return out
@@ -338,11 +348,56 @@ class _Kernel:
     self.emit(f"mov.b32 {scale}, {bits};")
     self.emit(f"mul.rn.f32 {out}, {f}, {scale};")
 
+  def polynomial(self, coefs: tuple, t: str) -> str:
+    """A register holding the polynomial with these coefficients (highest power first) at t, by Horner's rule."""
+    p = self.reg("f32")
+    self.emit(f"mov.f32 {p}, {self.f32(coefs[0])};")
+    for c in coefs[1:]: self.emit(f"fma.rn.f32 {p}, {p}, {t}, {self.f32(c)};")
+    return p
+
+  def tanh(self, out: str, x: str, op: Op) -> None:
+    """An odd polynomial near 0; elsewhere 1 - 2/(e^(2|x|) + 1) with x's sign (no cancellation once |x| >= 0.625)."""
+    a, z, xz, small, e, big = (self.reg("f32") for _ in range(6))
+    near = self.reg("pred")
+    self.emit(f"abs.f32 {a}, {x};")
+    self.emit(f"mul.rn.f32 {z}, {x}, {x};")
+    p = self.polynomial(_TANH_P, z)
+    self.emit(f"mul.rn.f32 {xz}, {x}, {z};")
+    self.emit(f"fma.rn.f32 {small}, {xz}, {p}, {x};")
+    self.emit(f"add.rn.f32 {e}, {a}, {a};")
+    self.exp(e, e, Op.EXP)
+    self.emit(f"add.rn.f32 {e}, {e}, 0f3F800000;")
+    self.emit(f"div.rn.f32 {big}, 0f40000000, {e};")
+    self.emit(f"sub.rn.f32 {big}, 0f3F800000, {big};")
+    self.emit(f"copysign.f32 {big}, {x}, {big};")   # PTX's copysign takes the sign from its first operand
+    self.emit(f"setp.lt.f32 {near}, {a}, {self.f32(0.625)};")
+    self.emit(f"selp.f32 {out}, {small}, {big}, {near};")
+
+  def erf(self, out: str, x: str, op: Op) -> None:
+    """x + x*R(x^2) for |x| < 1; else 1 - e^(Q(|x|) - x^2) with x's sign, |x| clamped to 4 where erf is 1 in float."""
+    a, z, small, e, big = (self.reg("f32") for _ in range(5))
+    near, nan = self.reg("pred"), self.reg("pred")
+    self.emit(f"abs.f32 {a}, {x};")
+    self.emit(f"mul.rn.f32 {z}, {x}, {x};")
+    r = self.polynomial(_ERF_R, z)
+    self.emit(f"fma.rn.f32 {small}, {x}, {r}, {x};")
+    self.emit(f"min.f32 {a}, {a}, {self.f32(4.0)};")
+    q = self.polynomial(_ERFC_Q, a)
+    self.emit(f"mul.rn.f32 {e}, {a}, {a};")
+    self.emit(f"sub.rn.f32 {e}, {q}, {e};")
+    self.exp(e, e, Op.EXP)
+    self.emit(f"sub.rn.f32 {big}, 0f3F800000, {e};")
+    self.emit(f"copysign.f32 {big}, {x}, {big};")
+    self.emit(f"setp.lt.f32 {near}, {a}, 0f3F800000;")
+    self.emit(f"selp.f32 {out}, {small}, {big}, {near};")
+    self.emit(f"setp.nan.f32 {nan}, {x}, {x};")   # the clamp to 4 took NaN's place
+    self.emit(f"@{nan} mov.f32 {out}, {x};")
+
   def log(self, out: str, x: str, op: Op) -> None:
     """x = m * 2^e with m in [sqrt(1/2), sqrt(2)): log x = e*ln2 + log1p(m - 1); log2 x = e + log1p(m - 1)*log2(e).
     Subnormal x is scaled by 2^23 first; zero, negatives, inf and NaN are set at the end."""
     small, p = self.reg("pred"), self.reg("pred")
-    xs, bias, e, m, f, z, poly, y = (self.reg("f32") for _ in range(8))
+    xs, bias, e, m, f, z, y = (self.reg("f32") for _ in range(7))
     bits, k = self.reg("b32"), self.reg("b32")
     self.emit(f"setp.lt.f32 {small}, {x}, {self.f32(2.0 ** -126)};")
     self.emit(f"mul.rn.f32 {xs}, {x}, {self.f32(2.0 ** 23)};")
@@ -358,8 +413,7 @@ class _Kernel:
     self.emit(f"mov.b32 {m}, {k};")
     self.emit(f"sub.rn.f32 {f}, {m}, 0f3F800000;")     # exact: m is within a factor 2 of 1
     self.emit(f"mul.rn.f32 {z}, {f}, {f};")
-    self.emit(f"mov.f32 {poly}, {self.f32(_LOG1P_P[0])};")
-    for c in _LOG1P_P[1:]: self.emit(f"fma.rn.f32 {poly}, {poly}, {f}, {self.f32(c)};")
+    poly = self.polynomial(_LOG1P_P, f)
     self.emit(f"mul.rn.f32 {poly}, {poly}, {f};")
     self.emit(f"mul.rn.f32 {poly}, {poly}, {z};")      # f^3 P(f)
     if op is Op.LOG:

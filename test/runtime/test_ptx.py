@@ -1,5 +1,6 @@
 """The PTX renderer. Rendering and assembling (nvJitLink) need no GPU; values are checked where a CUDA GPU is present,
 against NumPy and against the CUDA C renderer, which the PTX renderer must agree with op for op."""
+import math
 import numpy as np
 import pytest
 
@@ -36,7 +37,7 @@ def test_renders_and_assembles():
 
 def test_declines_what_ptx_has_no_instruction_for():
   x = Tensor(np.random.default_rng(0).uniform(-2, 2, 100), device="CPU")
-  for build in (lambda: x.float().sin(), lambda: x.exp(), lambda: x.float().erf(), lambda: x.float() // 0.7):
+  for build in (lambda: x.float().sin(), lambda: x.exp(), lambda: x.float().tan(), lambda: x.float() // 0.7):
     prog, = _programs(build)
     with pytest.raises(Unsupported): PTXRenderer("sm_90").render(prog)
     source = PTXFirstRenderer("sm_90").render(prog)   # the CUDA device's renderer falls back to CUDA C
@@ -84,17 +85,19 @@ def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
   return np.abs(got.astype(np.float64) - want) / ulp
 
 @gpu
-@pytest.mark.parametrize("fn", ["exp", "exp2", "log", "log2"])
+@pytest.mark.parametrize("fn", ["exp", "exp2", "log", "log2", "tanh", "erf"])
 def test_transcendentals_within_ulps(dev, fn):
   rng = np.random.default_rng(2)
-  if fn.startswith("exp"):   # the whole range where the result is a normal float, and around 0
+  if fn in ("tanh", "erf"):   # both pieces of each, the switch between them, and where the result rounds to +-1
+    x = np.concatenate([rng.uniform(-6, 6, 1 << 20), rng.uniform(-1.1, 1.1, 1 << 16), rng.uniform(-1e-3, 1e-3, 1 << 14)]).astype(np.float32)
+  elif fn.startswith("exp"):   # the whole range where the result is a normal float, and around 0
     top = 88.0 if fn == "exp" else 127.0
     x = np.concatenate([rng.uniform(-top * 0.99, top, 1 << 20), rng.uniform(-1e-3, 1e-3, 1 << 14)]).astype(np.float32)
   else:   # every binade of positive floats, subnormals included, and close to 1
     x = np.concatenate([rng.integers(1, 0x7F800000, 1 << 20, dtype=np.uint32).view(np.float32),
                         (1 + rng.uniform(-1e-3, 1e-3, 1 << 14)).astype(np.float32)])
   got = getattr(Tensor(x, device="CUDA"), fn)().numpy()
-  want = getattr(np, fn)(x.astype(np.float64))
+  want = np.vectorize(math.erf)(x.astype(np.float64)) if fn == "erf" else getattr(np, fn)(x.astype(np.float64))
   normal = np.abs(want) >= np.finfo(np.float32).tiny
   ulps = _ulps(got[normal], want[normal])
   assert ulps.max() <= 3, f"{fn}: {ulps.max():.1f} ulps at x={x[normal][ulps.argmax()]!r}"
@@ -105,10 +108,11 @@ def test_transcendental_special_values(dev):
   x = np.array([0.0, -0.0, 1.0, 2.0, 8.0, 0.5, np.inf, -np.inf, np.nan, -1.0, 1e-45, 3.4e38, -100.0, 100.0], np.float32)
   t = Tensor(x, device="CUDA")
   with np.errstate(all="ignore"):
-    for fn in ("exp", "exp2", "log", "log2"):
-      want = getattr(np, fn)(x.astype(np.float64)).astype(np.float32)
+    for fn in ("exp", "exp2", "log", "log2", "tanh", "erf"):
+      x64 = x.astype(np.float64)
+      want = (np.vectorize(math.erf)(x64) if fn == "erf" else getattr(np, fn)(x64)).astype(np.float32)
       got = getattr(t, fn)().numpy()
-      exact = np.isinf(want) | np.isnan(want) | (want == 0) | np.isin(x, [0.0, 1.0, 2.0, 8.0, 0.5])
+      exact = np.isinf(want) | np.isnan(want) | (want == 0) | (np.abs(want) == 1) | (np.isin(x, [1.0, 2.0, 8.0, 0.5]) & fn.endswith('2'))
       np.testing.assert_array_equal(got[exact], want[exact], err_msg=fn)
       np.testing.assert_allclose(got, want, rtol=3e-7, err_msg=fn)
 
