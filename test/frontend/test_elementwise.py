@@ -2,6 +2,7 @@
 import numpy as np, pytest
 import alloy
 from alloy import Tensor
+from alloy.ir.ops import Op
 from conftest import rand_np, assert_close, supported
 
 SHAPES = [(), (1,), (7,), (3, 5), (2, 1, 4), (0, 3)]
@@ -64,6 +65,17 @@ def test_div_pow(device, rng, dtype):
   assert_close((ta.abs() ** tb).numpy(), np.abs(a) ** b, dtype, atol=1e-2 if dtype == "float16" else 1e-5, rtol=1e-2 if dtype == "float16" else 1e-5)
   assert_close((ta // tb).numpy(), np.floor_divide(a, b), dtype, atol=1.01 if dtype == "float16" else None)
   assert_close((ta % tb).numpy(), np.mod(a, b), dtype, atol=1e-2 if dtype == "float16" else 1e-5)
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int8"])
+def test_square_by_pow_is_a_multiply(device, rng, dtype):
+  a = rand_np(rng, (5, 6), dtype)
+  if dtype.startswith("float"): a.flat[:4] = [np.inf, -np.inf, np.nan, -0.0]
+  t = Tensor(a, device=device)
+  for y in (t ** 2, t ** 2.0, t.pow(2)):
+    assert y.node.op is Op.MUL   # no pow kernel call
+    got, want = y.numpy(), (a.astype(np.float32) ** 2).astype(y.dtype.name) if y.dtype.name != a.dtype.name else a * a
+    np.testing.assert_array_equal(got, want)
+  assert (2 ** t).node.op is Op.POW
 
 @pytest.mark.parametrize("dtype", INTS)
 def test_integer_ops(device, rng, dtype):
