@@ -9,8 +9,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
 import alloy
 from alloy import Tensor
-from common import median_time, new_kernel_seconds, print_table, tinygrad_for
-from alloy.engine import realize as engine
+from common import device_seconds, median_time, new_kernel_seconds, print_table, tinygrad_for
 import torch
 
 def torch_time(fn) -> float:
@@ -27,23 +26,7 @@ def torch_time(fn) -> float:
 def run():
   dev = alloy.get_device("CUDA")
   rng = np.random.default_rng(0)
-  def ours(fn) -> float:
-    """Device time of the kernels fn launches (CUDA events: every launch waits while device_time_requests > 0), median of 3."""
-    times = []
-    def listener(ck, bufs, elapsed, t_submit): times.append(elapsed)
-    fn().realize(); dev.synchronize()
-    best = []
-    engine.launch_listeners.append(listener)
-    engine.device_time_requests += 1
-    try:
-      for _ in range(3):
-        times.clear()
-        fn().realize()
-        best.append(sum(times))
-    finally:
-      engine.launch_listeners.remove(listener)
-      engine.device_time_requests -= 1
-    return sorted(best)[1]
+  def ours(fn) -> float: return device_seconds(fn, dev)
   tinygrad, tinygrad_note = tinygrad_for("CUDA")
   def tg(host: np.ndarray): return tinygrad[0](host, device="CUDA").realize()
   def tg_figure(row: dict, work: float, thunk) -> None:

@@ -11,3 +11,4 @@ timeout 200 python3 bench/gpu.py 2>&1 | tail -12 | tee $OUT/bench.log
 DEV=CUDA timeout 120 python3 bench/jit.py 2>&1 | tail -7 | tee $OUT/jit.log
 DEV=CUDA ALLOY_CUDA_NATIVE_LOOP=0 timeout 120 python3 bench/jit.py 2>&1 | tail -4
 DEV=CUDA TRACE=$OUT/trace.json python3 example.py > /dev/null && python3 -m alloy.trace $OUT/trace.json | head -5
+timeout 240 python3 bench/cuda_renderers.py 2>&1 | tail -16 | tee $OUT/renderers.log

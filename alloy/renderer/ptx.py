@@ -80,13 +80,27 @@ class PTXFirstRenderer:
     try: return self.ptx.render(prog)
     except Unsupported: return self.cuda.render(prog)
 
+class _Loop:
+  """An open loop: the lines hoisted out of it (emitted before its first iteration) and what they computed."""
+  def __init__(self):
+    self.preheader: list = []
+    self.cache: dict = {}
+
+def _flat(lines: list):
+  for line in lines:
+    if isinstance(line, list): yield from _flat(line)
+    else: yield line
+
 class _Kernel:
   """One kernel's PTX, emitted instruction by instruction."""
   def __init__(self, prog: LinearProgram, arch: str):
     self.prog, self.arch = prog, arch
     self.counts = {c: 0 for c in _REG_PREFIX}
     self.head: list[str] = []   # parameter loads and constants: before any branch, so every use sees them
-    self.body: list[str] = []
+    self.body: list = []        # lines, and each loop's preheader: a list of the lines hoisted out of that loop
+    self.out = self.body        # where emit() writes
+    self.loops: list[_Loop] = []
+    self.levels: dict = {}      # loop variable name or id(instr) -> how many loops were open where it was defined
     self.shared: list[str] = []
     self.names: dict[int, object] = {}   # id(instr) -> register (a list of registers for a vector load)
     self.dtypes: dict[int, DType] = {}
@@ -98,19 +112,48 @@ class _Kernel:
   def reg(self, cls: str) -> str:
     self.counts[cls] += 1
     return f"%{_REG_PREFIX[cls]}{self.counts[cls] - 1}"
-  def emit(self, line: str) -> None: self.body.append("\t" + line)
+  def emit(self, line: str) -> None: self.out.append("\t" + line)
   def label(self) -> str:
     self.labels += 1
     return f"$L{self.labels - 1}"
 
   # ---- integer index arithmetic (int32, as the C renderers' `int`)
+  def level(self, e: sym.Expr) -> int:
+    """The number of open loops whose variables (or values defined inside them) e depends on, innermost counted."""
+    if isinstance(e, sym.Const): return 0
+    if isinstance(e, sym.Var): return self.levels.get(e.name, 0)
+    if isinstance(e, sym.Opaque): return self.levels.get(id(e.ref), len(self.loops))
+    if isinstance(e, sym.Sum): return max((self.level(t) for t, _ in e.terms), default=0)
+    return self.level(e.a)
+
+  def hoisted(self, key, level: int, compute):
+    """compute() emitted before the outermost open loop it does not depend on (once per loop), else here. NVVM does
+    this for the CUDA C renderer; ptxas alone left index arithmetic in the loop (matmul ran at 0.27x)."""
+    if level >= len(self.loops): return compute()
+    loop = self.loops[level]
+    if key not in loop.cache:
+      saved, self.out = self.out, loop.preheader
+      try: loop.cache[key] = compute()
+      finally: self.out = saved
+    return loop.cache[key]
+
   def expr(self, e: sym.Expr) -> str | int:
     """A register holding e, or e itself where it is a constant."""
+    if isinstance(e, (sym.Sum, sym.Div, sym.Mod)): return self.hoisted(e, self.level(e), lambda: self.compute(e))
+    return self.compute(e)
+
+  def compute(self, e: sym.Expr) -> str | int:
     if isinstance(e, sym.Const): return e.v
     if isinstance(e, sym.Var): return self.vars[e.name]
     if isinstance(e, sym.Opaque): return self.to_int32(self.names[id(e.ref)], self.dtypes[id(e.ref)])
     if isinstance(e, sym.Sum):
       total: str | None = None
+      terms = e.terms
+      invariant = [(t, c) for t, c in terms if self.level(t) < len(self.loops)]
+      if invariant and len(invariant) < len(terms):   # the part that does not change in the innermost loop, once
+        part = self.expr(sym.Sum(tuple(invariant), e.const))
+        if isinstance(part, int): return self.compute(sym.Sum(tuple(t for t in terms if t not in invariant), part))
+        total, e = part, sym.Sum(tuple(t for t in terms if t not in invariant), 0)
       for term, coef in e.terms:
         t = self.in_reg(self.expr(term))
         if total is None and coef == 1:
@@ -170,6 +213,9 @@ class _Kernel:
     return p
 
   def address(self, buf, flat: sym.Expr) -> str:
+    return self.hoisted((id(buf), flat), self.level(flat), lambda: self.compute_address(buf, flat))
+
+  def compute_address(self, buf, flat: sym.Expr) -> str:
     base, size = self.names[id(buf)], max(1, buf.dtype.itemsize)
     idx, out = self.expr(flat), self.reg("b64")
     if isinstance(idx, int): self.emit(f"add.s64 {out}, {base}, {idx * size};")
@@ -331,20 +377,21 @@ class _Kernel:
   def exp(self, out: str, x: str, op: Op) -> None:
     """e^x = 2^k * 2^f with k = round(x*log2(e)) kept to [-126, 127] (so 2^k is a normal float, built from its bits)
     and f = x*log2(e) - k carried to full precision (log2(e) in two parts): ex2.approx on f, and one exact (or, for
-    subnormal results, once-rounded) multiply. inf, -inf and NaN come through ex2 itself."""
-    k, f, scale = self.reg("f32"), self.reg("f32"), self.reg("f32")
+    subnormal results, once-rounded) multiply. inf, -inf and NaN come through ex2 itself. k is rounded by adding
+    1.5*2^23, which leaves it in the low bits of the sum: no conversion instructions (a quarter of the FMA rate)."""
+    t, m, f, scale = self.reg("f32"), self.reg("f32"), self.reg("f32"), self.reg("f32")
     bits = self.reg("b32")
-    self.emit(f"mul.rn.f32 {k}, {x}, {self.f32(_LOG2E)};")
-    self.emit(f"cvt.rni.f32.f32 {k}, {k};")
-    self.emit(f"max.f32 {k}, {k}, {self.f32(-126.0)};")   # NaN becomes -126 here; f stays NaN
-    self.emit(f"min.f32 {k}, {k}, {self.f32(127.0)};")
-    self.emit(f"neg.f32 {f}, {k};")
+    self.emit(f"mul.rn.f32 {t}, {x}, {self.f32(_LOG2E)};")
+    self.emit(f"max.f32 {t}, {t}, {self.f32(-126.0)};")   # NaN becomes -126 here; f stays NaN
+    self.emit(f"min.f32 {t}, {t}, {self.f32(127.0)};")
+    self.emit(f"add.rn.f32 {m}, {t}, {self.f32(12582912.0)};")
+    self.emit(f"sub.rn.f32 {f}, {self.f32(12582912.0)}, {m};")   # -k, exactly
     self.emit(f"fma.rn.f32 {f}, {x}, {self.f32(_LOG2E)}, {f};")
     self.emit(f"fma.rn.f32 {f}, {x}, {self.f32(_LOG2E_LO)}, {f};")
     self.emit(f"ex2.approx.ftz.f32 {f}, {f};")
-    self.emit(f"cvt.rzi.s32.f32 {bits}, {k};")
-    self.emit(f"add.s32 {bits}, {bits}, 127;")
-    self.emit(f"shl.b32 {bits}, {bits}, 23;")
+    self.emit(f"mov.b32 {bits}, {m};")
+    self.emit(f"shl.b32 {bits}, {bits}, 23;")             # k's bits to the exponent field (the rest shifts out)
+    self.emit(f"add.s32 {bits}, {bits}, 0x3F800000;")     # + the bias: 2^k
     self.emit(f"mov.b32 {scale}, {bits};")
     self.emit(f"mul.rn.f32 {out}, {f}, {scale};")
 
@@ -520,7 +567,7 @@ class _Kernel:
     self.emit(f"@{first} bra {skip};")
     self.emit(f"shr.s32 {warp}, {lane}, 5;")
     self.shared_access("st", scratch, warp, acc, d)
-    self.body.append(f"{skip}:")
+    self.out.append(f"{skip}:")
     self.emit("bar.sync 0;")
     self.shared_access("ld", scratch, 0, acc, d)
     for w in range(1, width // 32):
@@ -531,107 +578,139 @@ class _Kernel:
   # ---- the program
   def text(self) -> str:
     prog = self.prog
-    params, blocks = [], []   # blocks: ("loop", var register, end, label) or ("if", label)
-    for ins in prog.instrs:
-      op = ins.op
-      if op == "param":
-        raw, ptr = self.reg("b64"), self.reg("b64")
-        params.append(f"\t.param .u64 {prog.meta.name}_p{ins.arg}")
-        self.head += [f"\tld.param.u64 {raw}, [{prog.meta.name}_p{ins.arg}];", f"\tcvta.to.global.u64 {ptr}, {raw};"]
-        self.names[id(ins)] = ptr
-      elif op == "const": self.names[id(ins)], self.dtypes[id(ins)] = self.const(ins.arg, ins.dtype), ins.dtype
-      elif op == "special":
-        var, kind = ins.arg
-        out = self.reg("b32")
-        if kind == "global":
-          block, size, thread = self.reg("b32"), self.reg("b32"), self.reg("b32")
-          self.emit(f"mov.u32 {block}, %ctaid.x;"); self.emit(f"mov.u32 {size}, %ntid.x;"); self.emit(f"mov.u32 {thread}, %tid.x;")
-          self.emit(f"mad.lo.s32 {out}, {block}, {size}, {thread};")
-        else: self.emit(f"mov.u32 {out}, {'%ctaid.x' if kind == 'group' else '%tid.x'};")
-        self.vars[var.name] = out
-      elif op == "local":
-        name, size = ins.arg
-        nbytes = size * {"pred": 1, "b16": 2, "b32": 4, "f32": 4, "b64": 8, "f64": 8}[reg_class(ins.dtype)]
-        self.shared.append(f"\t.shared .align 16 .b8 {name}[{nbytes}];")
-        self.names[id(ins)] = name
-      elif op == "group_reduce":
-        reduce_op, width, lane = ins.arg
-        acc = self.names[id(ins.src[0])]
-        self.group_reduce(acc, reduce_op, ins.dtype, self.vars[lane], width, self.names[id(ins.src[1])])
-        self.names[id(ins)], self.dtypes[id(ins)] = acc, ins.dtype
-      elif op == "range":
-        var, _ = ins.arg
-        if var.max < 0: raise Unsupported("an empty loop")
-        counter, top = self.reg("b32"), self.label()
-        self.emit(f"mov.b32 {counter}, 0;")
-        self.body.append(f"{top}:")
-        self.vars[var.name] = counter
-        blocks.append(("loop", counter, var.max + 1, top))
-      elif op == "endrange":
-        _, counter, end, top = blocks.pop()
-        again = self.reg("pred")
-        self.emit(f"add.s32 {counter}, {counter}, 1;")
-        self.emit(f"setp.lt.s32 {again}, {counter}, {end};")
-        self.emit(f"@{again} bra {top};")
-      elif op == "if":
-        c, end = self.cond(ins.arg), self.label()
-        if c is False: self.emit(f"bra {end};")
-        elif c is not True: self.emit(f"@!{c} bra {end};")
-        blocks.append(("if", end))
-      elif op == "endif": self.body.append(f"{blocks.pop()[1]}:")
-      elif op == "store":
-        flat, _ = ins.arg
-        buf, val = ins.src
-        v = self.stored(self.names[id(val)], buf.dtype)
-        self.emit(f"st.global.{_mem_type(buf.dtype)} [{self.address(buf, flat)}], {v};")
-      elif op == "vstore":
-        flat, width = ins.arg
-        buf = ins.src[0]
-        vals = [self.stored(self.names[id(v)], buf.dtype) for v in ins.src[1:]]
-        vec = f".v{width}" if len(vals) > 1 else ""
-        value = "{" + ", ".join(vals) + "}" if len(vals) > 1 else vals[0]
-        self.emit(f"st.global{vec}.{_mem_type(buf.dtype)} [{self.address(buf, flat)}], {value};")
-      elif op == "vload":
-        flat, width = ins.arg
-        buf = ins.src[0]
-        if reg_class(ins.dtype) not in ("b32", "f32") or ins.dtype.name in ("float16", "bfloat16"): raise Unsupported("vector load of 16-bit values")
-        lanes = [self.reg(reg_class(ins.dtype)) for _ in range(width)]
-        space = "global" if buf.arg in self.written else "global.nc"
-        self.emit(f"ld.{space}.v{width}.{_mem_type(ins.dtype)} {{{', '.join(lanes)}}}, [{self.address(buf, flat)}];")
-        self.names[id(ins)], self.dtypes[id(ins)] = lanes, ins.dtype
-      elif op == "gep": self.names[id(ins)], self.dtypes[id(ins)] = self.names[id(ins.src[0])][ins.arg], ins.dtype
-      elif op == "update":
-        acc, val = ins.src
-        a = self.names[id(acc)]
-        self.alu(ins.arg, ins.dtype, [a, self.names[id(val)]], ins.dtype, out=a)
-        if ins.dtype.is_float: self.rounded(a, ins.dtype)
-      elif op == "load":
-        flat, valid = ins.arg
-        v = self.load(ins.src[0], flat, True if valid.is_true else self.cond(valid), ins.dtype)
-        self.names[id(ins)], self.dtypes[id(ins)] = v, ins.dtype
-      elif op == "index":
-        self.names[id(ins)], self.dtypes[id(ins)] = self.in_reg(self.expr(ins.arg)), ins.dtype
-      elif op == "cond": self.names[id(ins)], self.dtypes[id(ins)] = self.pred_of(self.cond(ins.arg)), ins.dtype
-      elif op == "acc":
-        cls = reg_class(ins.dtype)
-        out, init = self.reg(cls), self.const(ins.arg, ins.dtype)
-        self.emit(f"mov.{'pred' if cls == 'pred' else cls} {out}, {init};")
-        self.names[id(ins)], self.dtypes[id(ins)] = out, ins.dtype
-      elif op in ("cast", "bitcast"):
-        src = ins.src[0]
-        fn = self.cast if op == "cast" else self.bitcast
-        self.names[id(ins)], self.dtypes[id(ins)] = fn(self.names[id(src)], self.dtypes[id(src)], ins.dtype), ins.dtype
-      elif op == "alu":
-        srcs = [self.names[id(s)] for s in ins.src]
-        sd = ins.dtype if ins.arg is Op.WHERE else self.dtypes[id(ins.src[0])]
-        out = self.alu(ins.arg, ins.dtype, srcs, sd)
-        if ins.arg not in (Op.WHERE, Op.MAX, Op.MIN, Op.NEG, Op.ABS) and ins.dtype.is_float: self.rounded(out, ins.dtype)
-        self.names[id(ins)], self.dtypes[id(ins)] = out, ins.dtype
-      else: raise Unsupported(f"the {op} instruction")
+    self.params: list[str] = []
+    self.ifs: list[str] = []   # the end label of each open if
+    self.block(prog.instrs)
     threads = prog.meta.local_size[0]
     regs = [f"\t.reg .{cls} %{_REG_PREFIX[cls]}<{n}>;" for cls, n in self.counts.items() if n]
     return "\n".join([f".version {ptx_version(self.arch)}", f".target {self.arch}", ".address_size 64", "",
-                      f".visible .entry {prog.meta.name}(", ",\n".join(params), ")",
+                      f".visible .entry {prog.meta.name}(", ",\n".join(self.params), ")",
                       # as the CUDA C renderer's __launch_bounds__: room for the registers the kernel needs
                       f".maxntid {threads}, 1, 1", f".minnctapersm {min(32, max(1, 512 // threads))}", "{",
-                      *regs, *self.shared, *self.head, *self.body, "\tret;", "}", ""])
+                      *regs, *self.shared, *self.head, *_flat(self.body), "\tret;", "}", ""])
+
+  def block(self, instrs: list) -> None:
+    i = 0
+    while i < len(instrs):
+      ins = instrs[i]
+      if ins.op != "range":
+        self.instr(ins)
+        i += 1
+        continue
+      depth, j = 1, i + 1
+      while depth:   # the matching endrange
+        depth += {"range": 1, "endrange": -1}.get(instrs[j].op, 0)
+        j += 1
+      self.loop(ins.arg[0], instrs[i + 1:j - 1])
+      i = j
+
+  def loop(self, var: sym.Var, body: list) -> None:
+    """for var in [0, var.max]: body, as a do-while (the count is at least 1). An innermost loop of a short body is
+    unrolled by 4 (or 2) where that divides the count, so several iterations' loads are in flight at once."""
+    count = var.max + 1
+    if count < 1: raise Unsupported("an empty loop")
+    simple = len(body) <= 64 and not any(ins.op in ("range", "group_reduce", "local", "special") for ins in body)
+    unroll = next((u for u in (4, 2) if simple and count % u == 0 and count >= 2 * u), 1)
+    counter, top, again = self.reg("b32"), self.label(), self.reg("pred")
+    self.emit(f"mov.b32 {counter}, 0;")
+    loop = _Loop()
+    self.out.append(loop.preheader)
+    self.out.append(f"{top}:")
+    self.loops.append(loop)
+    self.levels[var.name] = len(self.loops)
+    for k in range(unroll):
+      if k == 0: self.vars[var.name] = counter
+      else:
+        self.vars[var.name] = self.reg("b32")
+        self.emit(f"add.s32 {self.vars[var.name]}, {counter}, {k};")
+      self.block(body)
+    self.loops.pop()
+    self.emit(f"add.s32 {counter}, {counter}, {unroll};")
+    self.emit(f"setp.lt.s32 {again}, {counter}, {count};")
+    self.emit(f"@{again} bra {top};")
+
+  def instr(self, ins) -> None:
+    prog, op = self.prog, ins.op
+    # values defined here depend on the loops open here; accumulators change inside them: never hoisted
+    self.levels[id(ins)] = 1 << 30 if op in ("acc", "group_reduce") else len(self.loops)
+    if op == "param":
+      raw, ptr = self.reg("b64"), self.reg("b64")
+      self.params.append(f"\t.param .u64 {prog.meta.name}_p{ins.arg}")
+      self.head += [f"\tld.param.u64 {raw}, [{prog.meta.name}_p{ins.arg}];", f"\tcvta.to.global.u64 {ptr}, {raw};"]
+      self.names[id(ins)] = ptr
+    elif op == "const": self.names[id(ins)], self.dtypes[id(ins)] = self.const(ins.arg, ins.dtype), ins.dtype
+    elif op == "special":
+      var, kind = ins.arg
+      out = self.reg("b32")
+      if kind == "global":
+        block, size, thread = self.reg("b32"), self.reg("b32"), self.reg("b32")
+        self.emit(f"mov.u32 {block}, %ctaid.x;"); self.emit(f"mov.u32 {size}, %ntid.x;"); self.emit(f"mov.u32 {thread}, %tid.x;")
+        self.emit(f"mad.lo.s32 {out}, {block}, {size}, {thread};")
+      else: self.emit(f"mov.u32 {out}, {'%ctaid.x' if kind == 'group' else '%tid.x'};")
+      self.vars[var.name] = out
+      self.levels[var.name] = len(self.loops)
+    elif op == "local":
+      name, size = ins.arg
+      nbytes = size * {"pred": 1, "b16": 2, "b32": 4, "f32": 4, "b64": 8, "f64": 8}[reg_class(ins.dtype)]
+      self.shared.append(f"\t.shared .align 16 .b8 {name}[{nbytes}];")
+      self.names[id(ins)] = name
+    elif op == "group_reduce":
+      reduce_op, width, lane = ins.arg
+      acc = self.names[id(ins.src[0])]
+      self.group_reduce(acc, reduce_op, ins.dtype, self.vars[lane], width, self.names[id(ins.src[1])])
+      self.names[id(ins)], self.dtypes[id(ins)] = acc, ins.dtype
+    elif op == "if":
+      c, end = self.cond(ins.arg), self.label()
+      if c is False: self.emit(f"bra {end};")
+      elif c is not True: self.emit(f"@!{c} bra {end};")
+      self.ifs.append(end)
+    elif op == "endif": self.out.append(f"{self.ifs.pop()}:")
+    elif op == "store":
+      flat, _ = ins.arg
+      buf, val = ins.src
+      v = self.stored(self.names[id(val)], buf.dtype)
+      self.emit(f"st.global.{_mem_type(buf.dtype)} [{self.address(buf, flat)}], {v};")
+    elif op == "vstore":
+      flat, width = ins.arg
+      buf = ins.src[0]
+      vals = [self.stored(self.names[id(v)], buf.dtype) for v in ins.src[1:]]
+      vec = f".v{width}" if len(vals) > 1 else ""
+      value = "{" + ", ".join(vals) + "}" if len(vals) > 1 else vals[0]
+      self.emit(f"st.global{vec}.{_mem_type(buf.dtype)} [{self.address(buf, flat)}], {value};")
+    elif op == "vload":
+      flat, width = ins.arg
+      buf = ins.src[0]
+      if reg_class(ins.dtype) not in ("b32", "f32") or ins.dtype.name in ("float16", "bfloat16"): raise Unsupported("vector load of 16-bit values")
+      lanes = [self.reg(reg_class(ins.dtype)) for _ in range(width)]
+      space = "global" if buf.arg in self.written else "global.nc"
+      self.emit(f"ld.{space}.v{width}.{_mem_type(ins.dtype)} {{{', '.join(lanes)}}}, [{self.address(buf, flat)}];")
+      self.names[id(ins)], self.dtypes[id(ins)] = lanes, ins.dtype
+    elif op == "gep": self.names[id(ins)], self.dtypes[id(ins)] = self.names[id(ins.src[0])][ins.arg], ins.dtype
+    elif op == "update":
+      acc, val = ins.src
+      a = self.names[id(acc)]
+      self.alu(ins.arg, ins.dtype, [a, self.names[id(val)]], ins.dtype, out=a)
+      if ins.dtype.is_float: self.rounded(a, ins.dtype)
+    elif op == "load":
+      flat, valid = ins.arg
+      v = self.load(ins.src[0], flat, True if valid.is_true else self.cond(valid), ins.dtype)
+      self.names[id(ins)], self.dtypes[id(ins)] = v, ins.dtype
+    elif op == "index":
+      self.names[id(ins)], self.dtypes[id(ins)] = self.in_reg(self.expr(ins.arg)), ins.dtype
+    elif op == "cond": self.names[id(ins)], self.dtypes[id(ins)] = self.pred_of(self.cond(ins.arg)), ins.dtype
+    elif op == "acc":
+      cls = reg_class(ins.dtype)
+      out, init = self.reg(cls), self.const(ins.arg, ins.dtype)
+      self.emit(f"mov.{'pred' if cls == 'pred' else cls} {out}, {init};")
+      self.names[id(ins)], self.dtypes[id(ins)] = out, ins.dtype
+    elif op in ("cast", "bitcast"):
+      src = ins.src[0]
+      fn = self.cast if op == "cast" else self.bitcast
+      self.names[id(ins)], self.dtypes[id(ins)] = fn(self.names[id(src)], self.dtypes[id(src)], ins.dtype), ins.dtype
+    elif op == "alu":
+      srcs = [self.names[id(s)] for s in ins.src]
+      sd = ins.dtype if ins.arg is Op.WHERE else self.dtypes[id(ins.src[0])]
+      out = self.alu(ins.arg, ins.dtype, srcs, sd)
+      if ins.arg not in (Op.WHERE, Op.MAX, Op.MIN, Op.NEG, Op.ABS) and ins.dtype.is_float: self.rounded(out, ins.dtype)
+      self.names[id(ins)], self.dtypes[id(ins)] = out, ins.dtype
+    else: raise Unsupported(f"the {op} instruction")
