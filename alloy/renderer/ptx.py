@@ -81,10 +81,14 @@ class PTXFirstRenderer:
     except Unsupported: return self.cuda.render(prog)
 
 class _Loop:
-  """An open loop: the lines hoisted out of it (emitted before its first iteration) and what they computed."""
-  def __init__(self):
+  """An open loop: the lines hoisted out of it (emitted before its first iteration) and what they computed, and the
+  pointers it steps: an address base + size*(invariant + c*var) becomes a register stepped by size*c*unroll per
+  iteration, each unrolled copy k reading it at offset size*c*k (NVVM's strength reduction, done here)."""
+  def __init__(self, var: str, unroll: int):
+    self.var, self.unroll, self.copy = var, unroll, 0
     self.preheader: list = []
     self.cache: dict = {}
+    self.pointers: dict = {}   # (buffer, invariant part, c) -> (register, bytes per step of var)
 
 def _flat(lines: list):
   for line in lines:
@@ -213,7 +217,29 @@ class _Kernel:
     return p
 
   def address(self, buf, flat: sym.Expr) -> str:
+    """The address operand of element `flat` of buf (a register, or register+offset)."""
+    if self.loops and (stepped := self.stepped_pointer(buf, flat)) is not None: return stepped
     return self.hoisted((id(buf), flat), self.level(flat), lambda: self.compute_address(buf, flat))
+
+  def stepped_pointer(self, buf, flat: sym.Expr) -> str | None:
+    loop, depth = self.loops[-1], len(self.loops)
+    if not isinstance(flat, sym.Sum): return None
+    steps = [k for k, (t, _) in enumerate(flat.terms) if self.level(t) >= depth]
+    if len(steps) != 1: return None
+    var, coef = flat.terms[steps[0]]
+    if not isinstance(var, sym.Var) or var.name != loop.var: return None
+    size = max(1, buf.dtype.itemsize)
+    invariant = sym.Sum(flat.terms[:steps[0]] + flat.terms[steps[0] + 1:], flat.const)
+    key = (id(buf), invariant, coef)
+    if key not in loop.pointers:
+      saved, self.out = self.out, loop.preheader
+      try:
+        pointer = self.reg("b64")
+        self.emit(f"mov.b64 {pointer}, {self.compute_address(buf, invariant)};")
+      finally: self.out = saved
+      loop.pointers[key] = (pointer, size * coef)
+    pointer, step = loop.pointers[key]
+    return f"{pointer}+{step * loop.copy}" if loop.copy else pointer
 
   def compute_address(self, buf, flat: sym.Expr) -> str:
     base, size = self.names[id(buf)], max(1, buf.dtype.itemsize)
@@ -613,18 +639,20 @@ class _Kernel:
     unroll = next((u for u in (4, 2) if simple and count % u == 0 and count >= 2 * u), 1)
     counter, top, again = self.reg("b32"), self.label(), self.reg("pred")
     self.emit(f"mov.b32 {counter}, 0;")
-    loop = _Loop()
+    loop = _Loop(var.name, unroll)
     self.out.append(loop.preheader)
     self.out.append(f"{top}:")
     self.loops.append(loop)
     self.levels[var.name] = len(self.loops)
     for k in range(unroll):
+      loop.copy = k
       if k == 0: self.vars[var.name] = counter
       else:
         self.vars[var.name] = self.reg("b32")
         self.emit(f"add.s32 {self.vars[var.name]}, {counter}, {k};")
       self.block(body)
     self.loops.pop()
+    for pointer, step in loop.pointers.values(): self.emit(f"add.s64 {pointer}, {pointer}, {step * unroll};")
     self.emit(f"add.s32 {counter}, {counter}, {unroll};")
     self.emit(f"setp.lt.s32 {again}, {counter}, {count};")
     self.emit(f"@{again} bra {top};")
