@@ -4,7 +4,7 @@ A new CUDA C kernel costs NVRTC's front end, NVVM (with libdevice linked in) and
 PTX skips all but ptxas (nvJitLink, 8-9 ms): a first realize of a new kernel took 14.1 ms against 45.2 ms through
 NVRTC in one run of bench/gpu.py. Where PTX has no instruction for an op (float64 transcendentals,
 sin, cos, tan, pow, float floor division), render() raises Unsupported and the kernel is rendered as CUDA C
-instead, so libdevice's versions serve those.
+instead, so libdevice's versions serve those. The float32 math PTX lacks (exp, log, tanh, erf) is in ptx_math.py.
 
 Registers by value class: bool lives in predicates; 8- and 16-bit integers in 16-bit registers (8-bit values kept
 sign- or zero-extended, wrapped after each op as C's conversion back to int8 would); float16 and bfloat16 in float
@@ -12,12 +12,14 @@ registers, rounded to their precision after each op as the CUDA C renderer does;
 Arithmetic follows the CUDA C renderer's semantics op for op, so both renderers give the same values.
 """
 from __future__ import annotations
-import math, struct
+import math
 from alloy.dtype import DType
 from alloy.ir import symbolic as sym
 from alloy.ir.ops import Op
 from alloy.codegen.program import LinearProgram
 from alloy.renderer.cuda import CUDARenderer
+from alloy.renderer import ptx_math
+from alloy.renderer.ptx_math import float_literal
 
 class Unsupported(NotImplementedError):
   """The program uses something this renderer does not emit; render it as CUDA C."""
@@ -40,29 +42,10 @@ def _mem_type(d: DType) -> str:
   if d.is_float: return arith_type(d)
   return f"{'u' if d.is_unsigned else 's'}{d.itemsize * 8}"
 
-def _float_literal(v: float, bits: int) -> str:
-  if bits == 64: return "0d%016X" % struct.unpack("<Q", struct.pack("<d", v))[0]
-  if not math.isfinite(v) or abs(v) <= 3.4028234663852886e38: return "0f%08X" % struct.unpack("<I", struct.pack("<f", v))[0]
-  return "0f7F800000" if v > 0 else "0fFF800000"
-
 def ptx_version(arch: str) -> str:
   """The lowest PTX ISA version that knows the architecture (sm_90: 7.8), so older drivers still take it."""
   major = int(arch[3:].rstrip("af")) // 10
   return {10: "8.6", 12: "8.7"}.get(major, "7.8")
-
-# a polynomial of log1p(f) for f in [sqrt(1/2)-1, sqrt(2)-1]: log1p(f) = f - f^2/2 + f^3 * P(f) (Cephes' logf)
-_LOG1P_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
-            -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
-# tanh(x) = x + x^3 * P(x^2) for |x| < 0.625, within 0.9 ulp (least squares fit of the relative error)
-_TANH_P = (-0.005691935773938894, 0.02062624879181385, -0.05373530462384224, 0.13331380486488342, -0.3333328068256378)
-# erf(x) = x + x * R(x^2) for |x| < 1 (within 1 ulp); erf(x) = 1 - e^(Q(x) - x^2) for 1 <= x <= 4 (within 1.2 ulp;
-# beyond 4 it rounds to 1): both least squares fits, checked in float32 with FMA against math.erf
-_ERF_R = (7.847178494557738e-05, -0.0008008164586499333, 0.005188095849007368, -0.026853689923882484,
-          0.1128358244895935, -0.3761262595653534, 0.12837916612625122)
-_ERFC_Q = (-6.582600775573155e-08, 3.0951405278756283e-06, -6.0068105085520074e-05, 0.0006733332993462682,
-           -0.005021028686314821, 0.026999456807971, -0.11090735346078873, 0.3689110577106476, -1.1306043863296509,
-           0.0004004916700068861)
-_LOG2E, _LOG2E_LO = 1.4426950216293335, 1.92596298909109e-08   # float32(log2 e) and what it misses
 
 def is_ptx(source: str) -> bool: return source.startswith(".version")
 
@@ -256,7 +239,7 @@ class _Kernel:
     cls = reg_class(d)
     out = self.reg(cls)
     if cls == "pred": self.head.append(f"\tsetp.ne.s32 {out}, {1 if v else 0}, 0;")
-    elif d.is_float: self.head.append(f"\tmov.{cls} {out}, {_float_literal(float(v), 64 if cls == 'f64' else 32)};")
+    elif d.is_float: self.head.append(f"\tmov.{cls} {out}, {float_literal(float(v), 64 if cls == 'f64' else 32)};")
     else:
       bits = int(cls[1:])
       v = int(v) & ((1 << bits) - 1)
@@ -294,7 +277,7 @@ class _Kernel:
       if cls == "pred": self.emit(f"setp.ne.s16 {out}, {raw}, 0;")
       else: self.half_to_float(raw, d, out)
       return out
-    if guard: self.emit(f"mov.{cls} {out}, 0;" if cls[0] == "b" else f"mov.{cls} {out}, {_float_literal(0.0, int(cls[1:]))};")
+    if guard: self.emit(f"mov.{cls} {out}, 0;" if cls[0] == "b" else f"mov.{cls} {out}, {float_literal(0.0, int(cls[1:]))};")
     self.emit(f"{guard}ld.{space}.{mem} {out}, [{addr}];")
     return out
 
@@ -358,9 +341,7 @@ class _Kernel:
     elif op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND) and sd.is_float:
       mode = {Op.FLOOR: "rmi", Op.CEIL: "rpi", Op.TRUNC: "rzi", Op.ROUND: "rni"}[op]
       self.emit(f"cvt.{mode}.{t}.{t} {out}, {a};")
-    elif op in (Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.TANH, Op.ERF) and t == "f32":
-      {Op.EXP: self.exp, Op.EXP2: self.exp2, Op.LOG: self.log, Op.LOG2: self.log, Op.TANH: self.tanh,
-       Op.ERF: self.erf}[op](out, a, op)
+    elif op in ptx_math.FLOAT32 and t == "f32": ptx_math.FLOAT32[op](self, out, a)
     else: raise Unsupported(f"{op} on {sd.name}")
     if cls != "pred" and op is not Op.WHERE: self.wrap(out, d)
     return out
@@ -396,113 +377,6 @@ class _Kernel:
     self.emit(f"setp.eq.{t} {zero}, {b}, 0;")
     self.emit(f"@{zero} mov.b{bits} {out}, 0;")
 
-  def f32(self, v: float) -> str: return _float_literal(v, 32)
-
-  def exp2(self, out: str, x: str, op: Op) -> None: self.emit(f"ex2.approx.f32 {out}, {x};")
-
-  def exp(self, out: str, x: str, op: Op) -> None:
-    """e^x = 2^k * 2^f with k = round(x*log2(e)) kept to [-126, 127] (so 2^k is a normal float, built from its bits)
-    and f = x*log2(e) - k carried to full precision (log2(e) in two parts): ex2.approx on f, and one exact (or, for
-    subnormal results, once-rounded) multiply. inf, -inf and NaN come through ex2 itself. k is rounded by adding
-    1.5*2^23, which leaves it in the low bits of the sum: no conversion instructions (a quarter of the FMA rate)."""
-    t, m, f, scale = self.reg("f32"), self.reg("f32"), self.reg("f32"), self.reg("f32")
-    bits = self.reg("b32")
-    self.emit(f"mul.rn.f32 {t}, {x}, {self.f32(_LOG2E)};")
-    self.emit(f"max.f32 {t}, {t}, {self.f32(-126.0)};")   # NaN becomes -126 here; f stays NaN
-    self.emit(f"min.f32 {t}, {t}, {self.f32(127.0)};")
-    self.emit(f"add.rn.f32 {m}, {t}, {self.f32(12582912.0)};")
-    self.emit(f"sub.rn.f32 {f}, {self.f32(12582912.0)}, {m};")   # -k, exactly
-    self.emit(f"fma.rn.f32 {f}, {x}, {self.f32(_LOG2E)}, {f};")
-    self.emit(f"fma.rn.f32 {f}, {x}, {self.f32(_LOG2E_LO)}, {f};")
-    self.emit(f"ex2.approx.ftz.f32 {f}, {f};")
-    self.emit(f"mov.b32 {bits}, {m};")
-    self.emit(f"shl.b32 {bits}, {bits}, 23;")             # k's bits to the exponent field (the rest shifts out)
-    self.emit(f"add.s32 {bits}, {bits}, 0x3F800000;")     # + the bias: 2^k
-    self.emit(f"mov.b32 {scale}, {bits};")
-    self.emit(f"mul.rn.f32 {out}, {f}, {scale};")
-
-  def polynomial(self, coefs: tuple, t: str) -> str:
-    """A register holding the polynomial with these coefficients (highest power first) at t, by Horner's rule."""
-    p = self.reg("f32")
-    self.emit(f"mov.f32 {p}, {self.f32(coefs[0])};")
-    for c in coefs[1:]: self.emit(f"fma.rn.f32 {p}, {p}, {t}, {self.f32(c)};")
-    return p
-
-  def tanh(self, out: str, x: str, op: Op) -> None:
-    """An odd polynomial near 0; elsewhere 1 - 2/(e^(2|x|) + 1) with x's sign (no cancellation once |x| >= 0.625)."""
-    a, z, xz, small, e, big = (self.reg("f32") for _ in range(6))
-    near = self.reg("pred")
-    self.emit(f"abs.f32 {a}, {x};")
-    self.emit(f"mul.rn.f32 {z}, {x}, {x};")
-    p = self.polynomial(_TANH_P, z)
-    self.emit(f"mul.rn.f32 {xz}, {x}, {z};")
-    self.emit(f"fma.rn.f32 {small}, {xz}, {p}, {x};")
-    self.emit(f"add.rn.f32 {e}, {a}, {a};")
-    self.exp(e, e, Op.EXP)
-    self.emit(f"add.rn.f32 {e}, {e}, 0f3F800000;")
-    self.emit(f"div.rn.f32 {big}, 0f40000000, {e};")
-    self.emit(f"sub.rn.f32 {big}, 0f3F800000, {big};")
-    self.emit(f"copysign.f32 {big}, {x}, {big};")   # PTX's copysign takes the sign from its first operand
-    self.emit(f"setp.lt.f32 {near}, {a}, {self.f32(0.625)};")
-    self.emit(f"selp.f32 {out}, {small}, {big}, {near};")
-
-  def erf(self, out: str, x: str, op: Op) -> None:
-    """x + x*R(x^2) for |x| < 1; else 1 - e^(Q(|x|) - x^2) with x's sign, |x| clamped to 4 where erf is 1 in float."""
-    a, z, small, e, big = (self.reg("f32") for _ in range(5))
-    near, nan = self.reg("pred"), self.reg("pred")
-    self.emit(f"abs.f32 {a}, {x};")
-    self.emit(f"mul.rn.f32 {z}, {x}, {x};")
-    r = self.polynomial(_ERF_R, z)
-    self.emit(f"fma.rn.f32 {small}, {x}, {r}, {x};")
-    self.emit(f"min.f32 {a}, {a}, {self.f32(4.0)};")
-    q = self.polynomial(_ERFC_Q, a)
-    self.emit(f"mul.rn.f32 {e}, {a}, {a};")
-    self.emit(f"sub.rn.f32 {e}, {q}, {e};")
-    self.exp(e, e, Op.EXP)
-    self.emit(f"sub.rn.f32 {big}, 0f3F800000, {e};")
-    self.emit(f"copysign.f32 {big}, {x}, {big};")
-    self.emit(f"setp.lt.f32 {near}, {a}, 0f3F800000;")
-    self.emit(f"selp.f32 {out}, {small}, {big}, {near};")
-    self.emit(f"setp.nan.f32 {nan}, {x}, {x};")   # the clamp to 4 took NaN's place
-    self.emit(f"@{nan} mov.f32 {out}, {x};")
-
-  def log(self, out: str, x: str, op: Op) -> None:
-    """x = m * 2^e with m in [sqrt(1/2), sqrt(2)): log x = e*ln2 + log1p(m - 1); log2 x = e + log1p(m - 1)*log2(e).
-    Subnormal x is scaled by 2^23 first; zero, negatives, inf and NaN are set at the end."""
-    small, p = self.reg("pred"), self.reg("pred")
-    xs, bias, e, m, f, z, y = (self.reg("f32") for _ in range(7))
-    bits, k = self.reg("b32"), self.reg("b32")
-    self.emit(f"setp.lt.f32 {small}, {x}, {self.f32(2.0 ** -126)};")
-    self.emit(f"mul.rn.f32 {xs}, {x}, {self.f32(2.0 ** 23)};")
-    self.emit(f"selp.f32 {xs}, {xs}, {x}, {small};")
-    self.emit(f"selp.f32 {bias}, {self.f32(-23.0)}, 0f00000000, {small};")
-    self.emit(f"mov.b32 {bits}, {xs};")
-    self.emit(f"sub.s32 {k}, {bits}, 0x3F3504F3;")    # measured from sqrt(1/2)'s bits: m lands in [sqrt(1/2), sqrt(2))
-    self.emit(f"shr.s32 {k}, {k}, 23;")
-    self.emit(f"cvt.rn.f32.s32 {e}, {k};")
-    self.emit(f"add.f32 {e}, {e}, {bias};")
-    self.emit(f"shl.b32 {k}, {k}, 23;")
-    self.emit(f"sub.s32 {k}, {bits}, {k};")
-    self.emit(f"mov.b32 {m}, {k};")
-    self.emit(f"sub.rn.f32 {f}, {m}, 0f3F800000;")     # exact: m is within a factor 2 of 1
-    self.emit(f"mul.rn.f32 {z}, {f}, {f};")
-    poly = self.polynomial(_LOG1P_P, f)
-    self.emit(f"mul.rn.f32 {poly}, {poly}, {f};")
-    self.emit(f"mul.rn.f32 {poly}, {poly}, {z};")      # f^3 P(f)
-    if op is Op.LOG:
-      self.emit(f"fma.rn.f32 {poly}, {e}, {self.f32(-2.12194440e-4)}, {poly};")   # ln2 in two parts: e*ln2 exact enough
-      self.emit(f"fma.rn.f32 {poly}, {z}, 0fBF000000, {poly};")
-      self.emit(f"add.rn.f32 {y}, {f}, {poly};")
-      self.emit(f"fma.rn.f32 {y}, {e}, {self.f32(0.693359375)}, {y};")
-    else:
-      self.emit(f"fma.rn.f32 {poly}, {z}, 0fBF000000, {poly};")
-      self.emit(f"add.rn.f32 {y}, {f}, {poly};")
-      self.emit(f"fma.rn.f32 {y}, {y}, {self.f32(_LOG2E)}, {e};")
-    self.emit(f"setp.eq.f32 {p}, {x}, 0f00000000;"); self.emit(f"selp.f32 {y}, 0fFF800000, {y}, {p};")
-    self.emit(f"setp.lt.f32 {p}, {x}, 0f00000000;"); self.emit(f"selp.f32 {y}, 0f7FFFFFFF, {y}, {p};")
-    self.emit(f"setp.eq.f32 {p}, {x}, 0f7F800000;"); self.emit(f"selp.f32 {y}, 0f7F800000, {y}, {p};")
-    self.emit(f"setp.nan.f32 {p}, {x}, {x};"); self.emit(f"selp.f32 {out}, {x}, {y}, {p};")
-
   def cast(self, v: str, src: DType, dst: DType) -> str:
     scls, dcls = reg_class(src), reg_class(dst)
     out = self.reg(dcls)
@@ -511,8 +385,8 @@ class _Kernel:
       self.emit(f"setp.{'neu' if src.is_float else 'ne'}.{arith_type(src)} {out}, {v}, {'0f00000000' if scls == 'f32' else '0d0000000000000000' if scls == 'f64' else 0};")
       return out
     if src.is_bool:
-      one = _float_literal(1.0, int(dcls[1:])) if dst.is_float else 1
-      zero = _float_literal(0.0, int(dcls[1:])) if dst.is_float else 0
+      one = float_literal(1.0, int(dcls[1:])) if dst.is_float else 1
+      zero = float_literal(0.0, int(dcls[1:])) if dst.is_float else 0
       self.emit(f"selp.{dcls if dst.is_float else 'b' + dcls[1:]} {out}, {one}, {zero}, {v};")
       return out
     st, dt = arith_type(src), arith_type(dst)
