@@ -252,6 +252,7 @@ class _Kernel:
       wide = self.reg("b32")
       self.emit(f"cvt.u32.u16 {wide}, {h};"); self.emit(f"shl.b32 {wide}, {wide}, 16;"); self.emit(f"mov.b32 {out}, {wide};")
   def float_to_half(self, f: str, d: DType) -> str:
+    if d.name == "bfloat16" and int(self.arch[3:].rstrip("af")) < 80: raise Unsupported("bfloat16 rounding before sm_80")
     h = self.reg("b16")
     self.emit(f"cvt.rn.{'f16' if d.name == 'float16' else 'bf16'}.f32 {h}, {f};")
     return h

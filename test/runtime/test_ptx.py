@@ -43,6 +43,14 @@ def test_declines_what_ptx_has_no_instruction_for():
     source = PTXFirstRenderer("sm_90").render(prog)   # the CUDA device's renderer falls back to CUDA C
     assert not is_ptx(source) and 'extern "C" __global__' in source
 
+def test_bfloat16_before_sm80_is_cuda_c():
+  # cvt.rn.bf16.f32 needs sm_80: an older GPU gets such kernels as CUDA C, whose bf16 header rounds in software
+  x = Tensor(np.random.default_rng(0).uniform(-2, 2, 64).astype(np.float32), device="CPU")
+  prog, = _programs(lambda: x.cast("bfloat16") * 3)
+  with pytest.raises(Unsupported, match="sm_80"): PTXRenderer("sm_75").render(prog)
+  assert is_ptx(PTXRenderer("sm_80").render(prog))
+  assert not is_ptx(PTXFirstRenderer("sm_75").render(prog))
+
 def test_assembler_error_carries_log():
   c = _assembler()
   bad = ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\tadd.f32 %f0, %f1, 1.0;\n\tret;\n}\n"
