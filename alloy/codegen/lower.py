@@ -132,6 +132,8 @@ class Lowerer:
 
   def _value(self, n: Node, lanes: tuple) -> tuple:
     if n is self.opts.stash and not self.stashing:   # computed by its reduction's loop, kept in the output
+      # that loop stores what these loads read, so it is placed first, whichever operand asked for the reduction
+      self.value(self.opts.stash_reduce, tuple(idx[:-1] + (sym.Const(0),) for idx in lanes))
       return tuple(self.emit("load", n.dtype, (self.params[0],), (flat, sym.Cond()), exprs=[flat])
                    for flat in (self._output_flat(idx) for idx in lanes))
     if n.op is Op.CONST: return (self.emit("const", n.dtype, arg=n.arg),) * len(lanes)

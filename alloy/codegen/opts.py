@@ -28,6 +28,7 @@ class KernelOpts:
   reduce_unroll: int = 1
   full_unroll: bool = False   # every output element and every reduced element a lane of one thread
   stash: Node | None = None   # CPU: a costly value a row reduction and the output both need, kept in the output buffer
+  stash_reduce: Node | None = None   # the row reduction whose loop computes and stores the stash
   applied: tuple = ()
 
 PARALLEL_MIN_WORK = 1 << 15   # elements; below this, threads cost more than they save
@@ -79,17 +80,19 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
   # a reduction with one lane (after equal lanes merge): 4 vectors of accumulators keep 4 loads in flight
   unroll = CPU_LANES * 4
   applied += tuple(("UPCAST",) + u for u in upcast) + (("UNROLL_REDUCE", unroll),)
-  if (stash := _output_stash(ast.root)) is not None: applied += (("STASH", stash.op.name),)
+  stash, stash_reduce = _output_stash(ast.root)
+  if stash is not None: applied += (("STASH", stash.op.name),)
   return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, upcast=upcast, reduce_unroll=unroll, stash=stash,
-                    loop_order=order, applied=applied)
+                    stash_reduce=stash_reduce, loop_order=order, applied=applied)
 
 COSTLY = {Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.SIN, Op.COS, Op.TAN, Op.TANH, Op.ERF, Op.POW}
 
-def _output_stash(root: Node) -> Node | None:
+def _output_stash(root: Node) -> tuple:
   """A costly value that a reduction along the last axis and the output both need at the same element
   (softmax's exp(x - max)): computed once in the reduction's loop and kept in the output buffer, which the
-  output loop of the same row then reads back instead of computing it again."""
-  if not root.dtype.is_float or len(root.shape) == 0: return None
+  output loop of the same row then reads back instead of computing it again. Returns (value, its reduction), or
+  (None, None)."""
+  if not root.dtype.is_float or len(root.shape) == 0: return None, None
   # nodes evaluated at the output's own index: reached from the root through elementwise ops only
   at_output, stack = {}, [root]
   while stack:
@@ -104,8 +107,8 @@ def _output_stash(root: Node) -> Node | None:
     if id(s) not in at_output or s is root or s.shape != root.shape or s.dtype is not root.dtype: continue
     if not any(m.op in COSTLY for m in s.toposort()): continue
     users = [m for m in nodes if any(x is s for x in m.src)]
-    if all(m is r or id(m) in at_output for m in users): return s
-  return None
+    if all(m is r or id(m) in at_output for m in users): return s, r
+  return None, None
 
 def _reduces_along_rows(root: Node) -> bool:
   """Whether the longest reduction runs along its input's last axis (row sums, softmax), not across rows."""

@@ -57,13 +57,16 @@ def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
   if stage_listeners: emit_stage("schedule", t0, t_sched, f"{len(items)} kernels")
   device = get_device(device_name)
   if DEBUG >= 1: print(f"realize on {device.name} ({device.target}): scheduled {len(items)} kernel{'s' if len(items) != 1 else ''} in {t_sched*1e3:.2f} ms")
-  if len(items) > 1: compile_kernels([ast for _, ast, _ in items], device)   # new ones side by side
+  if len(items) > 1: compile_kernels([ast for node, ast, _ in items if 0 not in node.shape], device)   # new ones side by side
   made: dict[int, Buffer] = {}
   timed = bool(stage_listeners or launch_listeners)   # the host clock is read only for someone who listens
   wait = DEBUG >= 2 or device_time_requests > 0
   for node, ast, inputs in items:
     out, view = _output(device.name, node)
     made[id(node)] = out
+    if 0 in node.shape:   # an empty result: nothing to compute, no kernel (codegen divides by the output's sizes)
+      set_realized(node, view)
+      continue
     bufs = [out]
     for inp in inputs[1:]:
       b = inp.arg if inp.op is Op.BUFFER else made[id(inp)]
