@@ -1,7 +1,8 @@
 """Where the time of one asynchronous CPU launch goes: submit -> kernel start, the kernel, kernel end -> synchronize.
 
-The row-sum kernel of m.sum(1) (4096x4096 float32) is launched through a probe: a C function with the kernel's
-signature that stamps CLOCK_MONOTONIC (the clock of time.perf_counter on Linux) before and after calling it.
+The row-sum kernel of m.sum(1) (4096x4096 float32) is launched through a probe: a parallel C function with the
+kernel's signature that forwards each slice of the outer loop, stamping CLOCK_MONOTONIC (the clock of
+time.perf_counter on Linux) as the first slice (claimed first) starts and as the last one to finish ends.
 Two patterns, medians over the iterations:
   sync:  submit, then synchronize at once (what bench/cpu.py's rows do)
   busy:  submit, then 2 ms of pure Python (no blocking call), then synchronize: does the kernel start while Python runs?
@@ -16,12 +17,19 @@ import alloy
 from alloy import Tensor
 from alloy.engine import realize as engine
 
-PROBE = r"""#include <time.h>
-static void (*kernel)(void *, void *);
+PROBE = r"""#include <stdint.h>
+#include <time.h>
+const int32_t probe_parallel_range = RANGE;
+static void (*kernel)(void *, void *, int32_t, int32_t);
+static int32_t done;   /* iterations of this call finished */
 double probe_start, probe_end;
-void probe_set(void *fn) { kernel = (void (*)(void *, void *))fn; }
+void probe_set(void *fn) { kernel = (void (*)(void *, void *, int32_t, int32_t))fn; }
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
-void probe(void *out, void *in) { probe_start = now(); kernel(out, in); probe_end = now(); }
+void probe(void *out, void *in, int32_t start, int32_t end) {
+  if (start == 0) probe_start = now();
+  kernel(out, in, start, end);
+  if (__atomic_add_fetch(&done, end - start, __ATOMIC_ACQ_REL) == RANGE) { probe_end = now(); done = 0; }
+}
 """
 
 def busy(seconds: float) -> None:
@@ -37,7 +45,8 @@ def run(iterations: int = 60) -> None:
   engine.launch_listeners.clear()
   (ck, bufs), = seen
   assert len(bufs) == 2, "the probe forwards two pointers"
-  probe = dev.load("probe", dev.compiler.compile_cached(PROBE))
+  assert (n := ck.runner.parallel.value), "the probe forwards a parallel kernel's slices"
+  probe = dev.load("probe", dev.compiler.compile_cached(PROBE.replace("RANGE", str(n))))
   probe.lib.probe_set(ctypes.c_void_p(ctypes.cast(ck.runner.fn, ctypes.c_void_p).value))
   start, end = ctypes.c_double.in_dll(probe.lib, "probe_start"), ctypes.c_double.in_dll(probe.lib, "probe_end")
   handles = [b.handle for b in bufs]
