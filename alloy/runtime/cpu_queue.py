@@ -49,6 +49,23 @@ static double alloy_now(void) {
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
+
+/* fn(arg) on a new thread: detached (never joined, it sleeps through exit), with the stack Python gives its threads
+   for kernels, and taking no signals (they go to Python's threads, whose handlers expect them); 0 if it started */
+static int alloy_spawn(void *(*fn)(void *), void *arg) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);   /* the new thread inherits this mask */
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 16 << 20);
+  pthread_t thread;
+  int failed = pthread_create(&thread, &attr, fn, arg);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, 0);
+  return failed;
+}
 """
 
 _QUEUE = r"""
@@ -95,9 +112,6 @@ static void alloy_run_entry(struct alloy_queue *q, int64_t seq) {
 
 static void *alloy_worker(void *arg) {
   struct alloy_queue *q = arg;
-  sigset_t all;   /* signals go to Python's threads, whose handlers expect them */
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, 0);
   pthread_mutex_lock(&q->lock);
   for (;;) {
     while (q->started == q->submitted) {
@@ -125,14 +139,7 @@ struct alloy_queue *alloy_queue_start(int64_t seq, int32_t threads) {
   pthread_mutex_init(&q->lock, 0);
   pthread_cond_init(&q->work, 0);
   pthread_cond_init(&q->done, 0);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);   /* never joined: it sleeps through exit */
-  pthread_attr_setstacksize(&attr, 16 << 20);                    /* kernels get the stack Python gives its threads */
-  pthread_t thread;
-  int failed = pthread_create(&thread, &attr, alloy_worker, q);
-  pthread_attr_destroy(&attr);
-  if (failed) { free(q); return 0; }
+  if (alloy_spawn(alloy_worker, q)) { free(q); return 0; }
   return q;
 }
 

@@ -10,7 +10,7 @@ threads, which spin for a long while after every parallel region, they leave the
 One thread calls alloy_team_run at a time (the queue's worker, or the submitting thread while the queue is idle).
 Claims carry the call's number next to the next free iteration in one 64-bit word, so a thread still reaching for
 an earlier call's chunk can never take one of the current call with the earlier call's arguments.
-Needs alloy_call, alloy_now and MAX_SCALARS from the queue's source (cpu_queue.py), which includes this.
+Needs alloy_call, alloy_now, alloy_spawn and MAX_SCALARS from the queue's source (cpu_queue.py), which includes this.
 """
 TEAM_SPIN_US = 20        # an idle team thread polls this long before it sleeps (a chain of kernels hands over in it)
 CHUNKS_PER_THREAD = 8    # a call's range is cut in about this many chunks per thread: late threads take fewer
@@ -68,9 +68,6 @@ static double alloy_team_work(struct alloy_team *t, uint32_t call) {
 
 static void *alloy_team_thread(void *arg) {
   struct alloy_team *t = arg;
-  sigset_t all;   /* signals go to Python's threads, whose handlers expect them */
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, 0);
   uint32_t seen = 0;
   for (;;) {
     double until = alloy_now() + TEAM_SPIN_US * 1e-6;
@@ -96,15 +93,8 @@ static struct alloy_team *alloy_team_start(int32_t size) {
   pthread_mutex_init(&t->lock, 0);
   pthread_cond_init(&t->go, 0);
   pthread_cond_init(&t->done, 0);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);   /* never joined: they sleep through exit */
-  pthread_attr_setstacksize(&attr, 16 << 20);                    /* kernels get the stack Python gives its threads */
-  for (int32_t i = 1; i < t->size; i++) {
-    pthread_t thread;
-    if (pthread_create(&thread, &attr, alloy_team_thread, t)) { t->size = i; break; }   /* a smaller team */
-  }
-  pthread_attr_destroy(&attr);
+  for (int32_t i = 1; i < t->size; i++)
+    if (alloy_spawn(alloy_team_thread, t)) { t->size = i; break; }   /* a smaller team */
   return t;
 }
 

@@ -330,27 +330,33 @@ print("queued", dev.completed < dev.submitted)
   assert proc.returncode == 0, proc.stderr
   assert proc.stdout.split() == ["queued", "True", "at", "exit", "True"]   # exit ran the queue dry, then ended
 
-def test_several_submitting_threads(dev, k, rng):
-  # threads launch chains of dependent kernels at once, queued and inline: each chain must come out exact
+def run_threads(fn, n: int) -> dict:
+  """fn(i) on n Python threads at once, handing the GIL over as often as Python allows: {i: what fn(i) returned}."""
   import threading
-  starts = [rng.uniform(-1, 1, N).astype(np.float32) for _ in range(4)]
   results, errors = {}, []
-  def chain(i):
-    try:
-      a, b = buf(dev, starts[i]), buf(dev, np.zeros(N, np.float32))
-      for j in range(200):
-        k.step([b, a] if j % 2 == 0 else [a, b], global_size=QUEUED if (i + j) % 3 else HERE)
-      dev.synchronize()
-      results[i] = read(dev, a)
+  def run(i):
+    try: results[i] = fn(i)
     except Exception as e: errors.append(e)
-  threads = [threading.Thread(target=chain, args=(i,)) for i in range(4)]
+  threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
   interval = sys.getswitchinterval()
-  sys.setswitchinterval(1e-6)   # hand the GIL over as often as Python allows
+  sys.setswitchinterval(1e-6)
   try:
     for t in threads: t.start()
     for t in threads: t.join()
   finally: sys.setswitchinterval(interval)
   assert not errors, errors
+  return results
+
+def test_several_submitting_threads(dev, k, rng):
+  # threads launch chains of dependent kernels at once, queued and inline: each chain must come out exact
+  starts = [rng.uniform(-1, 1, N).astype(np.float32) for _ in range(4)]
+  def chain(i):
+    a, b = buf(dev, starts[i]), buf(dev, np.zeros(N, np.float32))
+    for j in range(200):
+      k.step([b, a] if j % 2 == 0 else [a, b], global_size=QUEUED if (i + j) % 3 else HERE)
+    dev.synchronize()
+    return read(dev, a)
+  results = run_threads(chain, 4)
   for i in range(4):
     want = starts[i]
     for _ in range(200): want = want * np.float32(0.5) + np.arange(N, dtype=np.float32)
@@ -412,26 +418,15 @@ def test_batch_of_parallel_kernels(dev, k, rng, kind):
   np.testing.assert_array_equal(read(dev, b), flipped(want_a))
 
 def test_several_threads_launching_parallel_kernels(dev, k, rng):
-  import threading
   starts = [rng.uniform(-1, 1, N).astype(np.float32) for _ in range(4)]
-  results, errors = {}, []
   def chain(i):
-    try:
-      a, b, hits = buf(dev, starts[i]), buf(dev, np.zeros(N, np.float32)), buf(dev, np.zeros(7, np.int32))
-      for j in range(100):
-        k.flip([b, a] if j % 2 == 0 else [a, b], global_size=QUEUED)
-        k.cover7([hits], global_size=QUEUED)
-      dev.synchronize()
-      results[i] = read(dev, a), read(dev, hits, np.int32)
-    except Exception as e: errors.append(e)
-  threads = [threading.Thread(target=chain, args=(i,)) for i in range(4)]
-  interval = sys.getswitchinterval()
-  sys.setswitchinterval(1e-6)
-  try:
-    for t in threads: t.start()
-    for t in threads: t.join()
-  finally: sys.setswitchinterval(interval)
-  assert not errors, errors
+    a, b, hits = buf(dev, starts[i]), buf(dev, np.zeros(N, np.float32)), buf(dev, np.zeros(7, np.int32))
+    for j in range(100):
+      k.flip([b, a] if j % 2 == 0 else [a, b], global_size=QUEUED)
+      k.cover7([hits], global_size=QUEUED)
+    dev.synchronize()
+    return read(dev, a), read(dev, hits, np.int32)
+  results = run_threads(chain, 4)
   for i in range(4):
     want = starts[i]
     for _ in range(100): want = flipped(want)
