@@ -2,8 +2,10 @@
 
 A parallel kernel (renderer/c.py) runs its outer loop over a slice [alloy_start, alloy_end) given as two int32
 arguments after its own, and exports `<name>_parallel_range`, the loop's full length. The queue's worker calls
-alloy_team_run with it: the worker and the size - 1 team threads claim chunks of the range until none is left (a thread
-that wakes late, or shares its core with Python, takes fewer), and the call returns once every claimed chunk is done.
+alloy_team_run with it: the worker and the size - 1 team threads claim chunks of the range until none is left, and
+the call returns once every claimed chunk is done. A chunk is the unclaimed part over twice the team's size (but
+not below a floor): big chunks first, few claims, and small ones last, so the threads end together; a thread that
+wakes late, or shares its core with Python, takes fewer.
 Between calls the team threads sleep on a condition variable after a short bounded spin: unlike OpenMP's idle
 threads, which spin for a long while after every parallel region, they leave the cores to Python.
 
@@ -13,7 +15,7 @@ an earlier call's chunk can never take one of the current call with the earlier 
 Needs alloy_call, alloy_now, alloy_spawn and MAX_SCALARS from the queue's source (cpu_queue.py), which includes this.
 """
 TEAM_SPIN_US = 20        # an idle team thread polls this long before it sleeps (a chain of kernels hands over in it)
-CHUNKS_PER_THREAD = 8    # a call's range is cut in about this many chunks per thread: late threads take fewer
+SMALLEST_CHUNK = 32     # the floor of a chunk: the range over this many times the team's size (and 1 at least)
 WAIT_SPIN_MAX_US = 1000  # the caller polls for the others' last chunks at most this long before it sleeps
 
 TEAM_SOURCE = r"""
@@ -23,7 +25,7 @@ struct alloy_team {
   pthread_cond_t go, done;        /* go: idle team threads; done: the caller waiting for the last chunks */
   int32_t sleeping, waiting;
   /* the current call: written by the caller before it publishes the call's number in claim */
-  void *fn; int32_t k, s; void **a; int32_t c[MAX_SCALARS + 2]; int32_t range, chunk;
+  void *fn; int32_t k, s; void **a; int32_t c[MAX_SCALARS + 2]; int32_t range, smallest;
   int64_t claim;                  /* call number << 32 | first iteration nobody claimed yet */
   int32_t finished;               /* iterations of the current call done */
 };
@@ -47,9 +49,11 @@ static double alloy_team_work(struct alloy_team *t, uint32_t call) {
     if ((uint32_t)((uint64_t)v >> 32) != call) return last;
     int32_t start = (int32_t)(uint32_t)v;
     if (start >= t->range) return last;
-    if (!__atomic_compare_exchange_n(&t->claim, &v, v + t->chunk, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
+    int32_t left = t->range - start, n = left / (2 * t->size);
+    if (n < t->smallest) n = t->smallest < left ? t->smallest : left;
+    if (!__atomic_compare_exchange_n(&t->claim, &v, v + n, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
     /* claimed: the call cannot end, nor its arguments change, before this chunk counts as finished */
-    int32_t end = start + t->chunk < t->range ? start + t->chunk : t->range;
+    int32_t end = start + n;
     int32_t c[MAX_SCALARS + 2];
     memcpy(c, t->c, sizeof(int32_t) * t->s);
     c[t->s] = start;
@@ -111,8 +115,8 @@ static void alloy_team_run(struct alloy_team *t, void *fn, int32_t k, int32_t s,
   }
   t->fn = fn; t->k = k; t->s = s; t->a = a; t->range = range;
   memcpy(t->c, c, sizeof(int32_t) * s);
-  int32_t chunk = range / (t->size * CHUNKS_PER_THREAD);
-  t->chunk = chunk < 1 ? 1 : chunk;
+  int32_t smallest = range / (t->size * SMALLEST_CHUNK);
+  t->smallest = smallest < 1 ? 1 : smallest;
   t->finished = 0;
   uint32_t call = alloy_team_call_now(t) + 1;
   __atomic_store_n(&t->claim, (int64_t)((uint64_t)call << 32), __ATOMIC_RELEASE);   /* the arguments first */
@@ -120,8 +124,8 @@ static void alloy_team_run(struct alloy_team *t, void *fn, int32_t k, int32_t s,
   if (t->sleeping) pthread_cond_broadcast(&t->go);
   pthread_mutex_unlock(&t->lock);
   double chunk_seconds = alloy_team_work(t, call);
-  /* The chunks others still run end within about a chunk's time: spin that long (bounded) rather than pay a
-     wake-up on top, then sleep until the last one signals. */
+  /* The chunks others still run end within about the time of this thread's last one (chunks shrink): spin that
+     long (bounded) rather than pay a wake-up on top, then sleep until the last one signals. */
   if (chunk_seconds > WAIT_SPIN_MAX_US * 1e-6) chunk_seconds = WAIT_SPIN_MAX_US * 1e-6;
   if (chunk_seconds < TEAM_SPIN_US * 1e-6) chunk_seconds = TEAM_SPIN_US * 1e-6;
   double until = alloy_now() + chunk_seconds;
@@ -137,5 +141,5 @@ static void alloy_team_run(struct alloy_team *t, void *fn, int32_t k, int32_t s,
 """
 
 def team_source() -> str:
-  return (f"#define TEAM_SPIN_US {TEAM_SPIN_US}\n#define CHUNKS_PER_THREAD {CHUNKS_PER_THREAD}\n"
+  return (f"#define TEAM_SPIN_US {TEAM_SPIN_US}\n#define SMALLEST_CHUNK {SMALLEST_CHUNK}\n"
           f"#define WAIT_SPIN_MAX_US {WAIT_SPIN_MAX_US}\n" + TEAM_SOURCE)
