@@ -6,6 +6,9 @@ time.perf_counter on Linux) as the first slice (claimed first) starts and as the
 Two patterns, medians over the iterations:
   sync:  submit, then synchronize at once (what bench/cpu.py's rows do)
   busy:  submit, then 2 ms of pure Python (no blocking call), then synchronize: does the kernel start while Python runs?
+Then the thread team's start: a two-slice kernel whose slices each spin 2 ms, launched and waited for after a gap of
+pure Python; how long after the first slice the second starts (about 0: both threads at once; 2000: one thread ran
+both), median and 90th percentile.
 
 python bench/cpu_launch_latency.py [iterations]
 """
@@ -29,6 +32,17 @@ void probe(void *out, void *in, int32_t start, int32_t end) {
   if (start == 0) probe_start = now();
   kernel(out, in, start, end);
   if (__atomic_add_fetch(&done, end - start, __ATOMIC_ACQ_REL) == RANGE) { probe_end = now(); done = 0; }
+}
+"""
+
+STAMP = r"""#include <stdint.h>
+#include <time.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+const int32_t stamp_parallel_range = 2;
+void stamp(double *started, int32_t start, int32_t end) {   /* one slice per index: stamps its start, spins 2 ms */
+  double t0 = now();
+  started[start] = t0;
+  while (now() < t0 + 0.002) ;
 }
 """
 
@@ -63,6 +77,16 @@ def run(iterations: int = 60) -> None:
     rows = rows[3:]
     med = [statistics.median(r[i] for r in rows) * 1e6 for i in range(3)]
     print(f"  {pattern}: submit->start {med[0]:8.1f}   kernel {med[1]:8.1f}   end->synchronize {med[2]:8.1f}")
+  stamp, started = dev.load("stamp", dev.compiler.compile_cached(STAMP)), np.zeros(2)
+  print("thread team start: the second slice's start after the first's, µs")
+  for gap in (0.0001, 0.0005, 0.002):
+    skew = []
+    for _ in range(iterations * 2):
+      busy(gap)
+      stamp([started.view(np.uint8)], global_size=(2, 1, 1), wait=True)
+      skew.append(abs(started[1] - started[0]) * 1e6)
+    skew.sort()
+    print(f"  after {gap * 1e3:.1f} ms of Python: median {statistics.median(skew):8.1f}   p90 {skew[len(skew) * 9 // 10]:8.1f}")
 
 if __name__ == "__main__":
   run(int(sys.argv[1]) if len(sys.argv) > 1 else 60)
