@@ -40,6 +40,7 @@ def _call_switch() -> str:
           "\n  default: abort();   /* Python keeps calls within the limits: one beyond them is a bug */\n  }\n}\n")
 
 _HEAD = r"""#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/time.h>
@@ -52,7 +53,7 @@ static double alloy_now(void) {
 
 /* fn(arg) on a new thread: detached (never joined, it sleeps through exit), with the stack Python gives its threads
    for kernels, and taking no signals (they go to Python's threads, whose handlers expect them); 0 if it started */
-static int alloy_spawn(void *(*fn)(void *), void *arg) {
+static int alloy_spawn(void *(*fn)(void *), void *arg, pthread_t *thread) {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &old);   /* the new thread inherits this mask */
@@ -60,8 +61,7 @@ static int alloy_spawn(void *(*fn)(void *), void *arg) {
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, 16 << 20);
-  pthread_t thread;
-  int failed = pthread_create(&thread, &attr, fn, arg);
+  int failed = pthread_create(thread, &attr, fn, arg);
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, 0);
   return failed;
@@ -139,7 +139,8 @@ struct alloy_queue *alloy_queue_start(int64_t seq, int32_t threads) {
   pthread_mutex_init(&q->lock, 0);
   pthread_cond_init(&q->work, 0);
   pthread_cond_init(&q->done, 0);
-  if (alloy_spawn(alloy_worker, q)) { free(q); return 0; }
+  pthread_t worker;
+  if (alloy_spawn(alloy_worker, q, &worker)) { free(q); return 0; }
   return q;
 }
 
@@ -208,7 +209,7 @@ double alloy_queue_wait(struct alloy_queue *q, int64_t seq) {
 }
 """
 
-QUEUE_SOURCE = (f"#include <stdint.h>\n#include <stdlib.h>\n#define MAX_ARGS {MAX_ARGS}\n#define MAX_SCALARS {MAX_SCALARS}\n"
+QUEUE_SOURCE = ("#define _GNU_SOURCE\n" f"#include <stdint.h>\n#include <stdlib.h>\n#define MAX_ARGS {MAX_ARGS}\n#define MAX_SCALARS {MAX_SCALARS}\n"
                 f"#define RING {RING}\n#define WAIT_SLICE_MS {WAIT_SLICE_MS}\n" + _call_switch() + _HEAD + team_source() + _QUEUE)
 
 class Shared(ctypes.Structure):
