@@ -29,6 +29,7 @@ struct alloy_team {
   int64_t claim;                  /* call number << 32 | first iteration nobody claimed yet */
   int32_t finished;               /* iterations of the current call done */
   pthread_t *threads;             /* the size - 1 team threads */
+  int avoided;                    /* the CPU their affinity leaves out (-1: none) */
 };
 
 static void alloy_relax(void) {
@@ -95,6 +96,7 @@ static struct alloy_team *alloy_team_start(int32_t size) {
   struct alloy_team *t = calloc(1, sizeof *t);
   if (!t) return 0;
   t->size = size < 1 ? 1 : size;
+  t->avoided = -1;
   pthread_mutex_init(&t->lock, 0);
   pthread_cond_init(&t->go, 0);
   pthread_cond_init(&t->done, 0);
@@ -107,14 +109,16 @@ static struct alloy_team *alloy_team_start(int32_t size) {
 /* Keep the team threads off this thread's CPU before waking them: a woken thread is often queued behind its waker,
    here the caller about to run its share, and waited for the scheduler's next balancing (2 ms on the 2-core VM, one
    launch in ten after a millisecond of Python) instead of taking the idle core. Their mask is all the process's CPUs
-   but this one, until the next wake-up sets it again. Linux only (elsewhere the scheduler decides). */
+   but the one the caller last woke them from. Linux only (elsewhere the scheduler decides). */
 static void alloy_team_avoid_this_cpu(struct alloy_team *t) {
 #ifdef __linux__
   cpu_set_t allowed;
   int cpu = sched_getcpu();
+  if (cpu == t->avoided) return;   /* set already: the syscalls cost ~20 us of every launch's start */
   if (cpu < 0 || sched_getaffinity(0, sizeof allowed, &allowed) || !CPU_ISSET(cpu, &allowed) || CPU_COUNT(&allowed) < 2) return;
   CPU_CLR(cpu, &allowed);
   for (int32_t i = 0; i < t->size - 1; i++) pthread_setaffinity_np(t->threads[i], sizeof allowed, &allowed);
+  t->avoided = cpu;
 #endif
 }
 
