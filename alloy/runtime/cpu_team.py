@@ -7,7 +7,8 @@ the call returns once every claimed chunk is done. A chunk is the unclaimed part
 not below a floor): big chunks first, few claims, and small ones last, so the threads end together; a thread that
 wakes late, or shares its core with Python, takes fewer.
 Between calls the team threads sleep on a condition variable after a short bounded spin: unlike OpenMP's idle
-threads, which spin for a long while after every parallel region, they leave the cores to Python.
+threads, which spin for a long while after every parallel region, they leave the cores to Python. On Linux their
+affinity leaves out the CPU of the thread that wakes them, so the scheduler does not queue them behind it.
 
 One thread calls alloy_team_run at a time (the queue's worker, or the submitting thread while the queue is idle).
 Claims carry the call's number next to the next free iteration in one 64-bit word, so a thread still reaching for
