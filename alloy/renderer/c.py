@@ -1,4 +1,8 @@
-"""C for the CPU device: scalar loops, OpenMP on the outer loop of large kernels."""
+"""C for the CPU device: scalar loops; the outer loop of a large kernel runs over a slice the caller passes.
+
+A parallel kernel takes two int32 arguments after its own, alloy_start and alloy_end, and runs its outer loop over
+[alloy_start, alloy_end) only; it exports `<name>_parallel_range`, the loop's full length, so the CPU device's thread
+team (runtime/cpu_team.py) can split the loop into slices and call the kernel once per slice."""
 from __future__ import annotations
 from alloy.dtype import DType
 from alloy.ir import symbolic as sym
@@ -60,6 +64,10 @@ static inline alloy_float32x##N alloy_exp_float32x##N(alloy_float32x##N x) { \
 ALLOY_VEC_MATH(8) ALLOY_VEC_MATH(4)
 """+ integer_helpers("static inline") + floor_division_helpers("static inline", ["float", "double"])
 
+def parallel_range(prog: LinearProgram) -> int | None:
+  """The length of the kernel's parallel outer loop (there is at most one), or None for a serial kernel."""
+  return next((var.max + 1 for ins in prog.instrs if ins.op == "range" for var, parallel in [ins.arg] if parallel), None)
+
 class CRenderer(CStyleRenderer):
   language = "c"
   type_names = {"bool": "_Bool", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "uint16": "uint16_t",
@@ -69,9 +77,12 @@ class CRenderer(CStyleRenderer):
 
   def preamble(self, prog: LinearProgram) -> list[str]: return [C_PRELUDE]
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str:
-    return f"void {name}({', '.join(params)})"
+    if (n := parallel_range(prog)) is None: return f"void {name}({', '.join(params)})"
+    return (f"const int32_t {name}_parallel_range = {n};\n"
+            f"void {name}({', '.join(params + ['int32_t alloy_start', 'int32_t alloy_end'])})")
   def range_open(self, var: sym.Var, parallel: bool) -> list[str]:
-    return (["#pragma omp parallel for"] if parallel else []) + super().range_open(var, parallel)
+    if not parallel: return super().range_open(var, parallel)
+    return [f"for (int {var.name} = alloy_start; {var.name} < alloy_end; {var.name}++) {{"]
   def func(self, name: str, d: DType, args: list[str]) -> str:
     if d.name == "float32": return f"{name}f({', '.join(args)})"
     if d.name == "float16": return f"(_Float16){name}f({', '.join(f'(float){a}' for a in args)})"

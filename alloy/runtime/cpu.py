@@ -1,7 +1,7 @@
 """The CPU device: C from the shared C-family renderer, compiled by the system C compiler, run by a native queue.
 
-Launches are asynchronous: they queue on a worker pthread that runs them in order without the GIL (cpu_queue.py),
-and kernels use OpenMP for their outer loop. copyout waits only for the launches that write its buffer.
+Launches are asynchronous: they queue on a worker pthread that runs them in order without the GIL (cpu_queue.py);
+a parallel kernel's outer loop is split between the worker and a team of threads (cpu_team.py). copyout waits only for the launches that write its buffer.
 CPUGraph and CPULaunchList run a captured list of launches as one queue entry: arrays of kernel function pointers
 and their arguments, built once and walked in C, so a replay costs one submit instead of one per kernel.
 A launch beyond the queue's argument limits (more than cpu_queue.MAX_ARGS pointers or MAX_SCALARS int32 scalars)
@@ -15,7 +15,7 @@ from alloy.renderer.c import CRenderer
 from alloy.runtime.device import LRUAllocator, Compiler, CompileError, Program, Device, LaunchList
 from alloy.runtime.cpu_queue import CPUQueue, QUEUE_SOURCE, MAX_ARGS, MAX_SCALARS
 
-CFLAGS = ["-O2", "-march=native", "-ftree-vectorize", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-fwrapv", "-ffp-contract=off"]
+CFLAGS = ["-O2", "-march=native", "-ftree-vectorize", "-fPIC", "-shared", "-fno-math-errno", "-fwrapv", "-ffp-contract=off"]
 
 @functools.lru_cache(None)
 def find_c_compiler() -> str:
@@ -77,7 +77,9 @@ def _address(handle: np.ndarray) -> int:
   try: return ctypes.addressof(ctypes.c_char.from_buffer(handle))
   except (TypeError, ValueError): return handle.ctypes.data   # read-only or empty arrays
 
-def _kernel_args(buffers, scalars) -> tuple:
+def _kernel_args(buffers, scalars, parallel: int) -> tuple:
+  """A call's ctypes arguments; a parallel kernel's slice is then its whole outer loop, run on one thread."""
+  scalars = (*scalars, 0, parallel) if parallel else scalars
   return (*[ctypes.c_void_p(_address(b)) for b in buffers], *[ctypes.c_int32(s) for s in scalars])
 
 def _native(buffers, scalars) -> bool:
@@ -95,15 +97,18 @@ class CPUProgram(Program):
     self.fn = getattr(self.lib, name)
     self.fn.restype = None
     self.address = ctypes.cast(self.fn, ctypes.c_void_p)   # what the queue calls
+    # a parallel kernel (renderer/c.py) exports its outer loop's length: the queue's team splits that loop
+    try: self.parallel = ctypes.c_int32(ctypes.c_int32.in_dll(self.lib, f"{name}_parallel_range").value)
+    except ValueError: self.parallel = ctypes.c_int32(0)
   def __call__(self, buffers, scalars=(), global_size=(1, 1, 1), local_size=(1, 1, 1), wait=False, outs=1):
     # a small (single-threaded) kernel on an idle device runs on the caller's thread: a hand-off to the worker
     # costs more than the kernel, and it is complete when this returns
-    if not _native(buffers, scalars): return self.device.call_here(self.fn, _kernel_args(buffers, scalars))
-    return self.device.launch(self.address, buffers, scalars, buffers[:outs], wait, here=global_size[0] <= 1)
+    if not _native(buffers, scalars): return self.device.call_here(self.fn, _kernel_args(buffers, scalars, self.parallel.value))
+    return self.device.launch(self.address, self.parallel, buffers, scalars, buffers[:outs], wait, here=global_size[0] <= 1)
 
 class CPUBatch:
   """Launches bound once into the arrays a queue entry of several calls reads: kernel function pointers, per-launch
-  pointer and scalar counts, the pointers and the scalars. CPUBatch(launches, device, writes) with launches
+  pointer and scalar counts, the pointers, the scalars and each kernel's parallel range (0: serial). CPUBatch(launches, device, writes) with launches
   [(program, buffers, scalars, global_size, local_size), ...] within the native limits; writes: "first" (each
   launch writes its first buffer) or "all" (assume it writes every buffer it gets).
   __call__(buffers_per_launch=None, wait=False) replays them as one submit, on the caller's thread when every kernel
@@ -113,7 +118,7 @@ class CPUBatch:
     self.device, self.last_seq = device, 0   # last_seq: the device's number of the last queued replay
     self.cur: list[list] = []       # the buffers (numpy handles) each launch is bound to now
     self.offsets: list[int] = []    # where launch i's pointers start in args
-    fns, nargs, nscalars, scalars = [], [], [], []
+    fns, nargs, nscalars, scalars, ranges = [], [], [], [], []
     for i, (prog, buffers, sc, global_size, local_size) in enumerate(launch[:5] for launch in launches):
       if not isinstance(prog, CPUProgram) or prog.device is not device: raise ValueError(f"launch {i}: not a CPUProgram of {device.name}")
       if not _native(buffers, sc):
@@ -124,14 +129,16 @@ class CPUBatch:
       nargs.append(len(buffers))
       nscalars.append(len(sc))
       scalars.extend(sc)
+      ranges.append(prog.parallel.value)
       self.cur.append(list(buffers))
     self.n = len(launches)
     self.fns = (ctypes.c_void_p * self.n)(*fns)
     self.nargs = (ctypes.c_int32 * self.n)(*nargs)
     self.nscalars = (ctypes.c_int32 * self.n)(*nscalars)
+    self.ranges = (ctypes.c_int32 * self.n)(*ranges)
     self.scalars = (ctypes.c_int32 * max(len(scalars), 1))(*scalars)
     self.args = (ctypes.c_void_p * max(sum(nargs), 1))(*[_address(b) for bufs in self.cur for b in bufs])
-    self.batch = (ctypes.c_int32(self.n), self.fns, self.nargs, self.args, self.nscalars, self.scalars)
+    self.batch = (ctypes.c_int32(self.n), self.fns, self.nargs, self.args, self.nscalars, self.scalars, self.ranges)
     self.small = all(launch[3][0] <= 1 for launch in launches)   # single-threaded kernels: may run inline
     self.writes = writes
     self.written = self._written()
@@ -165,7 +172,7 @@ class CPUBatch:
   def __del__(self):
     # a queued replay reads these arrays: they go when it is done
     try:
-      if self.device.completed < self.last_seq: self.device.keep_until_done((self.fns, self.nargs, self.args, self.nscalars, self.scalars))
+      if self.device.completed < self.last_seq: self.device.keep_until_done((self.fns, self.nargs, self.args, self.nscalars, self.scalars, self.ranges))
     except Exception: pass   # interpreter shutdown (everything queued finished at exit)
 
 class CPUGraph(CPUBatch):
@@ -233,11 +240,12 @@ class CPUDevice(Device):
   @property
   def completed(self) -> int: return self._completed.value
 
-  def launch(self, fn: ctypes.c_void_p, buffers, scalars, written, wait: bool, here: bool) -> float | None:
-    """Queue one call of kernel fn with pointers to buffers and int32 scalars, within the native limits."""
+  def launch(self, fn: ctypes.c_void_p, parallel: ctypes.c_int32, buffers, scalars, written, wait: bool, here: bool) -> float | None:
+    """Queue one call of kernel fn with pointers to buffers and int32 scalars, within the native limits; parallel:
+    the length of its outer loop the team splits (0: a serial kernel)."""
     pointers = [_address(b) for b in buffers]
     with self.submitting:
-      seq = self.queue.launch(fn, pointers, scalars, here)
+      seq = self.queue.launch(fn, pointers, scalars, here, parallel)
       elapsed = self._submitted(seq, written)
     return self.queue.wait(seq) if wait and seq else elapsed
   def submit(self, batch: tuple, written, wait: bool, here: bool) -> tuple[int, float | None]:

@@ -1,18 +1,21 @@
-"""The CPU device's native queue: order, waits, device time, buffer lifetimes, batches, scalars, fork.
+"""The CPU device's native queue and its thread team: order, waits, device time, buffer lifetimes, batches, scalars,
+parallel kernels, fork.
 
 Hand-written C kernels give exact control over what runs where: a launch of global size (2, 1, 1) is queued, one of
 (1, 1, 1) on an idle device runs on the caller's thread; `nap` sleeps inside a kernel so a launch is still queued or
-running (without using a core) while the test looks."""
+running (without using a core) while the test looks. A kernel that exports `<name>_parallel_range` is parallel: the
+team calls it once per slice [start, end) of that range; `coverR` counts each index of its range it is called for."""
 import os, signal, subprocess, sys, time
 from types import SimpleNamespace
 import numpy as np
 import pytest
 import alloy
 from alloy.runtime.cpu import CPUGraph, CPULaunchList
-from alloy.runtime.cpu_queue import MAX_ARGS, MAX_SCALARS, RING
+from alloy.runtime.cpu_queue import MAX_ARGS, MAX_SCALARS, RING, team_size
 
 N = 1000
 SOURCE = r"""#include <stdint.h>
+#include <pthread.h>
 #include <time.h>
 #define N 1000
 void step(float *out, const float *in) { for (int i = 0; i < N; i++) out[i] = in[i] * 0.5f + (float)i; }
@@ -31,9 +34,38 @@ void affine(float *out, const float *in, int32_t a, int32_t b) { for (int i = 0;
 void four(int32_t *out, int32_t a, int32_t b, int32_t c, int32_t d) { out[0] = a; out[1] = b; out[2] = c; out[3] = d; }
 void five(int32_t *out, int32_t a, int32_t b, int32_t c, int32_t d, int32_t e) { four(out, a, b, c, d); out[4] = e; }
 void sum40(float *out""" + "".join(f", const float *a{i}" for i in range(40)) + r""") {
-  for (int i = 0; i < N; i++) out[i] = 0""" + "".join(f" + a{i}[i]" for i in range(40)) + """;
+  for (int i = 0; i < N; i++) out[i] = 0""" + "".join(f" + a{i}[i]" for i in range(40)) + r""";
+}
+/* parallel kernels pause 100 µs per slice, so a slice is still running when the other threads wake */
+static void pause100(void) { struct timespec t = {0, 100000L}; nanosleep(&t, 0); }
+#define COVER(R) const int32_t cover##R##_parallel_range = R; \
+  void cover##R(int32_t *hits, int32_t start, int32_t end) { pause100(); for (int32_t i = start; i < end; i++) hits[i] += 1; }
+COVER(1) COVER(2) COVER(7) COVER(1001)
+const int32_t flip_parallel_range = N;   /* reads what the slices at the other end wrote, pauses, then writes */
+void flip(float *out, const float *in, int32_t start, int32_t end) {
+  float v[N];
+  for (int i = start; i < end; i++) v[i - start] = in[N - 1 - i] * 0.5f + (float)i;
+  /* a launch that began before the last one's slices all ended reads their old values: the slice at the end, which
+     the next launch's first slice reads, pauses longest */
+  if (end == N) { struct timespec t = {0, 2000000L}; nanosleep(&t, 0); } else pause100();
+  for (int i = start; i < end; i++) out[i] = v[i - start];
+}
+const int32_t who_parallel_range = 64;    /* which thread ran each index */
+void who(int64_t *thread, int32_t start, int32_t end) {
+  struct timespec t = {0, 1000000L};
+  nanosleep(&t, 0);
+  for (int i = start; i < end; i++) thread[i] = (int64_t)pthread_self();
+}
+const int32_t scale_parallel_range = N;   /* the slice comes after the kernel's own scalars */
+void scale(float *out, const float *in, int32_t a, int32_t b, int32_t start, int32_t end) {
+  for (int i = start; i < end; i++) out[i] = in[i] * a + b;
+}
+const int32_t five_sum_parallel_range = 9;   /* beyond the native scalar limit: called here, over its whole range */
+void five_sum(int32_t *out, int32_t a, int32_t b, int32_t c, int32_t d, int32_t e, int32_t start, int32_t end) {
+  for (int i = start; i < end; i++) out[i] = i + a + b + c + d + e;
 }
 """
+COVERS = (1, 2, 7, 1001)
 QUEUED, HERE = (2, 1, 1), (1, 1, 1)
 
 @pytest.fixture(scope="module")
@@ -42,7 +74,8 @@ def dev(): return alloy.get_device("CPU")
 @pytest.fixture(scope="module")
 def k(dev):
   binary = dev.compiler.compile_cached(SOURCE)
-  return SimpleNamespace(**{name: dev.load(name, binary) for name in ("step", "nap", "nap_copy", "inc", "affine", "four", "five", "sum40")})
+  names = ("step", "nap", "nap_copy", "inc", "affine", "four", "five", "sum40", "flip", "scale", "five_sum", "who") + tuple(f"cover{r}" for r in COVERS)
+  return SimpleNamespace(**{name: dev.load(name, binary) for name in names})
 
 def buf(dev, values):
   values = np.ascontiguousarray(values)
@@ -297,28 +330,168 @@ print("queued", dev.completed < dev.submitted)
   assert proc.returncode == 0, proc.stderr
   assert proc.stdout.split() == ["queued", "True", "at", "exit", "True"]   # exit ran the queue dry, then ended
 
-def test_several_submitting_threads(dev, k, rng):
-  # threads launch chains of dependent kernels at once, queued and inline: each chain must come out exact
+def run_threads(fn, n: int) -> dict:
+  """fn(i) on n Python threads at once, handing the GIL over as often as Python allows: {i: what fn(i) returned}."""
   import threading
-  starts = [rng.uniform(-1, 1, N).astype(np.float32) for _ in range(4)]
   results, errors = {}, []
-  def chain(i):
-    try:
-      a, b = buf(dev, starts[i]), buf(dev, np.zeros(N, np.float32))
-      for j in range(200):
-        k.step([b, a] if j % 2 == 0 else [a, b], global_size=QUEUED if (i + j) % 3 else HERE)
-      dev.synchronize()
-      results[i] = read(dev, a)
+  def run(i):
+    try: results[i] = fn(i)
     except Exception as e: errors.append(e)
-  threads = [threading.Thread(target=chain, args=(i,)) for i in range(4)]
+  threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
   interval = sys.getswitchinterval()
-  sys.setswitchinterval(1e-6)   # hand the GIL over as often as Python allows
+  sys.setswitchinterval(1e-6)
   try:
     for t in threads: t.start()
     for t in threads: t.join()
   finally: sys.setswitchinterval(interval)
   assert not errors, errors
+  return results
+
+def test_several_submitting_threads(dev, k, rng):
+  # threads launch chains of dependent kernels at once, queued and inline: each chain must come out exact
+  starts = [rng.uniform(-1, 1, N).astype(np.float32) for _ in range(4)]
+  def chain(i):
+    a, b = buf(dev, starts[i]), buf(dev, np.zeros(N, np.float32))
+    for j in range(200):
+      k.step([b, a] if j % 2 == 0 else [a, b], global_size=QUEUED if (i + j) % 3 else HERE)
+    dev.synchronize()
+    return read(dev, a)
+  results = run_threads(chain, 4)
   for i in range(4):
     want = starts[i]
     for _ in range(200): want = want * np.float32(0.5) + np.arange(N, dtype=np.float32)
     np.testing.assert_array_equal(results[i], want)
+
+# ---- parallel kernels: the queue's worker and its team split the outer loop
+
+def flipped(x):
+  return x[::-1] * np.float32(0.5) + np.arange(N, dtype=np.float32)
+
+def test_parallel_range_comes_from_the_binary(k):
+  assert [getattr(k, f"cover{r}").parallel.value for r in COVERS] == list(COVERS)
+  assert k.flip.parallel.value == N and k.step.parallel.value == 0
+
+def test_parallel_kernel_runs_on_the_whole_team(dev, k):
+  thread = buf(dev, np.zeros(64, np.int64))
+  k.who([thread], global_size=QUEUED)
+  assert len(set(read(dev, thread, np.int64))) == min(team_size(), 2)   # 8+ slices of 1 ms: every thread takes some
+
+@pytest.mark.parametrize("r", COVERS)
+def test_parallel_kernel_runs_each_index_once(dev, k, r):
+  hits = buf(dev, np.zeros(r, np.int32))
+  cover = getattr(k, f"cover{r}")
+  for _ in range(50): cover([hits], global_size=QUEUED)   # queued back to back, no wait between
+  np.testing.assert_array_equal(read(dev, hits, np.int32), np.full(r, 50))
+  assert isinstance(cover([hits], global_size=QUEUED, wait=True), float)
+  np.testing.assert_array_equal(read(dev, hits, np.int32), np.full(r, 51))
+
+def test_dependent_parallel_launches_run_in_order(dev, k, rng):
+  # each launch reads elements that other slices of the launch before wrote
+  x0 = rng.uniform(-1, 1, N).astype(np.float32)
+  a, b = buf(dev, x0), buf(dev, np.zeros(N, np.float32))
+  want = x0
+  for i in range(301):
+    k.flip([b, a] if i % 2 == 0 else [a, b], global_size=QUEUED)
+    want = flipped(want)
+  np.testing.assert_array_equal(read(dev, b), want)
+
+def test_parallel_kernel_with_scalars(dev, k, rng):
+  x = rng.uniform(-1, 1, N).astype(np.float32)
+  src, out, quad = buf(dev, x), buf(dev, np.zeros(N, np.float32)), buf(dev, np.zeros(9, np.int32))
+  k.scale([out, src], (3, -2), global_size=QUEUED)
+  np.testing.assert_array_equal(read(dev, out), x * 3 - 2)
+  k.five_sum([quad], (1, 2, 3, 4, 5), global_size=QUEUED)   # 5 scalars: on this thread, the whole range at once
+  np.testing.assert_array_equal(read(dev, quad, np.int32), np.arange(9) + 15)
+
+@pytest.mark.parametrize("kind", [CPUGraph, CPULaunchList])
+def test_batch_of_parallel_kernels(dev, k, rng, kind):
+  x = rng.uniform(-1, 1, N).astype(np.float32)
+  a, b, hits = buf(dev, x), buf(dev, np.zeros(N, np.float32)), buf(dev, np.zeros(1001, np.int32))
+  batch = kind([(k.flip, [b, a], (), QUEUED, HERE), (k.cover1001, [hits], (), QUEUED, HERE),
+                (k.step, [a, b], (), QUEUED, HERE), (k.flip, [b, a], (), QUEUED, HERE)], dev)
+  want_a = x
+  for _ in range(20):   # replays queued back to back
+    batch()
+    want_a = flipped(want_a) * np.float32(0.5) + np.arange(N, dtype=np.float32)   # b = flip(a); a = step(b)
+  np.testing.assert_array_equal(read(dev, hits, np.int32), np.full(1001, 20))
+  np.testing.assert_array_equal(read(dev, a), want_a)
+  np.testing.assert_array_equal(read(dev, b), flipped(want_a))
+
+def test_several_threads_launching_parallel_kernels(dev, k, rng):
+  starts = [rng.uniform(-1, 1, N).astype(np.float32) for _ in range(4)]
+  def chain(i):
+    a, b, hits = buf(dev, starts[i]), buf(dev, np.zeros(N, np.float32)), buf(dev, np.zeros(7, np.int32))
+    for j in range(100):
+      k.flip([b, a] if j % 2 == 0 else [a, b], global_size=QUEUED)
+      k.cover7([hits], global_size=QUEUED)
+    dev.synchronize()
+    return read(dev, a), read(dev, hits, np.int32)
+  results = run_threads(chain, 4)
+  for i in range(4):
+    want = starts[i]
+    for _ in range(100): want = flipped(want)
+    np.testing.assert_array_equal(results[i][0], want)
+    np.testing.assert_array_equal(results[i][1], np.full(7, 100))
+
+def _parallel_launches(fn) -> list:
+  """The parallel ranges of the kernels fn() launches."""
+  from alloy.engine import realize as engine
+  seen = []
+  listener = lambda ck, bufs, elapsed, t: seen.append(ck.runner.parallel.value)
+  engine.launch_listeners.append(listener)
+  try: fn()
+  finally: engine.launch_listeners.remove(listener)
+  return seen
+
+@pytest.mark.parametrize("rows", [0, 1, 2, 3, 5, 17, 1001])
+def test_parallel_row_reductions_against_numpy(dev, rng, rows):
+  x = rng.uniform(-1, 1, (rows, 4100)).astype(np.float32)
+  t = alloy.Tensor(x, device="CPU")
+  outs = {}
+  def run():
+    outs.update(sums=t.sum(1).numpy(), sq=(t * t + 1).numpy())
+    if rows: outs["soft"] = t.softmax(1).numpy()   # 0 rows: the CUDA lowering (NVRTC check) fails on that softmax
+  ranges = _parallel_launches(run)
+  if rows >= 8: assert any(ranges), ranges   # big enough to be split
+  np.testing.assert_allclose(outs["sums"], x.sum(1, dtype=np.float64), rtol=1e-4, atol=1e-3)
+  if rows:
+    e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+    np.testing.assert_allclose(outs["soft"], e / e.sum(1, keepdims=True), rtol=1e-4, atol=1e-7)
+  np.testing.assert_array_equal(outs["sq"], x * x + 1)
+
+@pytest.mark.parametrize("n,k_,m", [(1, 4096, 33), (257, 129, 300), (1000, 64, 130)])
+def test_parallel_matmul_against_numpy(dev, rng, n, k_, m):
+  a, b = rng.uniform(-1, 1, (n, k_)).astype(np.float32), rng.uniform(-1, 1, (k_, m)).astype(np.float32)
+  out = (alloy.Tensor(a, device="CPU") @ alloy.Tensor(b, device="CPU")).numpy()
+  np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+def test_parallel_kernel_beyond_the_pointer_limit(dev, rng):
+  xs = [rng.uniform(-1, 1, (64, 1024)).astype(np.float32) for _ in range(MAX_ARGS + 3)]
+  ts = [alloy.Tensor(x, device="CPU") for x in xs]
+  total = ts[0]
+  for t in ts[1:]: total = total + t
+  want = xs[0]
+  for x in xs[1:]: want = want + x
+  outs = []
+  assert any(_parallel_launches(lambda: outs.append(total.numpy())))
+  np.testing.assert_array_equal(outs[0], want)
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_forked_child_gets_its_own_team(dev, k, rng):
+  x = rng.uniform(-1, 1, N).astype(np.float32)
+  hits = buf(dev, np.zeros(1001, np.int32))
+  k.cover1001([hits], global_size=QUEUED)   # the parent's team has run before the fork
+  pid = os.fork()
+  if pid == 0:   # the child: the team threads did not come along, its new queue has its own
+    code = 1
+    try:
+      a, b = buf(dev, x), buf(dev, np.zeros(N, np.float32))
+      for _ in range(10): k.cover1001([hits], global_size=QUEUED)
+      k.flip([b, a], global_size=QUEUED)
+      ok = np.array_equal(read(dev, b), flipped(x)) and np.array_equal(read(dev, hits, np.int32), np.full(1001, 11))
+      code = 0 if ok else 2
+    finally: os._exit(code)
+  _, status = os.waitpid(pid, 0)
+  assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"child exited with {status}"
+  k.cover1001([hits], global_size=QUEUED)
+  np.testing.assert_array_equal(read(dev, hits, np.int32), np.full(1001, 2))
