@@ -81,6 +81,11 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
   unroll = CPU_LANES * 4
   applied += tuple(("UPCAST",) + u for u in upcast) + (("UNROLL_REDUCE", unroll),)
   stash, stash_reduce = _output_stash(ast.root)
+  first = order[0] if order else next((a for a, s in enumerate(shape) if s > 1), None)
+  if parallel and first == len(shape) - 1:
+    # the threads split the row itself: each one's reduction loop would store the whole row's stash over outputs
+    # another thread has already finished
+    stash = stash_reduce = None
   if stash is not None: applied += (("STASH", stash.op.name),)
   return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, upcast=upcast, reduce_unroll=unroll, stash=stash,
                     stash_reduce=stash_reduce, loop_order=order, applied=applied)

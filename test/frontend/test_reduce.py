@@ -208,6 +208,14 @@ def test_softmax_every_short_row_length(device, rng):
     e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
     assert_close(Tensor(x, device=device).softmax(-1).numpy(), e / e.sum(-1, keepdims=True), "float32", rtol=2e-6, atol=1e-7)
 
+@pytest.mark.parametrize("shape", [(16464,), (1, 40000), (2, 40000)])
+def test_softmax_of_rows_split_between_threads(device, rng, shape):
+  # one or two long rows: the CPU's threads split the row itself, and must not keep exp values in the output
+  # (each thread's sum loop would write the whole row over outputs another thread had finished)
+  x = rand_np(rng, shape, low=-4, high=4)
+  e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+  for _ in range(3): assert_close(Tensor(x, device=device).softmax(-1).numpy(), e / e.sum(-1, keepdims=True), "float32", rtol=2e-6, atol=1e-7)
+
 @pytest.mark.parametrize("shape", [(3, 5, 37), (4, 1000), (2, 3, 64), (6, 256)])
 def test_softmax_epilogues(device, rng, shape):
   # on the CPU the exp of a row is computed once and kept in the output buffer between its two uses
