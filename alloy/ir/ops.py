@@ -41,6 +41,8 @@ UNARY = {Op.NEG, Op.NOT, Op.ABS, Op.RECIP, Op.SQRT, Op.RSQRT, Op.EXP, Op.EXP2, O
 BINARY = {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.IDIV, Op.MOD, Op.POW, Op.MAX, Op.MIN, Op.AND, Op.OR, Op.XOR,
           Op.SHL, Op.SHR, Op.CMPLT, Op.CMPLE, Op.CMPEQ, Op.CMPNE}
 COMPARE = {Op.CMPLT, Op.CMPLE, Op.CMPEQ, Op.CMPNE}
+# ops whose result is one of their operands or its sign flipped: a float held wider needs no rounding after them
+SELECTS = {Op.WHERE, Op.MAX, Op.MIN, Op.NEG, Op.ABS}
 ELEMENTWISE = UNARY | BINARY | {Op.WHERE, Op.CAST, Op.BITCAST}
 # rough cost in FLOPs of one application, for kernel metadata
 FLOP_COST = {op: 1 for op in ELEMENTWISE} | {Op.EXP: 4, Op.LOG: 4, Op.SIN: 8, Op.COS: 8, Op.TAN: 10, Op.TANH: 8,

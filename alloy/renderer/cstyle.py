@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from alloy.dtype import DType
 from alloy.ir import symbolic as sym
-from alloy.ir.ops import Op
+from alloy.ir.ops import Op, SELECTS
 from alloy.codegen.program import LinearProgram
 
 def integer_helpers(qualifier: str) -> str:
@@ -295,7 +295,7 @@ class CStyleRenderer:
       elif ins.op == "bitcast": rhs = self.bitcast(names[id(ins.src[0])], dtypes[id(ins.src[0])], ins.dtype)
       elif ins.op == "alu":
         rhs = self.alu(ins.arg, ins.dtype, [names[id(s)] for s in ins.src], [dtypes[id(s)] for s in ins.src])
-        if ins.arg not in (Op.WHERE, Op.MAX, Op.MIN, Op.NEG, Op.ABS) and ins.dtype.is_float: rhs = self.rounded(rhs, ins.dtype)
+        if ins.arg not in SELECTS and ins.dtype.is_float: rhs = self.rounded(rhs, ins.dtype)
       else: raise NotImplementedError(ins.op)
       name = new("acc" if ins.op == "acc" else "v")
       names[id(ins)], dtypes[id(ins)] = name, ins.dtype

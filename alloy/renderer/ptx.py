@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from alloy.dtype import DType
 from alloy.ir import symbolic as sym
-from alloy.ir.ops import Op
+from alloy.ir.ops import Op, COMPARE, SELECTS
 from alloy.codegen.program import LinearProgram
 from alloy.renderer.cuda import CUDARenderer
 from alloy.renderer import ptx_math
@@ -25,6 +25,8 @@ class Unsupported(NotImplementedError):
   """The program uses something this renderer does not emit; render it as CUDA C."""
 
 _REG_PREFIX = {"pred": "p", "b16": "h", "b32": "r", "b64": "rd", "f32": "f", "f64": "fd"}
+# how a register class's values sit in shared memory: (bytes, ld/st type); bool as a byte
+_SHARED = {"pred": (1, "u8"), "b16": (2, "b16"), "b32": (4, "b32"), "f32": (4, "f32"), "b64": (8, "b64"), "f64": (8, "f64")}
 
 def reg_class(d: DType) -> str:
   if d.is_bool: return "pred"
@@ -42,10 +44,18 @@ def _mem_type(d: DType) -> str:
   if d.is_float: return arith_type(d)
   return f"{'u' if d.is_unsigned else 's'}{d.itemsize * 8}"
 
+def sm_number(arch: str) -> int:
+  """90 for sm_90 (and sm_90a)."""
+  return int(arch[3:].rstrip("af"))
+
 def ptx_version(arch: str) -> str:
   """The lowest PTX ISA version that knows the architecture (sm_90: 7.8), so older drivers still take it."""
-  major = int(arch[3:].rstrip("af")) // 10
-  return {10: "8.6", 12: "8.7"}.get(major, "7.8")
+  return {10: "8.6", 12: "8.7"}.get(sm_number(arch) // 10, "7.8")
+
+def _literal(v, cls: str) -> str:
+  """v as an immediate operand for registers of class cls (not pred)."""
+  if cls[0] == "f": return float_literal(float(v), int(cls[1:]))
+  return str(int(v) & ((1 << int(cls[1:])) - 1))
 
 def is_ptx(source: str) -> bool: return source.startswith(".version")
 
@@ -67,8 +77,8 @@ class _Loop:
   """An open loop: the lines hoisted out of it (emitted before its first iteration) and what they computed, and the
   pointers it steps: an address base + size*(invariant + c*var) becomes a register stepped by size*c*unroll per
   iteration, each unrolled copy k reading it at offset size*c*k (NVVM's strength reduction, done here)."""
-  def __init__(self, var: str, unroll: int):
-    self.var, self.unroll, self.copy = var, unroll, 0
+  def __init__(self, var: str):
+    self.var, self.copy = var, 0   # copy: which unrolled copy of the body is being emitted
     self.preheader: list = []
     self.cache: dict = {}
     self.pointers: dict = {}   # (buffer, invariant part, c) -> (register, bytes per step of var)
@@ -94,6 +104,8 @@ class _Kernel:
     self.vars: dict[str, str] = {}       # loop and thread index variables -> their register
     self.labels = 0
     self.written = {ins.src[0].arg for ins in prog.instrs if ins.op in ("store", "vstore")}
+    self.params: list[str] = []
+    self.ifs: list[str] = []   # the end label of each open if
 
   # ---- registers and lines
   def reg(self, cls: str) -> str:
@@ -171,8 +183,9 @@ class _Kernel:
     return out
   def to_int32(self, r: str, d: DType) -> str:
     """C's (int) of a value used as an index."""
-    cls, out = reg_class(d), self.reg("b32")
+    cls = reg_class(d)
     if cls == "b32": return r
+    out = self.reg("b32")
     if cls == "pred": self.emit(f"selp.b32 {out}, 1, 0, {r};")
     elif cls == "b16": self.emit(f"cvt.{'u32.u16' if d.is_unsigned else 's32.s16'} {out}, {r};")
     elif cls == "b64": self.emit(f"cvt.u32.u64 {out}, {r};")
@@ -225,12 +238,15 @@ class _Kernel:
     return f"{pointer}+{step * loop.copy}" if loop.copy else pointer
 
   def compute_address(self, buf, flat: sym.Expr) -> str:
-    base, size = self.names[id(buf)], max(1, buf.dtype.itemsize)
-    idx, out = self.expr(flat), self.reg("b64")
-    if isinstance(idx, int): self.emit(f"add.s64 {out}, {base}, {idx * size};")
+    return self.element(self.names[id(buf)], self.expr(flat), max(1, buf.dtype.itemsize))
+
+  def element(self, base: str, index: str | int, size: int) -> str:
+    """A register holding base + index*size: the address of an array element."""
+    out = self.reg("b64")
+    if isinstance(index, int): self.emit(f"add.s64 {out}, {base}, {index * size};")
     else:
       off = self.reg("b64")
-      self.emit(f"mul.wide.s32 {off}, {idx}, {size};")
+      self.emit(f"mul.wide.s32 {off}, {index}, {size};")
       self.emit(f"add.s64 {out}, {base}, {off};")
     return out
 
@@ -239,11 +255,7 @@ class _Kernel:
     cls = reg_class(d)
     out = self.reg(cls)
     if cls == "pred": self.head.append(f"\tsetp.ne.s32 {out}, {1 if v else 0}, 0;")
-    elif d.is_float: self.head.append(f"\tmov.{cls} {out}, {float_literal(float(v), 64 if cls == 'f64' else 32)};")
-    else:
-      bits = int(cls[1:])
-      v = int(v) & ((1 << bits) - 1)
-      self.head.append(f"\tmov.{cls} {out}, {v};")
+    else: self.head.append(f"\tmov.{cls} {out}, {_literal(v, cls)};")
     return out
 
   def half_to_float(self, h: str, d: DType, out: str) -> None:
@@ -252,7 +264,7 @@ class _Kernel:
       wide = self.reg("b32")
       self.emit(f"cvt.u32.u16 {wide}, {h};"); self.emit(f"shl.b32 {wide}, {wide}, 16;"); self.emit(f"mov.b32 {out}, {wide};")
   def float_to_half(self, f: str, d: DType) -> str:
-    if d.name == "bfloat16" and int(self.arch[3:].rstrip("af")) < 80: raise Unsupported("bfloat16 rounding before sm_80")
+    if d.name == "bfloat16" and sm_number(self.arch) < 80: raise Unsupported("bfloat16 rounding before sm_80")
     h = self.reg("b16")
     self.emit(f"cvt.rn.{'f16' if d.name == 'float16' else 'bf16'}.f32 {h}, {f};")
     return h
@@ -265,10 +277,13 @@ class _Kernel:
       if d.is_unsigned: self.emit(f"and.b16 {r}, {r}, 255;")
       else: self.emit(f"shl.b16 {r}, {r}, 8;"); self.emit(f"shr.s16 {r}, {r}, 8;")
 
+  def space(self, buf) -> str:
+    """Where loads of buf go: through the read-only cache unless the kernel writes buf."""
+    return "global" if buf.arg in self.written else "global.nc"
+
   def load(self, buf, flat: sym.Expr, valid, d: DType) -> str:
     cls, out = reg_class(d), self.reg(reg_class(d))
-    mem = _mem_type(d)
-    space = "global" if buf.arg in self.written else "global.nc"
+    mem, space = _mem_type(d), self.space(buf)
     guard = "" if valid is True else f"@{valid} "
     addr = self.address(buf, flat)
     if cls in ("pred", "f32") and mem in ("u8", "b16"):   # through a 16-bit register
@@ -278,7 +293,7 @@ class _Kernel:
       if cls == "pred": self.emit(f"setp.ne.s16 {out}, {raw}, 0;")
       else: self.half_to_float(raw, d, out)
       return out
-    if guard: self.emit(f"mov.{cls} {out}, 0;" if cls[0] == "b" else f"mov.{cls} {out}, {float_literal(0.0, int(cls[1:]))};")
+    if guard: self.emit(f"mov.{cls} {out}, {_literal(0, cls)};")
     self.emit(f"{guard}ld.{space}.{mem} {out}, [{addr}];")
     return out
 
@@ -294,7 +309,7 @@ class _Kernel:
   # ---- arithmetic
   def alu(self, op: Op, d: DType, srcs: list[str], sd: DType, out: str | None = None) -> str:
     """d = op(srcs) where the sources have dtype sd; into `out` when given (an accumulator)."""
-    cls = "pred" if op in (Op.CMPLT, Op.CMPLE, Op.CMPEQ, Op.CMPNE) else reg_class(d)
+    cls = "pred" if op in COMPARE else reg_class(d)
     out = out or self.reg(cls)
     a, b = srcs[0], srcs[1] if len(srcs) > 1 else None
     t, bits = arith_type(sd), reg_class(sd)[1:]
@@ -309,7 +324,7 @@ class _Kernel:
       shift = b   # the shift amount is a u32 operand whatever the width
       if bits != "32": shift = self.reg("b32"); self.emit(f"cvt.u32.u{bits} {shift}, {b};")
       self.emit(f"{'shl.b' + bits if op is Op.SHL else 'shr.' + t} {out}, {a}, {shift};")
-    elif op in (Op.CMPLT, Op.CMPLE, Op.CMPEQ, Op.CMPNE):
+    elif op in COMPARE:
       cmp = {Op.CMPLT: "lt", Op.CMPLE: "le", Op.CMPEQ: "eq", Op.CMPNE: "neu" if sd.is_float else "ne"}[op]
       self.emit(f"setp.{cmp}.{t} {out}, {a}, {b};")
     elif op is Op.WHERE:
@@ -383,12 +398,10 @@ class _Kernel:
     out = self.reg(dcls)
     if dst.is_bool:
       if src.is_bool: return v
-      self.emit(f"setp.{'neu' if src.is_float else 'ne'}.{arith_type(src)} {out}, {v}, {'0f00000000' if scls == 'f32' else '0d0000000000000000' if scls == 'f64' else 0};")
+      self.emit(f"setp.{'neu' if src.is_float else 'ne'}.{arith_type(src)} {out}, {v}, {_literal(0, scls)};")
       return out
     if src.is_bool:
-      one = float_literal(1.0, int(dcls[1:])) if dst.is_float else 1
-      zero = float_literal(0.0, int(dcls[1:])) if dst.is_float else 0
-      self.emit(f"selp.{dcls if dst.is_float else 'b' + dcls[1:]} {out}, {one}, {zero}, {v};")
+      self.emit(f"selp.{dcls if dst.is_float else 'b' + dcls[1:]} {out}, {_literal(1, dcls)}, {_literal(0, dcls)}, {v};")
       return out
     st, dt = arith_type(src), arith_type(dst)
     if src.is_float and dst.is_float:
@@ -438,20 +451,15 @@ class _Kernel:
   def shared_access(self, kind: str, base: str, index: str | int, v: str, d: DType) -> None:
     """ld or st of element `index` of a shared array of d's register values (bool as a byte)."""
     cls = reg_class(d)
-    size = {"pred": 1, "b16": 2, "b32": 4, "f32": 4, "b64": 8, "f64": 8}[cls]
-    addr = self.reg("b64")
-    self.emit(f"mov.u64 {addr}, {base};")
-    if isinstance(index, int): self.emit(f"add.s64 {addr}, {addr}, {index * size};")
+    size, t = _SHARED[cls]
+    start = self.reg("b64")
+    self.emit(f"mov.u64 {start}, {base};")
+    addr = self.element(start, index, size)
+    if kind == "st": self.emit(f"st.shared.{t} [{addr}], {self.stored(v, d) if cls == 'pred' else v};")
+    elif cls != "pred": self.emit(f"ld.shared.{t} {v}, [{addr}];")
     else:
-      off = self.reg("b64")
-      self.emit(f"mul.wide.s32 {off}, {index}, {size};"); self.emit(f"add.s64 {addr}, {addr}, {off};")
-    t = {"pred": "u8", "b16": "b16", "b32": "b32", "f32": "f32", "b64": "b64", "f64": "f64"}[cls]
-    if cls == "pred":
       raw = self.reg("b16")
-      if kind == "st": self.emit(f"selp.u16 {raw}, 1, 0, {v};"); self.emit(f"st.shared.u8 [{addr}], {raw};")
-      else: self.emit(f"ld.shared.u8 {raw}, [{addr}];"); self.emit(f"setp.ne.s16 {v}, {raw}, 0;")
-    elif kind == "st": self.emit(f"st.shared.{t} [{addr}], {v};")
-    else: self.emit(f"ld.shared.{t} {v}, [{addr}];")
+      self.emit(f"ld.shared.u8 {raw}, [{addr}];"); self.emit(f"setp.ne.s16 {v}, {raw}, 0;")
 
   def group_reduce(self, acc: str, op: Op, d: DType, lane: str, width: int, scratch: str) -> None:
     """Combine acc over the `width` threads of the block, the result in every thread's acc: butterfly shuffles
@@ -479,8 +487,6 @@ class _Kernel:
   # ---- the program
   def text(self) -> str:
     prog = self.prog
-    self.params: list[str] = []
-    self.ifs: list[str] = []   # the end label of each open if
     self.block(prog.instrs)
     threads = prog.meta.local_size[0]
     regs = [f"\t.reg .{cls} %{_REG_PREFIX[cls]}<{n}>;" for cls, n in self.counts.items() if n]
@@ -514,7 +520,7 @@ class _Kernel:
     unroll = next((u for u in (4, 2) if simple and count % u == 0 and count >= 2 * u), 1)
     counter, top, again = self.reg("b32"), self.label(), self.reg("pred")
     self.emit(f"mov.b32 {counter}, 0;")
-    loop = _Loop(var.name, unroll)
+    loop = _Loop(var.name)
     self.out.append(loop.preheader)
     self.out.append(f"{top}:")
     self.loops.append(loop)
@@ -554,7 +560,7 @@ class _Kernel:
       self.levels[var.name] = len(self.loops)
     elif op == "local":
       name, size = ins.arg
-      nbytes = size * {"pred": 1, "b16": 2, "b32": 4, "f32": 4, "b64": 8, "f64": 8}[reg_class(ins.dtype)]
+      nbytes = size * _SHARED[reg_class(ins.dtype)][0]
       self.shared.append(f"\t.shared .align 16 .b8 {name}[{nbytes}];")
       self.names[id(ins)] = name
     elif op == "group_reduce":
@@ -585,8 +591,7 @@ class _Kernel:
       buf = ins.src[0]
       if reg_class(ins.dtype) not in ("b32", "f32") or ins.dtype.name in ("float16", "bfloat16"): raise Unsupported("vector load of 16-bit values")
       lanes = [self.reg(reg_class(ins.dtype)) for _ in range(width)]
-      space = "global" if buf.arg in self.written else "global.nc"
-      self.emit(f"ld.{space}.v{width}.{_mem_type(ins.dtype)} {{{', '.join(lanes)}}}, [{self.address(buf, flat)}];")
+      self.emit(f"ld.{self.space(buf)}.v{width}.{_mem_type(ins.dtype)} {{{', '.join(lanes)}}}, [{self.address(buf, flat)}];")
       self.names[id(ins)], self.dtypes[id(ins)] = lanes, ins.dtype
     elif op == "gep": self.names[id(ins)], self.dtypes[id(ins)] = self.names[id(ins.src[0])][ins.arg], ins.dtype
     elif op == "update":
@@ -604,7 +609,7 @@ class _Kernel:
     elif op == "acc":
       cls = reg_class(ins.dtype)
       out, init = self.reg(cls), self.const(ins.arg, ins.dtype)
-      self.emit(f"mov.{'pred' if cls == 'pred' else cls} {out}, {init};")
+      self.emit(f"mov.{cls} {out}, {init};")
       self.names[id(ins)], self.dtypes[id(ins)] = out, ins.dtype
     elif op in ("cast", "bitcast"):
       src = ins.src[0]
@@ -614,6 +619,6 @@ class _Kernel:
       srcs = [self.names[id(s)] for s in ins.src]
       sd = ins.dtype if ins.arg is Op.WHERE else self.dtypes[id(ins.src[0])]
       out = self.alu(ins.arg, ins.dtype, srcs, sd)
-      if ins.arg not in (Op.WHERE, Op.MAX, Op.MIN, Op.NEG, Op.ABS) and ins.dtype.is_float: self.rounded(out, ins.dtype)
+      if ins.arg not in SELECTS and ins.dtype.is_float: self.rounded(out, ins.dtype)
       self.names[id(ins)], self.dtypes[id(ins)] = out, ins.dtype
     else: raise Unsupported(f"the {op} instruction")
