@@ -189,7 +189,7 @@ class Lowerer:
       return (self._group_reduce(n, lanes[0]),)
     if self.opts.full_unroll: return self._unrolled_reduce(n, lanes)
     # the innermost reduced axis may be unrolled into independent accumulators (no add waits for the last)
-    last, unroll = axes[-1], self.opts.reduce_unroll if len(lanes) == 1 else 1
+    last, unroll = axes[-1], self.opts.reduce_unroll if len(lanes) == 1 or self.opts.unroll_lanes else 1
     if src.shape[last] % unroll or src.shape[last] < 4 * unroll: unroll = 1
     accs = [[self.emit("acc", n.dtype, (), identity, exprs=idx, cse=False) for _ in range(unroll)] for idx in lanes]
     acc_level = max(self.level_of[id(a[0])] for a in accs)

@@ -138,6 +138,61 @@ def test_cpu_matmul_is_vector_code():
   ops = [i.op for i in prog.instrs]
   assert ops.count("vacc") == ops.count("vupdate") == 2 * TILE_ROWS and "update" not in ops and 8 in prog.meta.vector_widths
 
+def test_cpu_row_reduction_reads_rows_side_by_side():
+  from alloy.codegen.lower import lower
+  from alloy.codegen.opts import ROW_STREAMS
+  from alloy.runtime.cpu import CPUDevice
+  from alloy.schedule.fusion import schedule
+  m = Tensor(np.ones((512, 256), np.float32), device="CPU")
+  ((_, ast, _),) = schedule([(m.sum(1) * 2).node])   # the (512,) output, not only the keepdim one realize makes
+  prog = lower(ast, CPUDevice.caps)
+  assert ("UPCAST", 0, ROW_STREAMS) in prog.meta.opts
+  ops = [i.op for i in prog.instrs]
+  assert ops.count("vacc") == ROW_STREAMS and ops.count("vload") == ROW_STREAMS and "update" not in ops
+  assert prog.meta.global_size[0] == 512 // ROW_STREAMS   # the loop the threads split: one iteration per row group
+
+def test_cpu_column_reduction_reads_along_rows():
+  from alloy.codegen.lower import lower
+  from alloy.codegen.opts import COLUMN_LANES
+  from alloy.runtime.cpu import CPUDevice
+  from alloy.schedule.fusion import schedule
+  m = Tensor(np.ones((256, 512), np.float32), device="CPU")
+  for t in (m.sum(0), m.T.sum(1)):   # the columns of m, and the rows of its transposed view
+    ((_, ast, _),) = schedule([t.node])
+    prog = lower(ast, CPUDevice.caps)
+    assert [o[2] for o in prog.meta.opts if o[0] == "UPCAST"] == [COLUMN_LANES]
+    ops = [i.op for i in prog.instrs]
+    assert ops.count("vacc") == COLUMN_LANES // 8 and "update" not in ops
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float64", "float16"])
+def test_column_reductions(device, rng, dtype):
+  if dtype not in supported(device, (dtype,)): pytest.skip(f"{dtype} not on {device}")
+  for shape in [(300, 256), (5, 128), (64, 192)]:
+    x = rand_np(rng, shape, dtype, low=-1, high=1) if dtype != "int32" else rng.integers(-1000, 1000, shape).astype(np.int32)
+    for t, want in ((Tensor(x, device=device), x), (Tensor(np.ascontiguousarray(x.T), device=device).T, x)):
+      got = t.sum(0).numpy()
+      if dtype == "int32": np.testing.assert_array_equal(got, want.sum(0))
+      else: assert_close(got, want.astype(np.float64).sum(0), dtype, rtol=1e-2 if dtype == "float16" else 1e-5, atol=0.3 if dtype == "float16" else 1e-4)
+      np.testing.assert_array_equal(t.amax(0).numpy(), want.max(0))
+      np.testing.assert_array_equal(t.argmax(0).numpy(), want.argmax(0))
+
+# row counts around the row groups' size, rows of several dtypes and ops, rows read through strided views
+@pytest.mark.parametrize("rows", [2, 4, 7, 8, 12, 13, 64])
+def test_row_reductions_in_row_groups(device, rng, rows):
+  x = rand_np(rng, (rows, 200), low=-1, high=1)
+  t = Tensor(x, device=device)
+  assert_close(t.sum(1).numpy(), x.astype(np.float64).sum(1), "float32", rtol=1e-5, atol=1e-5)
+  np.testing.assert_array_equal(t.amax(1).numpy(), x.max(1))
+  np.testing.assert_array_equal(t.argmin(1).numpy(), x.argmin(1))
+  assert_close((t * t).mean(1, keepdim=True).numpy(), (x.astype(np.float64) ** 2).mean(1, keepdims=True), "float32", rtol=1e-5)
+  xi = (x * 1000).astype(np.int32)
+  np.testing.assert_array_equal(Tensor(xi, device=device).sum(1).numpy(), xi.sum(1))
+  for dtype in supported(device, ("float16", "float64")):
+    xd = x.astype(dtype)
+    assert_close(Tensor(xd, device=device).sum(1).numpy(), xd.astype(np.float64).sum(1), dtype, rtol=1e-2 if dtype == "float16" else 1e-12, atol=0.2 if dtype == "float16" else 1e-12)
+  y = rand_np(rng, (400, rows * 2), low=-1, high=1)[::2, ::2].T   # rows strided in memory, and not contiguous along
+  assert_close(Tensor(y, device=device).sum(1).numpy(), y.astype(np.float64).sum(1), "float32", rtol=1e-5, atol=1e-5)
+
 # long rows: threadgroups share a row on GPUs; a few very long reductions are split into two stages
 @pytest.mark.parametrize("shape,axis", [((1 << 17,), None), ((3, 40000), 1), ((2, 1 << 16), None), ((2, 300, 700), (1, 2)),
                                         ((513, 1000), 1), ((700, 33), 0), ((40000, 3), 0)])
