@@ -308,20 +308,23 @@ class Lowerer:
 
   def _lower_loops(self) -> None:
     """CPU: a loop per output axis (in opts.loop_order), the outer one split across cores when the kernel is big;
-    the upcast axes are unrolled into lanes that share each load of the others (a register tile for matmul)."""
+    the upcast axes are unrolled into lanes that share each load of the others (a register tile for matmul).
+    Where an upcast does not divide its axis, the last tile ends at the axis' end, overlapping the one before it:
+    those outputs are computed twice, to the same value, and every tile stays vector code (no scalar tail)."""
     shape, opts = self.ast.root.shape, self.opts
-    saved, idx, lanes_of = [], [sym.Const(0)] * len(shape), {}
+    saved, start, lanes_of = [], [sym.Const(0)] * len(shape), {}
     for a in opts.loop_order or range(len(shape)):
       if (s := shape[a]) <= 1: continue
       unroll = dict(opts.upcast).get(a, 1)
       if s > unroll:
-        var = self.new_var(s // unroll, "i")
+        var = self.new_var(-(-s // unroll), "i")
         saved.append(self.open_loop(var, len(self.stack) - 1, parallel=not saved and opts.parallel))
-        idx[a] = var
+        start[a] = var * unroll
+        if s % unroll: start[a] = start[a] - sym.div(var, s // unroll) * (unroll - s % unroll)   # the last one
       if unroll > 1: lanes_of[a] = unroll
-    lanes = [idx]
+    lanes = [start]
     for a, unroll in sorted(lanes_of.items()):
-      lanes = [l[:a] + [l[a] * unroll + c] + l[a + 1:] for l in lanes for c in range(unroll)]
+      lanes = [l[:a] + [l[a] + c] + l[a + 1:] for l in lanes for c in range(unroll)]
     if prod(shape) > 0: self._store(lanes)
     for sv in reversed(saved): self.close_loop(sv)
 

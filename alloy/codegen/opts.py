@@ -63,10 +63,15 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
   # reductions: independent accumulators instead of one serial chain of adds; the innermost output axis
   # unrolled into lanes, so each loaded element of a shared operand serves several outputs
   inner = max((a for a, s in enumerate(shape) if s > 1), default=None)
-  upcast = ((inner, CPU_LANES),) if inner is not None and shape[inner] % CPU_LANES == 0 else ()
+  stash, stash_reduce = _output_stash(ast.root)
+  def fits(size: int, lanes: int) -> bool:
+    # lanes that do not divide their axis overlap the last tile with the one before (lower.py), which computes
+    # some outputs twice: not where the output holds the stash between its loops
+    return size % lanes == 0 or (stash is None and size >= 2 * lanes)
+  upcast = ((inner, CPU_LANES),) if inner is not None and fits(shape[inner], CPU_LANES) else ()
   if upcast and shape[inner] == outer and parallel and shape[inner] // CPU_LANES < 2: upcast = ()
   order = ()
-  tile = _register_tile(ast.root, inner) if upcast else None
+  tile = _register_tile(ast.root, inner, fits) if upcast else None
   unroll, streams = CPU_LANES * 4, False   # one lane: 4 vectors of accumulators keep 4 loads in flight
   if tile is None and inner is not None:
     loads, big = _load_addresses(ast.root), _longest_reduce(ast.root)
@@ -77,10 +82,10 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
       # each with a vector of accumulators along its row, so a thread reads that many streams of memory at a time
       # (about 10% more bandwidth than one stream on the 2-core VM). Else one lane, its accumulators unrolled.
       upcast = ()
-      if reduce_along_memory and shape[inner] % ROW_STREAMS == 0 and shape[inner] >= 2 * ROW_STREAMS:
+      if reduce_along_memory and fits(shape[inner], ROW_STREAMS) and shape[inner] >= 2 * ROW_STREAMS:
         upcast, unroll, streams = ((inner, ROW_STREAMS),), CPU_LANES, True
     elif (upcast and not reduce_along_memory and big.src[0].dtype.name in caps.vector_dtypes
-          and shape[inner] % COLUMN_LANES == 0 and shape[inner] >= 2 * COLUMN_LANES):
+          and fits(shape[inner], COLUMN_LANES) and shape[inner] >= 2 * COLUMN_LANES):
       # Column sums: each step of the reduction moves to another row. 64 lanes (8 vectors of accumulators) read
       # 256 contiguous bytes of it where 8 lanes read 32 bytes of each line and page they touch (a 4096x4096
       # float32 column sum: 3.6 -> 8.7 GB/s on the 2-core VM).
@@ -95,14 +100,13 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
       applied += (("SWAP", row, inner),)
       if parallel and outer == shape[row] and row == next(a for a, s in enumerate(shape) if s > 1): outer = shape[inner]
   applied += tuple(("UPCAST",) + u for u in upcast) + (("UNROLL_REDUCE", unroll),)
-  stash, stash_reduce = _output_stash(ast.root)
   first = order[0] if order else next((a for a, s in enumerate(shape) if s > 1), None)
   if parallel and first == len(shape) - 1:
     # the threads split the row itself: each one's reduction loop would store the whole row's stash over outputs
     # another thread has already finished
     stash = stash_reduce = None
   if stash is not None: applied += (("STASH", stash.op.name),)
-  if parallel: outer //= dict(upcast).get(first, 1)   # the split loop's length: its unrolled lanes are one iteration
+  if parallel: outer = -(-outer // dict(upcast).get(first, 1))   # the split loop's length: its lanes are one iteration
   return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, upcast=upcast, reduce_unroll=unroll,
                     unroll_lanes=streams, stash=stash, stash_reduce=stash_reduce, loop_order=order, applied=applied)
 
@@ -134,16 +138,16 @@ def _output_stash(root: Node) -> tuple:
 def _longest_reduce(root: Node) -> Node:
   return max((m for m in root.toposort() if m.op is Op.REDUCE), key=lambda r: prod(r.src[0].shape[a] for a in r.arg[1]))
 
-def _register_tile(root: Node, inner: int) -> tuple | None:
+def _register_tile(root: Node, inner: int, fits) -> tuple | None:
   """A 2D register tile (matmul's): rows of one output axis times columns of the innermost, when one operand
   of a reduction is the same along the columns and another the same along the rows, so each loaded
-  element serves a whole row or column of the tile's accumulators."""
+  element serves a whole row or column of the tile's accumulators. fits(size, lanes): whether lanes may tile size."""
   shape = root.shape
-  cols = next((c for c in TILE_COLS if shape[inner] % c == 0), None)
+  cols = next((c for c in TILE_COLS if shape[inner] % c == 0), None) or next((c for c in TILE_COLS if fits(shape[inner], c)), None)
   if cols is None: return None
   uses = _axes_of_loads(root)
   for row in reversed(range(inner)):
-    if shape[row] % TILE_ROWS or shape[row] == 1: continue
+    if not fits(shape[row], TILE_ROWS): continue
     if any(inner not in u and row in u for u in uses) and any(row not in u and inner in u for u in uses):
       return ((row, TILE_ROWS), (inner, cols))
   return None
@@ -159,6 +163,7 @@ def _load_addresses(root: Node) -> list:
     if n.op is Op.INPUT: out.append(list(idx[:1]))
     elif n.op is Op.VIEW:
       flat, valid = n.arg.index(list(idx))
+      if valid.is_false: return   # never read: lowered to a constant
       if n.src[0].op is Op.INPUT: out.append([flat] + [c[1] for c in valid.clauses])
       else: walk(n.src[0], tuple(sym.mod(sym.div(flat, st), sz) if st else sym.Const(0)
                                  for sz, st in zip(n.src[0].shape, strides_for_shape(n.src[0].shape))))

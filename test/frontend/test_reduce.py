@@ -114,7 +114,9 @@ def test_matmul_dtypes(device, rng):
 # sizes that take the CPU's register tile (rows x 16 or 8 columns, vector arithmetic), with epilogues fused
 @pytest.mark.parametrize("dtype", ["float32", "int32", "float64"])
 def test_matmul_tiles(device, rng, dtype):
-  for sa, sb in [((64, 48), (48, 32)), ((3, 16, 20), (20, 24)), ((8, 40), (40, 8)), ((12, 9), (9, 16))]:
+  # sizes the tile does not divide (its last tile overlaps the one before): 25 rows, 19 and 40 columns
+  for sa, sb in [((64, 48), (48, 32)), ((3, 16, 20), (20, 24)), ((8, 40), (40, 8)), ((12, 9), (9, 16)), ((25, 40), (40, 19)),
+                 ((2, 17, 5), (5, 40))]:
     a, b = rand_np(rng, sa, dtype), rand_np(rng, sb, dtype)
     ta, tb = Tensor(a, device=device), Tensor(b, device=device)
     want = a @ b
@@ -167,7 +169,7 @@ def test_cpu_column_reduction_reads_along_rows():
 @pytest.mark.parametrize("dtype", ["float32", "int32", "float64", "float16"])
 def test_column_reductions(device, rng, dtype):
   if dtype not in supported(device, (dtype,)): pytest.skip(f"{dtype} not on {device}")
-  for shape in [(300, 256), (5, 128), (64, 192)]:
+  for shape in [(300, 256), (5, 128), (64, 192), (50, 200)]:
     x = rand_np(rng, shape, dtype, low=-1, high=1) if dtype != "int32" else rng.integers(-1000, 1000, shape).astype(np.int32)
     for t, want in ((Tensor(x, device=device), x), (Tensor(np.ascontiguousarray(x.T), device=device).T, x)):
       got = t.sum(0).numpy()
@@ -232,6 +234,14 @@ def test_long_reductions_of_views(device, rng):
   for view, ref in [(t[:, 1:2049], x[:, 1:2049]), (t[:, 3:], x[:, 3:]), (t[1:, :1026], x[1:, :1026]), (t.T[:1024].T, x.T[:1024].T)]:
     assert_close(view.sum(1).numpy(), ref.astype(np.float64).sum(1), "float32", rtol=1e-4, atol=1e-3)
     assert_close(view.softmax(1).numpy(), np.exp(ref - ref.max(1, keepdims=True)) / np.exp(ref - ref.max(1, keepdims=True)).sum(1, keepdims=True), "float32")
+
+def test_reduction_over_padding_only(device, rng):
+  # a view whose every element is padding reads nothing: the layout analysis of reductions once tripped over it
+  x = rand_np(rng, (30, 6, 4), low=-1, high=1)
+  t = Tensor(x, device=device).pad(((0, 0), (0, 0), (1, 0)))[2:9, 0:5, 0:1]
+  want = np.pad(x, ((0, 0), (0, 0), (1, 0)))[2:9, 0:5, 0:1]
+  for axis in (0, 1, 2, (0, 1), None):
+    np.testing.assert_array_equal(t.sum(axis).numpy(), want.sum(axis))
 
 def test_exp_in_row_kernels_is_accurate(device):
   # an elementwise epilogue of a row reduction runs as vector code on the CPU, with its own exp
