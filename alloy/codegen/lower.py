@@ -48,6 +48,9 @@ class Lowerer:
     self.n_vars = 0
     self.group_var = self.lane_var = None
     self.stashing = False                  # evaluating the stashed value inside its reduction (see opts.stash)
+    self.panel = None                      # (local array, the column slots it holds) once opts.pack is copied
+    self.packing = False                   # evaluating opts.pack to copy it into the panel
+    self.panel_level = self.row_var = None # the column tile's loop level and the row tiles' loop variable
     self.n_locals = 0                      # threadgroup arrays made so far (one per grouped reduction)
     self.params = [Instr("param", ast.root.dtype if k == 0 else None, (), k) for k in range(ast.n_buffers)]
     self.buffer_dtypes = [None] * ast.n_buffers
@@ -131,6 +134,7 @@ class Lowerer:
     return self.emit("load", inp.dtype, (self.params[slot],), (flat, valid), exprs=exprs)
 
   def _value(self, n: Node, lanes: tuple) -> tuple:
+    if n is self.opts.pack and not self.packing and (loads := self._panel_loads(n, lanes)) is not None: return loads
     if n is self.opts.stash and not self.stashing:   # computed by its reduction's loop, kept in the output
       # that loop stores what these loads read, so it is placed first, whichever operand asked for the reduction
       self.value(self.opts.stash_reduce, tuple(idx[:-1] + (sym.Const(0),) for idx in lanes))
@@ -313,6 +317,7 @@ class Lowerer:
     those outputs are computed twice, to the same value, and every tile stays vector code (no scalar tail)."""
     shape, opts = self.ast.root.shape, self.opts
     saved, start, lanes_of = [], [sym.Const(0)] * len(shape), {}
+    if opts.pack is not None: self.pack_axis = next(m for m in self.ast.root.toposort() if m.op is Op.REDUCE).arg[1][0]
     for a in opts.loop_order or range(len(shape)):
       if (s := shape[a]) <= 1: continue
       unroll = dict(opts.upcast).get(a, 1)
@@ -322,11 +327,60 @@ class Lowerer:
         start[a] = var * unroll
         if s % unroll: start[a] = start[a] - sym.div(var, s // unroll) * (unroll - s % unroll)   # the last one
       if unroll > 1: lanes_of[a] = unroll
+      if opts.pack is not None:   # where the panel is copied (the column tile's level) and what a row tile varies
+        (row, _), (cols_axis, cols) = opts.upcast
+        if a == cols_axis: self.panel_level, self.panel_cols = len(self.stack) - 1, cols
+        if a == row and s > unroll: self.row_var = var
     lanes = [start]
     for a, unroll in sorted(lanes_of.items()):
       lanes = [l[:a] + [l[a] + c] + l[a + 1:] for l in lanes for c in range(unroll)]
     if prod(shape) > 0: self._store(lanes)
     for sv in reversed(saved): self.close_loop(sv)
+
+  def _panel_loads(self, n: Node, lanes: tuple) -> tuple | None:
+    """opts.pack's values at the tile's lanes, read from a panel that holds them for the current column tile, side
+    by side per step of the reduction (copied on first use, in a loop at the column tile's level). None where the
+    lanes do not have the tile's form (then the operand is read in place)."""
+    k, cols = self.pack_axis, self.panel_cols
+    step = lanes[0][k]
+    if not isinstance(step, sym.Var): return None
+    keys = []
+    for idx in lanes:
+      if idx[k] != step: return None
+      key = []
+      for a, e in enumerate(idx):
+        if a == k: continue
+        used = e.vars()
+        if step in used: return None
+        if self.row_var in used:   # the operand is the same along rows: any row will do
+          if used != {self.row_var}: return None
+          e = sym.Const(0)
+        if any(self.var_level.get(v, 0) > self.panel_level for v in e.vars()): return None
+        key.append(e)
+      keys.append(tuple(key))
+    slots = list(dict.fromkeys(keys))
+    if len(slots) != cols: return None
+    if self.panel is None: self._copy_panel(n, slots)
+    elif self.panel[1] != slots: return None
+    panel = self.panel[0]
+    return tuple(self.emit("load", n.dtype, (panel,), (flat, sym.Cond()), exprs=[flat])
+                 for flat in (step * cols + slots.index(key) for key in keys))
+
+  def _copy_panel(self, n: Node, slots: list) -> None:
+    k, cols = self.pack_axis, len(slots)
+    length = n.shape[k]
+    panel = self.emit("local", n.dtype, (), (f"panel{self.n_locals}", length * cols), cse=False)
+    self.n_locals += 1
+    step = self.new_var(length, "p")
+    saved = self.open_loop(step, self.panel_level)
+    self.packing = True
+    values = self.value(n, tuple(key[:k] + (step,) + key[k:] for key in slots))
+    self.packing = False
+    for c, v in enumerate(values):
+      flat = step * cols + c
+      self.emit("store", None, (panel, v), (flat, sym.Cond()), exprs=[flat], cse=False)
+    self.close_loop(saved)
+    self.panel = (panel, slots)
 
   def _lower_threads(self) -> None:
     """GPU: one thread per output element, flattened; a guard keeps the extra threads of the last block out."""

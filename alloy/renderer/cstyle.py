@@ -71,7 +71,7 @@ class CStyleRenderer:
     """The thread index of a GPU launch: "global" (flat over the grid), "group" (threadgroup) or "lane" (in it)."""
     raise NotImplementedError
   def local_decl(self, name: str, d: DType, size: int) -> str:
-    """An array in memory shared by a threadgroup."""
+    """An array in fast memory of the kernel's own: shared by a threadgroup on GPUs, the thread's on the CPU."""
     raise NotImplementedError
   barrier = ""   # a statement all threads of a group wait at, their shared-memory writes visible after it
   def shuffle_xor(self, value: str, offset: str, d: DType) -> str | None:

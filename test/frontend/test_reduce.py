@@ -115,8 +115,9 @@ def test_matmul_dtypes(device, rng):
 @pytest.mark.parametrize("dtype", ["float32", "int32", "float64"])
 def test_matmul_tiles(device, rng, dtype):
   # sizes the tile does not divide (its last tile overlaps the one before): 25 rows, 19 and 40 columns
+  # and shapes whose right operand the CPU copies into panels per column tile (also batched, and with overlap)
   for sa, sb in [((64, 48), (48, 32)), ((3, 16, 20), (20, 24)), ((8, 40), (40, 8)), ((12, 9), (9, 16)), ((25, 40), (40, 19)),
-                 ((2, 17, 5), (5, 40))]:
+                 ((2, 17, 5), (5, 40)), ((64, 40), (40, 128)), ((70, 50), (50, 130)), ((2, 48, 24), (24, 72))]:
     a, b = rand_np(rng, sa, dtype), rand_np(rng, sb, dtype)
     ta, tb = Tensor(a, device=device), Tensor(b, device=device)
     want = a @ b
@@ -135,10 +136,10 @@ def test_cpu_matmul_is_vector_code():
   a = Tensor(np.arange(64 * 64, dtype=np.float32).reshape(64, 64), device="CPU")
   ((_, ast, _),) = schedule([(a @ a).node])
   prog = lower(ast, CPUDevice.caps)
-  from alloy.codegen.opts import TILE_ROWS
-  assert [o for o in prog.meta.opts if o[0] == "UPCAST"] == [("UPCAST", 0, TILE_ROWS), ("UPCAST", 1, 16)]
+  from alloy.codegen.opts import TILE_ROWS, TILE_COLS
+  assert [o for o in prog.meta.opts if o[0] == "UPCAST"] == [("UPCAST", 0, TILE_ROWS), ("UPCAST", 1, TILE_COLS)]
   ops = [i.op for i in prog.instrs]
-  assert ops.count("vacc") == ops.count("vupdate") == 2 * TILE_ROWS and "update" not in ops and 8 in prog.meta.vector_widths
+  assert ops.count("vacc") == ops.count("vupdate") == TILE_ROWS * TILE_COLS // 8 and "update" not in ops and 8 in prog.meta.vector_widths
 
 def test_cpu_row_reduction_reads_rows_side_by_side():
   from alloy.codegen.lower import lower
@@ -194,6 +195,22 @@ def test_row_reductions_in_row_groups(device, rng, rows):
     assert_close(Tensor(xd, device=device).sum(1).numpy(), xd.astype(np.float64).sum(1), dtype, rtol=1e-2 if dtype == "float16" else 1e-12, atol=0.2 if dtype == "float16" else 1e-12)
   y = rand_np(rng, (400, rows * 2), low=-1, high=1)[::2, ::2].T   # rows strided in memory, and not contiguous along
   assert_close(Tensor(y, device=device).sum(1).numpy(), y.astype(np.float64).sum(1), "float32", rtol=1e-5, atol=1e-5)
+
+def test_cpu_matmul_packs_its_right_operand(rng):
+  from alloy.codegen.lower import lower
+  from alloy.runtime.cpu import CPUDevice
+  from alloy.schedule.fusion import schedule
+  x, y, bias = rand_np(rng, (64, 48)), rand_np(rng, (48, 96)), rand_np(rng, (96,))
+  a, b = Tensor(x, device="CPU"), Tensor(y, device="CPU")
+  cases = [(a @ b, x @ y), (a @ Tensor(np.ascontiguousarray(y.T), device="CPU").T, x @ y),   # read through a transposed view
+           ((a @ (b * 0.5).exp()) * 2 + Tensor(bias, device="CPU"), (x @ np.exp(y * 0.5)) * 2 + bias)]   # computed once per panel
+  for t, want in cases:
+    ((_, ast, _),) = schedule([t.node])
+    prog = lower(ast, CPUDevice.caps)
+    assert any(o[0] == "PACK" for o in prog.meta.opts) and any(i.op == "local" for i in prog.instrs)
+    assert_close(t.numpy(), want, rtol=1e-5, atol=1e-5)
+  ((_, ast, _),) = schedule([(a[:8] @ b).node])   # one row tile: the copy would not pay
+  assert not any(o[0] == "PACK" for o in lower(ast, CPUDevice.caps).meta.opts)
 
 # long rows: threadgroups share a row on GPUs; a few very long reductions are split into two stages
 @pytest.mark.parametrize("shape,axis", [((1 << 17,), None), ((3, 40000), 1), ((2, 1 << 16), None), ((2, 300, 700), (1, 2)),

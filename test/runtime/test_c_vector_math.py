@@ -1,6 +1,6 @@
 """The C renderer's vector math helpers (exp, NaN-propagating max, clamp) compiled on their own: the x86 builtins
 path against NumPy, and the portable path (what ARM and x86 without AVX compile) bit for bit against it."""
-import ctypes, os, platform, subprocess
+import ctypes, platform, subprocess
 import numpy as np
 import pytest
 from alloy.renderer.c import C_PRELUDE
