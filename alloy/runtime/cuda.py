@@ -130,16 +130,17 @@ class CUDACompiler(Compiler):
       if err != _NVRTC_SUCCESS: raise CompileError(log or str(err), source)
       if DEBUG >= 3 and log.strip(): print(log, file=sys.stderr)
       get_size, get = (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX) if ptx else (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN)
-      size = _nvrtc_check(get_size(prog), "nvrtcGet size")
-      out = b" " * size
+      out = bytearray(_nvrtc_check(get_size(prog), "nvrtcGet size"))   # writable: NVRTC writes into it
       _nvrtc_check(get(prog, out), "nvrtcGet binary")
-      return out
+      return bytes(out)
     finally: nvrtc.nvrtcDestroyProgram(prog)
 
   @staticmethod
   def _log(prog) -> str:
-    size = _nvrtc_check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-    log = b" " * size
+    # a bytearray, not b" " * size: NVRTC writes into the buffer, and for an empty log (size 1) b" " * 1 is
+    # Python's shared one-byte object, whose NUL then turned up in unrelated strings (a C kernel's source read
+    # "floatpanel0" after an earlier CUDA compile in the same process)
+    log = bytearray(_nvrtc_check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize"))
     _nvrtc_check(nvrtc.nvrtcGetProgramLog(prog, log), "nvrtcGetProgramLog")
     return log.rstrip(b"\0").decode(errors="replace")
 

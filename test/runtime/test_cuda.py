@@ -53,6 +53,12 @@ def test_compile_cubin():
   cubin = comp.compile(FMA4_SRC)
   assert isinstance(cubin, bytes) and cubin[:4] == b"\x7fELF"
 
+def test_compile_writes_only_its_own_buffers():
+  # NVRTC writes the log and the binary into the buffers it is given: an empty log is one NUL byte, and b" " * 1
+  # is Python's shared b" ", which once came out as b"\x00" everywhere in the process after such a compile
+  rc.CUDACompiler("sm_90").compile(FMA4_SRC)
+  assert b" "[0] == (b" " * 1)[0] == " ".encode()[0] == ord(" ") == 32
+
 @pytest.mark.skipif(rc.cuda_include_dir() is None, reason="no cuda_fp16.h found: install nvidia-cuda-runtime==13.0.*")
 def test_compile_fp16_bf16_headers():
   src = '#include <cuda_fp16.h>\n#include <cuda_bf16.h>\nextern "C" __global__ void k(half* a, __nv_bfloat16* b) {\n' \
@@ -168,6 +174,17 @@ def _download(dev, h, shape, dtype=np.float32):
 
 def _poisoned(dev, n):
   return _upload(dev, np.full(n, np.nan, np.float32))
+
+@gpu
+@pytest.mark.parametrize("sa,sb", [((256, 96), (96, 320)), ((3, 128, 64), (64, 256)), ((512, 1000), (1000, 132)),
+                                   ((1024, 1024), (1024, 1024))])
+def test_register_tiled_matmul(sa, sb):
+  # 4x4 outputs per thread (opts.GPU_TILE), batched too, with an epilogue; float64 accumulates in NumPy
+  from alloy import Tensor
+  rng = np.random.default_rng(1)
+  x, y = rng.uniform(-1, 1, sa).astype(np.float32), rng.uniform(-1, 1, sb).astype(np.float32)
+  got = ((Tensor(x, device="CUDA") @ Tensor(y, device="CUDA")) * 0.5 + 1).numpy()
+  np.testing.assert_allclose(got, (x.astype(np.float64) @ y) * 0.5 + 1, rtol=1e-4, atol=1e-4 * sa[-1] ** 0.5)
 
 @gpu
 def test_device_basics(dev):
