@@ -331,10 +331,7 @@ class Lowerer:
         (row, _), (cols_axis, cols) = opts.upcast
         if a == cols_axis: self.panel_level, self.panel_cols = len(self.stack) - 1, cols
         if a == row and s > unroll: self.row_var = var
-    lanes = [start]
-    for a, unroll in sorted(lanes_of.items()):
-      lanes = [l[:a] + [l[a] + c] + l[a + 1:] for l in lanes for c in range(unroll)]
-    if prod(shape) > 0: self._store(lanes)
+    if prod(shape) > 0: self._store(_tile_lanes(start, lanes_of))
     for sv in reversed(saved): self.close_loop(sv)
 
   def _panel_loads(self, n: Node, lanes: tuple) -> tuple | None:
@@ -383,16 +380,19 @@ class Lowerer:
     self.panel = (panel, slots)
 
   def _lower_threads(self) -> None:
-    """GPU: one thread per output element, flattened; a guard keeps the extra threads of the last block out."""
+    """GPU: one thread per output element, or per register tile of the upcast axes (neighbouring threads take
+    neighbouring tiles along the innermost axis), flattened; a guard keeps the extra threads of the last block out."""
     shape, opts = self.ast.root.shape, self.opts
-    total = prod(shape)
+    lanes_of = dict(opts.upcast)
+    tiles = tuple(s // lanes_of.get(a, 1) for a, s in enumerate(shape))
+    total = prod(tiles)
     # index math may assume gidx < total: the guard below makes that true
     gid = sym.Var("gidx", 0, max(total - 1, 0))
     self.stack[0].add(Instr("special", dt.int32, (), (gid, "global")))
-    idx = _unflatten(gid, shape)
+    start = [e * lanes_of.get(a, 1) for a, e in enumerate(_unflatten(gid, tiles))]
     guarded = opts.global_size[0] * opts.local_size[0] > total
     if guarded: self.stack[0].add(Instr("if", None, (), sym.Cond((("lt", gid, total),))))
-    self._store([idx])
+    self._store(_tile_lanes(start, lanes_of))
     if guarded: self.stack[0].add(Instr("endif", None))
 
   def _lower_groups(self) -> None:
@@ -427,6 +427,13 @@ def _flatten(body) -> list:
       out.append(Instr("endrange", None))
     else: out.append(item)
   return out
+
+def _tile_lanes(start: list, lanes_of: dict) -> list:
+  """The index of each lane of a tile: its first index plus every combination of offsets along the upcast axes."""
+  lanes = [list(start)]
+  for a, n in sorted(lanes_of.items()):
+    lanes = [l[:a] + [l[a] + c] + l[a + 1:] for l in lanes for c in range(n)]
+  return lanes
 
 def _all_indices(shape) -> list:
   points = [()]

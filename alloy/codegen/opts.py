@@ -42,6 +42,9 @@ CPU_LANES = 8                 # independent accumulators / unrolled outputs: cov
 TILE_ROWS, TILE_COLS = 8, 8
 PACK_MAX_BYTES = 1 << 18      # a packed panel lives on the kernel thread's stack
 TILE_OUTER_MIN = 8            # column tiles needed to put their loop outermost (it is the one split across cores)
+GPU_TILE = (4, 4)             # GPU register tile: rows x columns of outputs per thread
+GPU_TILE_MIN_THREADS = 1 << 12  # tiles at least: fewer threads than this leave a big GPU idle
+GPU_TILE_MIN_REDUCE = 16      # a shorter reduction gains little from reuse
 GROUP_MIN_REDUCE = 128        # a reduction shorter than this is cheaper done by one thread
 GROUP_MAX_ROWS = 1 << 17      # with this many rows, one thread per row already fills a big GPU
 
@@ -53,6 +56,7 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
     # one thread, every loop unrolled: its loads and stores become a few vector accesses
     return KernelOpts(caps.threads, (1, 1, 1), (1, 1, 1), full_unroll=True, applied=(("UNROLL_ALL", n),))
   if caps.threads:
+    if (tiled := _gpu_register_tile(ast.root, caps)) is not None: return tiled
     if (grouped := _grouped_opts(ast.root, caps)) is not None: return grouped
     local = min(caps.default_local, max(32, _pow2_at_least(n)))
     blocks = max(1, -(-n // local))
@@ -145,18 +149,32 @@ def _output_stash(root: Node) -> tuple:
 def _longest_reduce(root: Node) -> Node:
   return max((m for m in root.toposort() if m.op is Op.REDUCE), key=lambda r: prod(r.src[0].shape[a] for a in r.arg[1]))
 
-def _register_tile(root: Node, inner: int, fits) -> tuple | None:
+def _gpu_register_tile(root: Node, caps: DeviceCaps) -> KernelOpts | None:
+  """A register tile per GPU thread (matmul's): GPU_TILE outputs, so each loaded element of one operand serves a
+  row of the tile and each of the other a column (the naive kernel loads both for every multiply-add). Only where
+  the tile divides the output and enough threads remain to fill the GPU."""
+  if GPU_TILE is None or not any(m.op is Op.REDUCE for m in root.toposort()): return None
+  shape = root.shape
+  inner = max((a for a, s in enumerate(shape) if s > 1), default=None)
+  big = _longest_reduce(root)
+  if inner is None or prod(big.src[0].shape[a] for a in big.arg[1]) < GPU_TILE_MIN_REDUCE: return None
+  tile = _register_tile(root, inner, lambda size, lanes: size % lanes == 0, *GPU_TILE)
+  if tile is None or (threads := prod(shape) // prod(GPU_TILE)) < GPU_TILE_MIN_THREADS: return None
+  local = min(caps.default_local, _pow2_at_least(threads))
+  return KernelOpts(True, (-(-threads // local), 1, 1), (local, 1, 1), upcast=tile,
+                    applied=(("LOCAL", 0, local),) + tuple(("UPCAST",) + u for u in tile))
+
+def _register_tile(root: Node, inner: int, fits, rows: int = TILE_ROWS, cols: int = TILE_COLS) -> tuple | None:
   """A 2D register tile (matmul's): rows of one output axis times columns of the innermost, when one operand
   of a reduction is the same along the columns and another the same along the rows, so each loaded
   element serves a whole row or column of the tile's accumulators. fits(size, lanes): whether lanes may tile size."""
   shape = root.shape
-  cols = TILE_COLS
   if not fits(shape[inner], cols): return None
   uses = _axes_of_loads(root)
   for row in reversed(range(inner)):
-    if not fits(shape[row], TILE_ROWS): continue
+    if not fits(shape[row], rows): continue
     if any(inner not in u and row in u for u in uses) and any(row not in u and inner in u for u in uses):
-      return ((row, TILE_ROWS), (inner, cols))
+      return ((row, rows), (inner, cols))
   return None
 
 def _panel_operand(root: Node, row: int, inner: int, cols: int) -> Node | None:

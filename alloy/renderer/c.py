@@ -100,7 +100,7 @@ class CRenderer(CStyleRenderer):
   def int_pow_name(self, d: DType) -> str: return f"alloy_ipow_{d.name}"
   def vec_type(self, d: DType, width: int) -> str: return f"alloy_{d.name}x{width}"
   # the kernel thread's own array (a packed matmul panel): on its stack, which the queue's threads make 16 MB
-  def local_decl(self, name: str, d: DType, size: int) -> str: return f"{self.vtype(d)} {name}[{size}] __attribute__((aligned(64)));"
+  def local_decl(self, name: str, d: DType, size: int) -> str: return f"{self.tname(d)} {name}[{size}] __attribute__((aligned(64)));"
   def vec_make(self, vals: list[str], d: DType, width: int) -> str: return f"({self.vec_type(d, width)}){{{', '.join(vals)}}}"
   def vec_fma(self, a: str, b: str, c: str, d: DType, width: int) -> str: return f"alloy_fma_{d.name}x{width}({a}, {b}, {c})"
   def bitcast(self, v: str, src: DType, dst: DType) -> str:

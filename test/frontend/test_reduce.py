@@ -209,6 +209,12 @@ def test_cpu_matmul_packs_its_right_operand(rng):
     prog = lower(ast, CPUDevice.caps)
     assert any(o[0] == "PACK" for o in prog.meta.opts) and any(i.op == "local" for i in prog.instrs)
     assert_close(t.numpy(), want, rtol=1e-5, atol=1e-5)
+  for dtype in ("float16", "bfloat16", "float64", "int32"):   # panels of other types (16-bit floats: as float)
+    xd, yd = Tensor(x, device="CPU").cast(dtype), Tensor(y * 4, device="CPU").cast(dtype)
+    want = xd.float().numpy().astype(np.float64) @ yd.float().numpy()
+    got = (xd @ yd).float().numpy()
+    if dtype == "int32": np.testing.assert_array_equal(got, want)
+    else: assert_close(got, want, "float32", rtol=3e-2 if "16" in dtype else 1e-6, atol=0.2 if "16" in dtype else 1e-6)
   ((_, ast, _),) = schedule([(a[:8] @ b).node])   # one row tile: the copy would not pay
   assert not any(o[0] == "PACK" for o in lower(ast, CPUDevice.caps).meta.opts)
 

@@ -35,6 +35,19 @@ def test_renders_and_assembles():
     assert is_ptx(source) and f".entry {prog.meta.name}(" in source
     assert len(c.compile(source)) > 0
 
+def test_matmul_register_tile_renders_both_ways():
+  # big enough for a 4x4 tile of outputs per GPU thread: 4 loads of one operand and a float4 of the other per step
+  from alloy.codegen.opts import GPU_TILE
+  c = _assembler()
+  rng = np.random.default_rng(0)
+  a, b = (Tensor(rng.uniform(-1, 1, s).astype(np.float32), device="CPU") for s in [(256, 96), (96, 320)])
+  for build in (lambda: a @ b, lambda: ((a @ b) * 2).relu()):
+    prog, = _programs(build)
+    assert [o for o in prog.meta.opts if o[0] == "UPCAST"] == [("UPCAST", 0, GPU_TILE[0]), ("UPCAST", 1, GPU_TILE[1])]
+    assert prog.meta.global_size[0] * prog.meta.local_size[0] == 256 * 320 // (GPU_TILE[0] * GPU_TILE[1])
+    for source in (PTXRenderer("sm_90").render(prog), CUDARenderer().render(prog)):
+      assert len(c.compile(source)) > 0
+
 def test_declines_what_ptx_has_no_instruction_for():
   x = Tensor(np.random.default_rng(0).uniform(-2, 2, 100), device="CPU")
   for build in (lambda: x.float().sin(), lambda: x.exp(), lambda: x.float().tan(), lambda: x.float() // 0.7):
