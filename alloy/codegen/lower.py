@@ -48,10 +48,11 @@ class Lowerer:
     self.n_vars = 0
     self.group_var = self.lane_var = None
     self.stashing = False                  # evaluating the stashed value inside its reduction (see opts.stash)
-    self.panel = None                      # (local array, the column slots it holds) once opts.pack is copied
-    self.packing = False                   # evaluating opts.pack to copy it into the panel
-    self.panel_level = self.row_var = None # the column tile's loop level and the row tiles' loop variable
-    self.n_locals = 0                      # threadgroup arrays made so far (one per grouped reduction)
+    # opts.pack: its reduced axis, the column tile's loop level and width, the row tiles' loop variable; the panel
+    # (local array, the column slots it holds) once copied; whether the copy is being evaluated
+    self.pack_axis = self.panel_level = self.panel_cols = self.row_var = self.panel = None
+    self.packing = False
+    self.n_locals = 0                      # local arrays made so far (one per grouped reduction or packed panel)
     self.params = [Instr("param", ast.root.dtype if k == 0 else None, (), k) for k in range(ast.n_buffers)]
     self.buffer_dtypes = [None] * ast.n_buffers
     self.buffer_dtypes[0] = ast.root.dtype

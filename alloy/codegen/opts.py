@@ -153,7 +153,7 @@ def _gpu_register_tile(root: Node, caps: DeviceCaps) -> KernelOpts | None:
   """A register tile per GPU thread (matmul's): GPU_TILE outputs, so each loaded element of one operand serves a
   row of the tile and each of the other a column (the naive kernel loads both for every multiply-add). Only where
   the tile divides the output and enough threads remain to fill the GPU."""
-  if GPU_TILE is None or not any(m.op is Op.REDUCE for m in root.toposort()): return None
+  if not any(m.op is Op.REDUCE for m in root.toposort()): return None
   shape = root.shape
   inner = max((a for a, s in enumerate(shape) if s > 1), default=None)
   big = _longest_reduce(root)
