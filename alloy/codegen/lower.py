@@ -193,24 +193,42 @@ class Lowerer:
     if self.opts.group and len(lanes) == 1 and all(self._row_uniform(e) for e in lanes[0]):
       return (self._group_reduce(n, lanes[0]),)
     if self.opts.full_unroll: return self._unrolled_reduce(n, lanes)
-    # the innermost reduced axis may be unrolled into independent accumulators (no add waits for the last)
+    # the innermost reduced axis may be unrolled into independent accumulators (no add waits for the last); a
+    # length the unroll does not divide ends in a remainder loop with an accumulator of its own per lane (the
+    # unrolled ones then stay lanes of one vector accumulator)
     last, unroll = axes[-1], self.opts.reduce_unroll if len(lanes) == 1 or self.opts.unroll_lanes else 1
-    if src.shape[last] % unroll or src.shape[last] < 4 * unroll: unroll = 1
+    if src.shape[last] < 4 * unroll: unroll = 1
+    main, tail = divmod(src.shape[last], unroll)
     accs = [[self.emit("acc", n.dtype, (), identity, exprs=idx, cse=False) for _ in range(unroll)] for idx in lanes]
     acc_level = max(self.level_of[id(a[0])] for a in accs)
     saved_all, loop_idx = [], {}
-    for a in axes:
-      size = src.shape[a] // (unroll if a == last else 1)
-      if size > 1:
-        var = self.new_var(size, "r")
-        saved_all.append(self.open_loop(var, len(self.stack) - 1 if saved_all else acc_level))
-        loop_idx[a] = var
-      else: loop_idx[a] = sym.Const(0)
+    def open_reduce_loop(size: int):
+      if size <= 1: return sym.Const(0)
+      var = self.new_var(size, "r")
+      saved_all.append(self.open_loop(var, len(self.stack) - 1 if saved_all else acc_level))
+      return var
+    for a in axes: loop_idx[a] = open_reduce_loop(main if a == last else src.shape[a])
+    first = loop_idx[last] * unroll
+    self._accumulate(n, lanes, loop_idx, [first + c for c in range(unroll)], [a for group in accs for a in group])
+    if tail:
+      rest = [self.emit("acc", n.dtype, (), identity, exprs=idx, cse=False) for idx in lanes]
+      if main > 1: self.close_loop(saved_all.pop())
+      loop_idx[last] = open_reduce_loop(tail)
+      self._accumulate(n, lanes, loop_idx, [loop_idx[last] + main * unroll], rest)
+      accs = [group + [r] for group, r in zip(accs, rest)]
+    for saved in reversed(saved_all): self.close_loop(saved)
+    return tuple(self._fold(group, op, n.dtype) for group in accs)
+
+  def _accumulate(self, n: Node, lanes: tuple, loop_idx: dict, positions: list, accs: list) -> None:
+    """Fold n's source at `positions` along its last reduced axis (and loop_idx on the others) into accs, one per
+    lane and position (lane-major)."""
+    op, axes = n.arg
+    src = n.src[0]
     src_lanes = []
     for idx in lanes:
-      for c in range(unroll):
+      for pos in positions:
         full = list(idx)
-        for a in axes: full[a] = loop_idx[a] * unroll + c if a == last and unroll > 1 else loop_idx[a]
+        for a in axes: full[a] = pos if a == axes[-1] else loop_idx[a]
         src_lanes.append(tuple(full))
     loop_vars = [v for v in loop_idx.values() if isinstance(v, sym.Var)]
     if src is self.opts.stash:   # keep each value in the output, where the output loop reads it back
@@ -221,10 +239,8 @@ class Lowerer:
         flat = self._output_flat(idx)
         self.emit("store", None, (self.params[0], v), (flat, sym.Cond()), exprs=[flat], cse=False)
     else: vals = self.value(src, tuple(src_lanes))
-    for acc, v in zip([a for group in accs for a in group], vals):
+    for acc, v in zip(accs, vals):
       self.emit("update", n.dtype, (acc, v), op, cse=False, exprs=loop_vars)
-    for saved in reversed(saved_all): self.close_loop(saved)
-    return tuple(self._fold(group, op, n.dtype) for group in accs)
 
   def _unrolled_reduce(self, n: Node, lanes: tuple) -> tuple:
     """No loop: every reduced element is a lane, combined in a tree."""
@@ -319,20 +335,33 @@ class Lowerer:
     shape, opts = self.ast.root.shape, self.opts
     saved, start, lanes_of = [], [sym.Const(0)] * len(shape), {}
     if opts.pack is not None: self.pack_axis = next(m for m in self.ast.root.toposort() if m.op is Op.REDUCE).arg[1][0]
-    for a in opts.loop_order or range(len(shape)):
-      if (s := shape[a]) <= 1: continue
-      unroll = dict(opts.upcast).get(a, 1)
+    order = [a for a in opts.loop_order or range(len(shape)) if shape[a] > 1]
+    tail = None   # (axis, its first index past the tiles) where a remainder loop follows the innermost one
+    for a in order:
+      s, unroll = shape[a], dict(opts.upcast).get(a, 1)
+      if s % unroll and opts.stash is not None:
+        # the output holds the stash between its loops, so no output may be computed twice: the tiles stop short
+        # and one lane at a time does the rest (only the innermost axis: softmax's rows)
+        assert a == order[-1], f"axis {a} of {shape}: a remainder loop only follows the innermost one"
+        tail = (a, s - s % unroll)
       if s > unroll:
-        var = self.new_var(-(-s // unroll), "i")
+        var = self.new_var(s // unroll if tail else -(-s // unroll), "i")
         saved.append(self.open_loop(var, len(self.stack) - 1, parallel=not saved and opts.parallel))
         start[a] = var * unroll
-        if s % unroll: start[a] = start[a] - sym.div(var, s // unroll) * (unroll - s % unroll)   # the last one
+        if s % unroll and not tail: start[a] = start[a] - sym.div(var, s // unroll) * (unroll - s % unroll)   # the last one
       if unroll > 1: lanes_of[a] = unroll
       if opts.pack is not None:   # where the panel is copied (the column tile's level) and what a row tile varies
         (row, _), (cols_axis, cols) = opts.upcast
         if a == cols_axis: self.panel_level, self.panel_cols = len(self.stack) - 1, cols
         if a == row and s > unroll: self.row_var = var
     if prod(shape) > 0: self._store(_tile_lanes(start, lanes_of))
+    if tail is not None:
+      a, first = tail
+      if shape[a] > lanes_of[a]: self.close_loop(saved.pop())   # the tiles' loop (opened where s > unroll)
+      var = self.new_var(shape[a] - first, "i") if shape[a] - first > 1 else sym.Const(0)
+      if isinstance(var, sym.Var): saved.append(self.open_loop(var, len(self.stack) - 1))
+      del lanes_of[a]
+      self._store(_tile_lanes(start[:a] + [var + first] + start[a + 1:], lanes_of))
     for sv in reversed(saved): self.close_loop(sv)
 
   def _panel_loads(self, n: Node, lanes: tuple) -> tuple | None:

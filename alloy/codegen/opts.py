@@ -76,7 +76,9 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
     # lanes that do not divide their axis overlap the last tile with the one before (lower.py), which computes
     # some outputs twice: not where the output holds the stash between its loops
     return size % lanes == 0 or (stash is None and size >= 2 * lanes)
-  upcast = ((inner, CPU_LANES),) if inner is not None and fits(shape[inner], CPU_LANES) else ()
+  # (lanes along the stash's axis that do not divide it end in a remainder loop instead: lower._lower_loops)
+  upcast = ((inner, CPU_LANES),) if inner is not None and (fits(shape[inner], CPU_LANES) or (
+    stash is not None and inner == len(shape) - 1 and shape[inner] >= 2 * CPU_LANES)) else ()
   if upcast and shape[inner] == outer and parallel and shape[inner] // CPU_LANES < 2: upcast = ()
   order = ()
   tile = _register_tile(ast.root, inner, fits) if upcast else None

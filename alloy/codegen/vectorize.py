@@ -59,7 +59,9 @@ def vectorize(instrs: list, widths: tuple, dtypes: set, aligned: bool, arithmeti
   for width in widths:
     for (op, _, _, terms), by_off in groups.items():
       if aligned and not all(c % width == 0 or _multiple_of(t, width) for t, c in terms): continue
-      for start in sorted(o for o in by_off if o % width == 0):
+      # a GPU vector must start at a multiple of its width; a C vector anywhere (a row of 1001 floats: each row's
+      # lanes start where the row does)
+      for start in sorted(o for o in by_off if not aligned or o % width == 0):
         run = [by_off.get(start + k) for k in range(width)]
         if any(p is None or p in used for p in run): continue
         used.update(run)

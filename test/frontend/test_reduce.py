@@ -218,6 +218,33 @@ def test_cpu_matmul_packs_its_right_operand(rng):
   ((_, ast, _),) = schedule([(a[:8] @ b).node])   # one row tile: the copy would not pay
   assert not any(o[0] == "PACK" for o in lower(ast, CPUDevice.caps).meta.opts)
 
+# rows whose length the vector width does not divide: vector code for the whole vectors, a remainder loop after
+@pytest.mark.parametrize("shape", [(6, 1001), (5, 2047), (13, 37), (3, 33), (2, 3, 41)])
+def test_rows_of_odd_lengths(device, rng, shape):
+  x = rand_np(rng, shape, low=-3, high=3)
+  t = Tensor(x, device=device)
+  assert_close(t.sum(-1).numpy(), x.astype(np.float64).sum(-1), "float32", rtol=1e-5, atol=1e-4)
+  np.testing.assert_array_equal(t.amax(-1).numpy(), x.max(-1))
+  np.testing.assert_array_equal(t.argmax(-1).numpy(), x.argmax(-1))
+  e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+  assert_close(t.softmax(-1).numpy(), e / e.sum(-1, keepdims=True), "float32", rtol=2e-6, atol=1e-7)
+  assert_close(t.log_softmax(-1).numpy(), np.log(e / e.sum(-1, keepdims=True)), "float32", rtol=1e-5, atol=1e-5)
+  assert_close(t.var(-1).numpy(), x.astype(np.float64).var(-1, ddof=1), "float32", rtol=1e-4, atol=1e-5)
+  xi = (x * 100).astype(np.int32)
+  np.testing.assert_array_equal(Tensor(xi, device=device).sum(-1).numpy(), xi.sum(-1))
+
+def test_cpu_odd_rows_are_vector_code():
+  from alloy.codegen.lower import lower
+  from alloy.runtime.cpu import CPUDevice
+  from alloy.schedule.fusion import schedule
+  from alloy.engine.realize import _peel_reshape
+  t = Tensor(np.ones((64, 1001), np.float32), device="CPU")
+  for out in (t.sum(1), t.softmax(1)):
+    ((_, ast, _),) = schedule([_peel_reshape(out.node)])
+    prog = lower(ast, CPUDevice.caps)
+    ops = [i.op for i in prog.instrs]
+    assert "vacc" in ops and ops.count("vload") >= 4 and any(o[0] == "UPCAST" for o in prog.meta.opts)
+
 # long rows: threadgroups share a row on GPUs; a few very long reductions are split into two stages
 @pytest.mark.parametrize("shape,axis", [((1 << 17,), None), ((3, 40000), 1), ((2, 1 << 16), None), ((2, 300, 700), (1, 2)),
                                         ((513, 1000), 1), ((700, 33), 0), ((40000, 3), 0)])
