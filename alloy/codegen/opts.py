@@ -85,8 +85,11 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
   unroll, streams = CPU_LANES * 4, False   # one lane: 4 vectors of accumulators keep 4 loads in flight
   pack = None
   if tile is None and inner is not None:
-    loads, big = _load_addresses(ast.root), _longest_reduce(ast.root)
-    lanes_along_memory = _unit_stride(loads, f"o{inner}")
+    # the loads that differ from lane to lane: one the lanes share (a vector times a matrix: the vector) is
+    # loaded once for all of them, however it lies in memory
+    big, lane = _longest_reduce(ast.root), f"o{inner}"
+    loads = [l for l in _load_addresses(ast.root) if l is None or any(v.name == lane for e in l for v in e.vars())]
+    lanes_along_memory = _unit_stride(loads, lane)
     reduce_along_memory = _unit_stride(loads, _reduce_var(big, big.arg[1][-1]))
     if not lanes_along_memory:
       # Lanes would each read their own row. With the reduction along memory (row sums): ROW_STREAMS rows at once,

@@ -160,7 +160,8 @@ def test_cpu_column_reduction_reads_along_rows():
   from alloy.runtime.cpu import CPUDevice
   from alloy.schedule.fusion import schedule
   m = Tensor(np.ones((256, 512), np.float32), device="CPU")
-  for t in (m.sum(0), m.T.sum(1)):   # the columns of m, and the rows of its transposed view
+  v = Tensor(np.ones((1, 256), np.float32), device="CPU")
+  for t in (m.sum(0), m.T.sum(1), v @ m):   # the columns of m, the rows of its transposed view, a vector times m
     ((_, ast, _),) = schedule([t.node])
     prog = lower(ast, CPUDevice.caps)
     assert [o[2] for o in prog.meta.opts if o[0] == "UPCAST"] == [COLUMN_LANES]
