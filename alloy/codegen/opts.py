@@ -55,23 +55,27 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
   if 0 < n <= TINY_OUTPUTS and _work(ast.root) <= TINY_WORK:
     # one thread, every loop unrolled: its loads and stores become a few vector accesses
     return KernelOpts(caps.threads, (1, 1, 1), (1, 1, 1), full_unroll=True, applied=(("UNROLL_ALL", n),))
-  if caps.threads:
-    if (tiled := _gpu_register_tile(ast.root, caps)) is not None: return tiled
-    if (grouped := _grouped_opts(ast.root, caps)) is not None: return grouped
-    local = min(caps.default_local, max(32, _pow2_at_least(n)))
-    blocks = max(1, -(-n // local))
-    return KernelOpts(True, (blocks, 1, 1), (local, 1, 1), applied=(("LOCAL", 0, local),))
-  shape = ast.root.shape
+  return _gpu_opts(ast.root, caps) if caps.threads else _cpu_opts(ast.root, caps)
+
+def _gpu_opts(root: Node, caps: DeviceCaps) -> KernelOpts:
+  if (tiled := _gpu_register_tile(root, caps)) is not None: return tiled
+  if (grouped := _grouped_opts(root, caps)) is not None: return grouped
+  n = prod(root.shape)
+  local = min(caps.default_local, max(32, _pow2_at_least(n)))
+  return KernelOpts(True, (max(1, -(-n // local)), 1, 1), (local, 1, 1), applied=(("LOCAL", 0, local),))
+
+def _cpu_opts(root: Node, caps: DeviceCaps) -> KernelOpts:
+  shape = root.shape
   outer = next((s for s in shape if s > 1), 1)
-  work = sum(m.shape[0] for m in ast.root.toposort() if m.op is Op.INPUT) + n
+  work = sum(m.shape[0] for m in root.toposort() if m.op is Op.INPUT) + prod(shape)
   parallel = work >= PARALLEL_MIN_WORK and outer > 1
   applied = (("PARALLEL", 0, outer),) if parallel else ()
-  if not any(m.op is Op.REDUCE for m in ast.root.toposort()):
+  if not any(m.op is Op.REDUCE for m in root.toposort()):
     return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, applied=applied)
   # reductions: independent accumulators instead of one serial chain of adds; the innermost output axis
   # unrolled into lanes, so each loaded element of a shared operand serves several outputs
   inner = max((a for a, s in enumerate(shape) if s > 1), default=None)
-  stash, stash_reduce = _output_stash(ast.root)
+  stash, stash_reduce = _output_stash(root)
   def fits(size: int, lanes: int) -> bool:
     # lanes that do not divide their axis overlap the last tile with the one before (lower.py), which computes
     # some outputs twice: not where the output holds the stash between its loops
@@ -80,30 +84,10 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
   upcast = ((inner, CPU_LANES),) if inner is not None and (fits(shape[inner], CPU_LANES) or (
     stash is not None and inner == len(shape) - 1 and shape[inner] >= 2 * CPU_LANES)) else ()
   if upcast and shape[inner] == outer and parallel and shape[inner] // CPU_LANES < 2: upcast = ()
-  order = ()
-  tile = _register_tile(ast.root, inner, fits) if upcast else None
+  order, pack = (), None
+  tile = _register_tile(root, inner, fits) if upcast else None
   unroll, streams = CPU_LANES * 4, False   # one lane: 4 vectors of accumulators keep 4 loads in flight
-  pack = None
-  if tile is None and inner is not None:
-    # the loads that differ from lane to lane: one the lanes share (a vector times a matrix: the vector) is
-    # loaded once for all of them, however it lies in memory
-    big, lane = _longest_reduce(ast.root), f"o{inner}"
-    loads = [l for l in _load_addresses(ast.root) if l is None or any(v.name == lane for e in l for v in e.vars())]
-    lanes_along_memory = _unit_stride(loads, lane)
-    reduce_along_memory = _unit_stride(loads, _reduce_var(big, big.arg[1][-1]))
-    if not lanes_along_memory:
-      # Lanes would each read their own row. With the reduction along memory (row sums): ROW_STREAMS rows at once,
-      # each with a vector of accumulators along its row, so a thread reads that many streams of memory at a time
-      # (about 10% more bandwidth than one stream on the 2-core VM). Else one lane, its accumulators unrolled.
-      upcast = ()
-      if reduce_along_memory and fits(shape[inner], ROW_STREAMS) and shape[inner] >= 2 * ROW_STREAMS:
-        upcast, unroll, streams = ((inner, ROW_STREAMS),), CPU_LANES, True
-    elif (upcast and not reduce_along_memory and big.src[0].dtype.name in caps.vector_dtypes
-          and fits(shape[inner], COLUMN_LANES) and shape[inner] >= 2 * COLUMN_LANES):
-      # Column sums: each step of the reduction moves to another row. 64 lanes (8 vectors of accumulators) read
-      # 256 contiguous bytes of it where 8 lanes read 32 bytes of each line and page they touch (a 4096x4096
-      # float32 column sum: 3.6 -> 8.7 GB/s on the 2-core VM).
-      upcast = ((inner, COLUMN_LANES),)
+  if tile is None and inner is not None: upcast, unroll, streams = _lanes_by_layout(root, inner, upcast, unroll, fits, caps)
   if tile is not None:
     upcast = tile
     (row, _), (_, cols) = tile
@@ -113,7 +97,7 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
       order = tuple(inner if a == row else row if a == inner else a for a in range(len(shape)))
       applied += (("SWAP", row, inner),)
       if parallel and outer == shape[row] and row == next(a for a, s in enumerate(shape) if s > 1): outer = shape[inner]
-      if (pack := _panel_operand(ast.root, row, inner, cols)) is not None: applied += (("PACK", inner, cols),)
+      if (pack := _panel_operand(root, row, inner, cols)) is not None: applied += (("PACK", inner, cols),)
   applied += tuple(("UPCAST",) + u for u in upcast) + (("UNROLL_REDUCE", unroll),)
   first = order[0] if order else next((a for a, s in enumerate(shape) if s > 1), None)
   if parallel and first == len(shape) - 1:
@@ -125,6 +109,30 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
   return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, upcast=upcast, reduce_unroll=unroll,
                     unroll_lanes=streams, stash=stash, stash_reduce=stash_reduce, loop_order=order, pack=pack,
                     applied=applied)
+
+def _lanes_by_layout(root: Node, inner: int, upcast: tuple, unroll: int, fits, caps: DeviceCaps) -> tuple:
+  """(upcast, reduce unroll, whether the unroll applies to each lane) for a reduction without a register tile,
+  from how its loads lie in memory along the output lanes and along the reduction."""
+  shape = root.shape
+  # the loads that differ from lane to lane: one the lanes share (a vector times a matrix: the vector) is
+  # loaded once for all of them, however it lies in memory
+  big, lane = _longest_reduce(root), f"o{inner}"
+  loads = [l for l in _load_addresses(root) if l is None or any(v.name == lane for e in l for v in e.vars())]
+  reduce_along_memory = _unit_stride(loads, _reduce_var(big, big.arg[1][-1]))
+  if not _unit_stride(loads, lane):
+    # Lanes would each read their own row. With the reduction along memory (row sums): ROW_STREAMS rows at once,
+    # each with a vector of accumulators along its row, so a thread reads that many streams of memory at a time
+    # (about 10% more bandwidth than one stream on the 2-core VM). Else one lane, its accumulators unrolled.
+    if reduce_along_memory and fits(shape[inner], ROW_STREAMS) and shape[inner] >= 2 * ROW_STREAMS:
+      return ((inner, ROW_STREAMS),), CPU_LANES, True
+    return (), unroll, False
+  if (upcast and not reduce_along_memory and big.src[0].dtype.name in caps.vector_dtypes
+      and fits(shape[inner], COLUMN_LANES) and shape[inner] >= 2 * COLUMN_LANES):
+    # Column sums: each step of the reduction moves to another row. 64 lanes (8 vectors of accumulators) read
+    # 256 contiguous bytes of it where 8 lanes read 32 bytes of each line and page they touch (a 4096x4096
+    # float32 column sum: 3.6 -> 8.7 GB/s on the 2-core VM).
+    return ((inner, COLUMN_LANES),), unroll, False
+  return upcast, unroll, False
 
 COSTLY = {Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.SIN, Op.COS, Op.TAN, Op.TANH, Op.ERF, Op.POW}
 
