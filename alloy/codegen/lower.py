@@ -347,8 +347,7 @@ class Lowerer:
       if s > unroll:
         var = self.new_var(s // unroll if tail else -(-s // unroll), "i")
         saved.append(self.open_loop(var, len(self.stack) - 1, parallel=not saved and opts.parallel))
-        start[a] = var * unroll
-        if s % unroll and not tail: start[a] = start[a] - sym.div(var, s // unroll) * (unroll - s % unroll)   # the last one
+        start[a] = var * unroll if tail else _tile_start(var, s, unroll)
       if unroll > 1: lanes_of[a] = unroll
       if opts.pack is not None:   # where the panel is copied (the column tile's level) and what a row tile varies
         (row, _), (cols_axis, cols) = opts.upcast
@@ -414,12 +413,12 @@ class Lowerer:
     neighbouring tiles along the innermost axis), flattened; a guard keeps the extra threads of the last block out."""
     shape, opts = self.ast.root.shape, self.opts
     lanes_of = dict(opts.upcast)
-    tiles = tuple(s // lanes_of.get(a, 1) for a, s in enumerate(shape))
+    tiles = tuple(-(-s // lanes_of.get(a, 1)) for a, s in enumerate(shape))
     total = prod(tiles)
     # index math may assume gidx < total: the guard below makes that true
     gid = sym.Var("gidx", 0, max(total - 1, 0))
     self.stack[0].add(Instr("special", dt.int32, (), (gid, "global")))
-    start = [e * lanes_of.get(a, 1) for a, e in enumerate(_unflatten(gid, tiles))]
+    start = [_tile_start(e, s, lanes_of.get(a, 1)) for a, (e, s) in enumerate(zip(_unflatten(gid, tiles), shape))]
     guarded = opts.global_size[0] * opts.local_size[0] > total
     if guarded: self.stack[0].add(Instr("if", None, (), sym.Cond((("lt", gid, total),))))
     self._store(_tile_lanes(start, lanes_of))
@@ -458,12 +457,18 @@ def _flatten(body) -> list:
     else: out.append(item)
   return out
 
-def _tile_lanes(start: list, lanes_of: dict) -> list:
+def _tile_start(tile: sym.Expr, size: int, lanes: int) -> sym.Expr:
+  """The first index of tile number `tile` along an axis of `size`: where lanes do not divide it, the last tile
+  ends at the axis' end, overlapping the one before (its outputs are computed twice, to the same value)."""
+  if size % lanes == 0 or size < lanes: return tile * lanes
+  return tile * lanes - sym.div(tile, size // lanes) * (lanes - size % lanes)
+
+def _tile_lanes(start: list, lanes: dict) -> list:
   """The index of each lane of a tile: its first index plus every combination of offsets along the upcast axes."""
-  lanes = [list(start)]
-  for a, n in sorted(lanes_of.items()):
-    lanes = [l[:a] + [l[a] + c] + l[a + 1:] for l in lanes for c in range(n)]
-  return lanes
+  out = [list(start)]
+  for a, n in sorted(lanes.items()):
+    out = [l[:a] + [l[a] + c] + l[a + 1:] for l in out for c in range(n)]
+  return out
 
 def _all_indices(shape) -> list:
   points = [()]

@@ -165,14 +165,17 @@ def _longest_reduce(root: Node) -> Node:
 def _gpu_register_tile(root: Node, caps: DeviceCaps) -> KernelOpts | None:
   """A register tile per GPU thread (matmul's): GPU_TILE outputs, so each loaded element of one operand serves a
   row of the tile and each of the other a column (the naive kernel loads both for every multiply-add). Only where
-  the tile divides the output and enough threads remain to fill the GPU."""
+  enough threads remain to fill the GPU."""
   if not any(m.op is Op.REDUCE for m in root.toposort()): return None
   shape = root.shape
   inner = max((a for a, s in enumerate(shape) if s > 1), default=None)
   big = _longest_reduce(root)
   if inner is None or prod(big.src[0].shape[a] for a in big.arg[1]) < GPU_TILE_MIN_REDUCE: return None
-  tile = _register_tile(root, inner, lambda size, lanes: size % lanes == 0, *GPU_TILE)
-  if tile is None or (threads := prod(shape) // prod(GPU_TILE)) < GPU_TILE_MIN_THREADS: return None
+  # a tile that does not divide its axis overlaps the last one with the one before (lower._tile_start)
+  tile = _register_tile(root, inner, lambda size, lanes: size % lanes == 0 or size >= 2 * lanes, *GPU_TILE)
+  if tile is None: return None
+  threads = prod(-(-s // dict(tile).get(a, 1)) for a, s in enumerate(shape))
+  if threads < GPU_TILE_MIN_THREADS: return None
   local = min(caps.default_local, _pow2_at_least(threads))
   return KernelOpts(True, (-(-threads // local), 1, 1), (local, 1, 1), upcast=tile,
                     applied=(("LOCAL", 0, local),) + tuple(("UPCAST",) + u for u in tile))

@@ -129,6 +129,13 @@ def test_matmul_tiles(device, rng, dtype):
   x = rand_np(rng, (8, 16, 20))
   np.testing.assert_array_equal(Tensor(x, device=device).amax(2).numpy(), x.max(2))
 
+# big enough for a GPU's 4x4 register tile per thread (opts.GPU_TILE), and not divisible by it (overlapping tiles)
+@pytest.mark.parametrize("sa,sb", [((256, 96), (96, 320)), ((250, 97), (97, 330))])
+def test_matmul_gpu_tile_sizes(device, rng, sa, sb):
+  x, y = rand_np(rng, sa, low=-1, high=1), rand_np(rng, sb, low=-1, high=1)
+  got = ((Tensor(x, device=device) @ Tensor(y, device=device)) * 0.5 + 1).numpy()
+  assert_close(got, (x.astype(np.float64) @ y) * 0.5 + 1, "float32", rtol=1e-5, atol=1e-4)
+
 def test_cpu_matmul_is_vector_code():
   from alloy.codegen.lower import lower
   from alloy.runtime.cpu import CPUDevice

@@ -177,9 +177,10 @@ def _poisoned(dev, n):
 
 @gpu
 @pytest.mark.parametrize("sa,sb", [((256, 96), (96, 320)), ((3, 128, 64), (64, 256)), ((512, 1000), (1000, 132)),
-                                   ((1024, 1024), (1024, 1024))])
+                                   ((1024, 1024), (1024, 1024)), ((250, 97), (97, 330)), ((1000, 999), (999, 1001))])
 def test_register_tiled_matmul(sa, sb):
-  # 4x4 outputs per thread (opts.GPU_TILE), batched too, with an epilogue; float64 accumulates in NumPy
+  # 4x4 outputs per thread (opts.GPU_TILE), batched too, with an epilogue, sizes the tile does not divide (the last
+  # tile overlaps the one before); float64 accumulates in NumPy
   from alloy import Tensor
   rng = np.random.default_rng(1)
   x, y = rng.uniform(-1, 1, sa).astype(np.float32), rng.uniform(-1, 1, sb).astype(np.float32)
