@@ -24,6 +24,7 @@ from alloy.renderer.ptx_math import float_literal
 class Unsupported(NotImplementedError):
   """The program uses something this renderer does not emit; render it as CUDA C."""
 
+_HALVES = ("float16", "bfloat16")   # held in f32 registers, rounded to their precision after each op
 _REG_PREFIX = {"pred": "p", "b16": "h", "b32": "r", "b64": "rd", "f32": "f", "f64": "fd"}
 # how a register class's values sit in shared memory: (bytes, ld/st type); bool as a byte
 _SHARED = {"pred": (1, "u8"), "b16": (2, "b16"), "b32": (4, "b32"), "f32": (4, "f32"), "b64": (8, "b64"), "f64": (8, "f64")}
@@ -40,7 +41,7 @@ def arith_type(d: DType) -> str:
 
 def _mem_type(d: DType) -> str:
   if d.is_bool: return "u8"
-  if d.name in ("float16", "bfloat16"): return "b16"
+  if d.name in _HALVES: return "b16"
   if d.is_float: return arith_type(d)
   return f"{'u' if d.is_unsigned else 's'}{d.itemsize * 8}"
 
@@ -270,7 +271,7 @@ class _Kernel:
     return h
   def rounded(self, r: str, d: DType) -> None:
     """Round a float-held 16-bit float to its precision, in place."""
-    if d.name in ("float16", "bfloat16"): self.half_to_float(self.float_to_half(r, d), d, r)
+    if d.name in _HALVES: self.half_to_float(self.float_to_half(r, d), d, r)
   def wrap(self, r: str, d: DType) -> None:
     """Bring a 16-bit register holding an 8-bit integer back to its range, in place (C's conversion to int8)."""
     if d.is_int and d.itemsize == 1:
@@ -303,7 +304,7 @@ class _Kernel:
       raw = self.reg("b16")
       self.emit(f"selp.u16 {raw}, 1, 0, {v};")
       return raw
-    if d.name in ("float16", "bfloat16"): return self.float_to_half(v, d)
+    if d.name in _HALVES: return self.float_to_half(v, d)
     return v
 
   # ---- arithmetic
@@ -423,9 +424,9 @@ class _Kernel:
 
   def bitcast(self, v: str, src: DType, dst: DType) -> str:
     if src.itemsize != dst.itemsize or src.is_bool or dst.is_bool: raise Unsupported(f"bitcast {src.name} -> {dst.name}")
-    raw = self.float_to_half(v, src) if src.name in ("float16", "bfloat16") else v
+    raw = self.float_to_half(v, src) if src.name in _HALVES else v
     out = self.reg(reg_class(dst))
-    if dst.name in ("float16", "bfloat16"): self.half_to_float(raw, dst, out)
+    if dst.name in _HALVES: self.half_to_float(raw, dst, out)
     else: self.emit(f"mov.b{reg_class(dst)[1:]} {out}, {raw};"); self.wrap(out, dst)
     return out
 
@@ -440,9 +441,7 @@ class _Kernel:
       self.emit(f"shfl.sync.bfly.b32 {hi}, {hi}, {offset}, 31, -1;")
       self.emit(f"mov.b64 {out}, {{{lo}, {hi}}};")
       return out
-    wide = self.reg("b32")
-    if cls == "pred": self.emit(f"selp.b32 {wide}, 1, 0, {v};")
-    else: self.emit(f"cvt.{'u32.u16' if d.is_unsigned else 's32.s16'} {wide}, {v};")
+    wide = self.to_int32(v, d)   # a fresh 32-bit register: shuffled in place
     self.emit(f"shfl.sync.bfly.b32 {wide}, {wide}, {offset}, 31, -1;")
     if cls == "pred": self.emit(f"setp.ne.s32 {out}, {wide}, 0;")
     else: self.emit(f"cvt.u16.u32 {out}, {wide};")
@@ -589,7 +588,7 @@ class _Kernel:
     elif op == "vload":
       flat, width = ins.arg
       buf = ins.src[0]
-      if reg_class(ins.dtype) not in ("b32", "f32") or ins.dtype.name in ("float16", "bfloat16"): raise Unsupported("vector load of 16-bit values")
+      if reg_class(ins.dtype) not in ("b32", "f32") or ins.dtype.name in _HALVES: raise Unsupported("vector load of 16-bit values")
       lanes = [self.reg(reg_class(ins.dtype)) for _ in range(width)]
       self.emit(f"ld.{self.space(buf)}.v{width}.{_mem_type(ins.dtype)} {{{', '.join(lanes)}}}, [{self.address(buf, flat)}];")
       self.names[id(ins)], self.dtypes[id(ins)] = lanes, ins.dtype
