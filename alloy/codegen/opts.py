@@ -74,7 +74,7 @@ def _cpu_opts(root: Node, caps: DeviceCaps) -> KernelOpts:
     return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, applied=applied)
   # reductions: independent accumulators instead of one serial chain of adds; the innermost output axis
   # unrolled into lanes, so each loaded element of a shared operand serves several outputs
-  inner = max((a for a, s in enumerate(shape) if s > 1), default=None)
+  inner = _last_axis(shape)
   stash, stash_reduce = _output_stash(root)
   def fits(size: int, lanes: int) -> bool:
     # lanes that do not divide their axis overlap the last tile with the one before (lower.py), which computes
@@ -96,10 +96,10 @@ def _cpu_opts(root: Node, caps: DeviceCaps) -> KernelOpts:
       # in cache (rows inside, it streams from memory once per row tile, a page per element)
       order = tuple(inner if a == row else row if a == inner else a for a in range(len(shape)))
       applied += (("SWAP", row, inner),)
-      if parallel and outer == shape[row] and row == next(a for a, s in enumerate(shape) if s > 1): outer = shape[inner]
+      if parallel and outer == shape[row] and row == _first_axis(shape): outer = shape[inner]
       if (pack := _panel_operand(root, row, inner, cols)) is not None: applied += (("PACK", inner, cols),)
   applied += tuple(("UPCAST",) + u for u in upcast) + (("UNROLL_REDUCE", unroll),)
-  first = order[0] if order else next((a for a, s in enumerate(shape) if s > 1), None)
+  first = order[0] if order else _first_axis(shape)
   if parallel and first == len(shape) - 1:
     # the threads split the row itself: each one's reduction loop would store the whole row's stash over outputs
     # another thread has already finished
@@ -159,6 +159,14 @@ def _output_stash(root: Node) -> tuple:
     if all(m is r or id(m) in at_output for m in users): return s, r
   return None, None
 
+def _first_axis(shape) -> int | None:
+  """The outermost axis longer than 1 (the loop the CPU's threads split), None if there is none."""
+  return next((a for a, s in enumerate(shape) if s > 1), None)
+
+def _last_axis(shape) -> int | None:
+  """The innermost axis longer than 1 (where lanes go first), None if there is none."""
+  return max((a for a, s in enumerate(shape) if s > 1), default=None)
+
 def _longest_reduce(root: Node) -> Node:
   return max((m for m in root.toposort() if m.op is Op.REDUCE), key=lambda r: prod(r.src[0].shape[a] for a in r.arg[1]))
 
@@ -168,7 +176,7 @@ def _gpu_register_tile(root: Node, caps: DeviceCaps) -> KernelOpts | None:
   enough threads remain to fill the GPU."""
   if not any(m.op is Op.REDUCE for m in root.toposort()): return None
   shape = root.shape
-  inner = max((a for a, s in enumerate(shape) if s > 1), default=None)
+  inner = _last_axis(shape)
   big = _longest_reduce(root)
   if inner is None or prod(big.src[0].shape[a] for a in big.arg[1]) < GPU_TILE_MIN_REDUCE: return None
   # a tile that does not divide its axis overlaps the last one with the one before (lower._tile_start)
