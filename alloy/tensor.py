@@ -410,7 +410,7 @@ class Tensor:
     a, b = self._operands(o, reverse, "pow")
     if a.dtype.is_bool: a, b = a.cast(dt.int64), b.cast(dt.int64)
     # x ** 2 is x * x: the same correctly rounded value (and wraparound), one multiply instead of pow, as PyTorch does
-    if not reverse and not isinstance(o, (Tensor, bool)) and isinstance(o, (int, float)) and o == 2: return a * a
+    if not reverse and isinstance(o, (int, float)) and not isinstance(o, bool) and o == 2: return a * a
     return a._ew(Op.POW, b)
   def maximum(self, o): return self._binary(Op.MAX, o, name="maximum")
   def minimum(self, o): return self._binary(Op.MIN, o, name="minimum")
