@@ -136,41 +136,37 @@ def test_matmul_gpu_tile_sizes(device, rng, sa, sb):
   got = ((Tensor(x, device=device) @ Tensor(y, device=device)) * 0.5 + 1).numpy()
   assert_close(got, (x.astype(np.float64) @ y) * 0.5 + 1, "float32", rtol=1e-5, atol=1e-4)
 
-def test_cpu_matmul_is_vector_code():
+def _cpu_program(node):
+  """The linear program of node's one kernel as the CPU device lowers it."""
   from alloy.codegen.lower import lower
   from alloy.runtime.cpu import CPUDevice
   from alloy.schedule.fusion import schedule
+  ((_, ast, _),) = schedule([node])
+  return lower(ast, CPUDevice.caps)
+
+def test_cpu_matmul_is_vector_code():
   a = Tensor(np.arange(64 * 64, dtype=np.float32).reshape(64, 64), device="CPU")
-  ((_, ast, _),) = schedule([(a @ a).node])
-  prog = lower(ast, CPUDevice.caps)
+  prog = _cpu_program((a @ a).node)
   from alloy.codegen.opts import TILE_ROWS, TILE_COLS
   assert [o for o in prog.meta.opts if o[0] == "UPCAST"] == [("UPCAST", 0, TILE_ROWS), ("UPCAST", 1, TILE_COLS)]
   ops = [i.op for i in prog.instrs]
   assert ops.count("vacc") == ops.count("vupdate") == TILE_ROWS * TILE_COLS // 8 and "update" not in ops and 8 in prog.meta.vector_widths
 
 def test_cpu_row_reduction_reads_rows_side_by_side():
-  from alloy.codegen.lower import lower
   from alloy.codegen.opts import ROW_STREAMS
-  from alloy.runtime.cpu import CPUDevice
-  from alloy.schedule.fusion import schedule
   m = Tensor(np.ones((512, 256), np.float32), device="CPU")
-  ((_, ast, _),) = schedule([(m.sum(1) * 2).node])   # the (512,) output, not only the keepdim one realize makes
-  prog = lower(ast, CPUDevice.caps)
+  prog = _cpu_program((m.sum(1) * 2).node)   # the (512,) output, not only the keepdim one realize makes
   assert ("UPCAST", 0, ROW_STREAMS) in prog.meta.opts
   ops = [i.op for i in prog.instrs]
   assert ops.count("vacc") == ROW_STREAMS and ops.count("vload") == ROW_STREAMS and "update" not in ops
   assert prog.meta.global_size[0] == 512 // ROW_STREAMS   # the loop the threads split: one iteration per row group
 
 def test_cpu_column_reduction_reads_along_rows():
-  from alloy.codegen.lower import lower
   from alloy.codegen.opts import COLUMN_LANES
-  from alloy.runtime.cpu import CPUDevice
-  from alloy.schedule.fusion import schedule
   m = Tensor(np.ones((256, 512), np.float32), device="CPU")
   v = Tensor(np.ones((1, 256), np.float32), device="CPU")
   for t in (m.sum(0), m.T.sum(1), v @ m):   # the columns of m, the rows of its transposed view, a vector times m
-    ((_, ast, _),) = schedule([t.node])
-    prog = lower(ast, CPUDevice.caps)
+    prog = _cpu_program(t.node)
     assert [o[2] for o in prog.meta.opts if o[0] == "UPCAST"] == [COLUMN_LANES]
     ops = [i.op for i in prog.instrs]
     assert ops.count("vacc") == COLUMN_LANES // 8 and "update" not in ops
@@ -205,16 +201,12 @@ def test_row_reductions_in_row_groups(device, rng, rows):
   assert_close(Tensor(y, device=device).sum(1).numpy(), y.astype(np.float64).sum(1), "float32", rtol=1e-5, atol=1e-5)
 
 def test_cpu_matmul_packs_its_right_operand(rng):
-  from alloy.codegen.lower import lower
-  from alloy.runtime.cpu import CPUDevice
-  from alloy.schedule.fusion import schedule
   x, y, bias = rand_np(rng, (64, 48)), rand_np(rng, (48, 96)), rand_np(rng, (96,))
   a, b = Tensor(x, device="CPU"), Tensor(y, device="CPU")
   cases = [(a @ b, x @ y), (a @ Tensor(np.ascontiguousarray(y.T), device="CPU").T, x @ y),   # read through a transposed view
            ((a @ (b * 0.5).exp()) * 2 + Tensor(bias, device="CPU"), (x @ np.exp(y * 0.5)) * 2 + bias)]   # computed once per panel
   for t, want in cases:
-    ((_, ast, _),) = schedule([t.node])
-    prog = lower(ast, CPUDevice.caps)
+    prog = _cpu_program(t.node)
     assert any(o[0] == "PACK" for o in prog.meta.opts) and any(i.op == "local" for i in prog.instrs)
     assert_close(t.numpy(), want, rtol=1e-5, atol=1e-5)
   for dtype in ("float16", "bfloat16", "float64", "int32"):   # panels of other types (16-bit floats: as float)
@@ -223,8 +215,7 @@ def test_cpu_matmul_packs_its_right_operand(rng):
     got = (xd @ yd).float().numpy()
     if dtype == "int32": np.testing.assert_array_equal(got, want)
     else: assert_close(got, want, "float32", rtol=3e-2 if "16" in dtype else 1e-6, atol=0.2 if "16" in dtype else 1e-6)
-  ((_, ast, _),) = schedule([(a[:8] @ b).node])   # one row tile: the copy would not pay
-  assert not any(o[0] == "PACK" for o in lower(ast, CPUDevice.caps).meta.opts)
+  assert not any(o[0] == "PACK" for o in _cpu_program((a[:8] @ b).node).meta.opts)   # one row tile: the copy would not pay
 
 # rows whose length the vector width does not divide: vector code for the whole vectors, a remainder loop after
 @pytest.mark.parametrize("shape", [(6, 1001), (5, 2047), (13, 37), (3, 33), (2, 3, 41)])
@@ -242,14 +233,10 @@ def test_rows_of_odd_lengths(device, rng, shape):
   np.testing.assert_array_equal(Tensor(xi, device=device).sum(-1).numpy(), xi.sum(-1))
 
 def test_cpu_odd_rows_are_vector_code():
-  from alloy.codegen.lower import lower
-  from alloy.runtime.cpu import CPUDevice
-  from alloy.schedule.fusion import schedule
   from alloy.engine.realize import _peel_reshape
   t = Tensor(np.ones((64, 1001), np.float32), device="CPU")
   for out in (t.sum(1), t.softmax(1)):
-    ((_, ast, _),) = schedule([_peel_reshape(out.node)])
-    prog = lower(ast, CPUDevice.caps)
+    prog = _cpu_program(_peel_reshape(out.node))
     ops = [i.op for i in prog.instrs]
     assert "vacc" in ops and ops.count("vload") >= 4 and any(o[0] == "UPCAST" for o in prog.meta.opts)
 
