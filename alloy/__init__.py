@@ -2,8 +2,11 @@
 from alloy.tensor import Tensor, cat, stack, where
 from alloy.dtype import (DType, bool_ as bool, int8, uint8, int16, int32, int64, float16, bfloat16, float32, float64,
                          promote_types)
-from alloy.runtime.device import CompileError, default_device, get_device
+from alloy.runtime.device import CompileError
+from alloy.runtime.registry import default_device, get_device
 from alloy import dtype as dtypes
+from alloy.jit import jit, JitError
+from alloy.engine.trace import trace
 
 manual_seed = Tensor.manual_seed
 zeros, ones, full, empty, arange, linspace, eye = Tensor.zeros, Tensor.ones, Tensor.full, Tensor.empty, Tensor.arange, Tensor.linspace, Tensor.eye
@@ -21,5 +24,3 @@ def maximum(a, b): return a.maximum(b)
 def minimum(a, b): return a.minimum(b)
 def matmul(a, b): return a.matmul(b)
 def synchronize(device=None): get_device(device or default_device()).synchronize()
-from alloy.engine.jit import jit, JitError
-from alloy.engine.trace import trace

@@ -10,7 +10,7 @@ from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker, View
 from alloy.runtime.buffer import Buffer
-from alloy.runtime.device import canonical_device, default_device, unsupported_dtype
+from alloy.runtime.registry import canonical_device, default_device, unsupported_dtype
 from alloy.engine.realize import buffer_view as _buffer_view, buffer_of, realize as _realize
 
 # listener(key_tensor) for every random key made (the jit's capture: a key is an implicit input refreshed per replay)

@@ -1,5 +1,5 @@
 import os, numpy as np, pytest
-from alloy.runtime.device import device_available, unsupported_dtype
+from alloy.runtime.registry import device_available, unsupported_dtype
 
 def present_devices() -> list[str]:
   """CPU, CUDA and METAL where present; METAL includes the software device (it needs only a C++ compiler)."""
@@ -72,7 +72,7 @@ def cuda_source_compiles():
   compiler = _nvrtc_compiler()
   if compiler is None: return
   from alloy.codegen.lower import lower
-  from alloy.runtime.device import DeviceCaps
+  from alloy.codegen.caps import DeviceCaps
   from alloy.renderer.cuda import CUDARenderer
   from alloy.renderer.ptx import PTXRenderer, Unsupported
   cuda, ptx = CUDARenderer(), PTXRenderer("sm_90")

@@ -1,16 +1,15 @@
 """How a kernel's logical shape maps onto a launch: the heuristics that choose global/local sizes.
 
-A device describes itself with a `DeviceCaps` (runtime/device.py); codegen only reads its fields.
+A device describes itself with a `DeviceCaps` (codegen/caps.py); codegen only reads its fields.
 """
 from __future__ import annotations
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from alloy.helpers import prod, strides_for_shape
 from alloy.ir import symbolic as sym
 from alloy.ir.node import Node
 from alloy.ir.ops import Op, ELEMENTWISE
 from alloy.ir.kernel import KernelAST
-if TYPE_CHECKING: from alloy.runtime.device import DeviceCaps   # for annotations only: codegen reads its fields
+from alloy.codegen.caps import DeviceCaps
 
 @dataclass(frozen=True)
 class KernelOpts:

@@ -6,8 +6,8 @@ from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker
 from alloy.runtime.buffer import Buffer
-from alloy.runtime.device import get_device
-from alloy.schedule.fusion import schedule, realized, set_realized, _is_buffer_view
+from alloy.runtime.registry import get_device
+from alloy.schedule.fusion import schedule, realized, set_realized, is_buffer_view
 from alloy.engine.compiled import compile_kernel, compile_kernels, emit_stage, stage_listeners
 from alloy.engine.results import Results
 
@@ -100,7 +100,7 @@ def realize(tensors) -> None:
   for t in tensors:
     n = realized(t.node)
     t.node = n
-    if _is_buffer_view(n): continue
+    if is_buffer_view(n): continue
     by_device.setdefault(t.device, []).append(t)
   for device_name, ts in by_device.items():
     bases = [_peel_reshape(t.node) for t in ts]
@@ -114,10 +114,8 @@ def buffer_of(t) -> Buffer:
   for guard in host_read_guards: guard(t)
   realize([t])
   n = t.node
-  if not _is_buffer_view(n):   # a view of part of a buffer, or strided: copy it into a buffer of its own
-    from alloy.tensor import Tensor
-    c = Tensor(Node(Op.CONTIGUOUS, (n,), None, n.dtype, n.shape), device=t.device)
-    realize([c])
-    t.node = c.node
-    n = c.node
+  if not is_buffer_view(n):   # a view of part of a buffer, or strided: copy it into a buffer of its own
+    copy = Node(Op.CONTIGUOUS, (n,), None, n.dtype, n.shape)
+    run_schedule([copy], t.device)
+    t.node = n = realized(copy)
   return n.src[0].arg

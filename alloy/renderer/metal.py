@@ -2,7 +2,7 @@
 
 half is native; bfloat16 is kept as ushort bits and computed in float (so it needs neither MSL 3.1 nor
 native bfloat, and runs on the software device); int64 is `long`. Metal has no double: float64 is
-rejected before codegen (see runtime/device.py's unsupported_dtype), and here as a last guard.
+rejected before codegen (see runtime/registry.py's unsupported_dtype), and here as a last guard.
 Grouped reductions combine through SIMD-group shuffles and threadgroup memory.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 from __future__ import annotations
 import numpy as np
 from alloy.dtype import DType
-from alloy.runtime.device import get_device
+from alloy.runtime.registry import get_device
 
 _devices: dict = {}   # device name -> Device: get_device checks and canonicalizes the name, too slow for every allocation
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 import ctypes, functools, glob, os, re, shutil, struct, subprocess, sys, tempfile, threading
 from cuda.bindings import driver, nvrtc
 from alloy.helpers import DEBUG, getenv
-from alloy.runtime.device import DeviceCaps
+from alloy.codegen.caps import DeviceCaps
 from alloy.renderer.cuda import CUDARenderer
 from alloy.renderer.ptx import PTXFirstRenderer, is_ptx
-from alloy.runtime.device import CompileError, Compiler, Device, DeviceOutOfMemory, LaunchList, LRUAllocator, Program, get_device
+from alloy.runtime.device import CompileError, Compiler, Device, DeviceOutOfMemory, LaunchList, LRUAllocator, Program
+from alloy.runtime.registry import get_device
 
 _SUCCESS = driver.CUresult.CUDA_SUCCESS
 # what a launch returns when another library has made its own context current on this thread

@@ -117,7 +117,7 @@ def _schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list]]:
       nodes[id(n)] = n
   for n in nodes.values():
     for s in n.src: parents[id(s)] = parents.get(id(s), 0) + 1
-  cut: set[int] = {id(t) for t in targets if not _is_buffer_view(t)}
+  cut: set[int] = {id(t) for t in targets if not is_buffer_view(t)}
   for n in nodes.values():
     if n.op is Op.CONTIGUOUS: cut.add(id(n))
     if n.op is Op.GATHER and any(m.op is Op.REDUCE for m in n.src[0].toposort()):
@@ -149,7 +149,7 @@ def _schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list]]:
 def _kernel_root(n: Node) -> Node:
   return n.src[0] if n.op is Op.CONTIGUOUS else n
 
-def _is_buffer_view(n: Node) -> bool:
+def is_buffer_view(n: Node) -> bool:
   return n.op is Op.BUFFER or (n.op is Op.VIEW and n.src[0].op is Op.BUFFER and n.arg.is_contiguous and n.arg.size() == n.src[0].shape[0])
 
 def _reduces_in_kernel(root: Node, cut: set):

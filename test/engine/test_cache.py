@@ -8,7 +8,7 @@ def _run_example(cache_home: str) -> str:
   env = dict(os.environ, XDG_CACHE_HOME=cache_home, DEBUG="0", PYTHONPATH=str(ROOT))
   code = textwrap.dedent("""
     import runpy, io, contextlib
-    from alloy.runtime.device import default_device, get_device
+    from alloy.runtime.registry import default_device, get_device
     dev = get_device(default_device())
     calls = []
     orig = type(dev.compiler).compile
@@ -52,7 +52,8 @@ def test_new_kernels_of_one_schedule_compile_side_by_side(rng, monkeypatch):
   import pytest
   from alloy import Tensor
   from alloy.engine.realize import realize
-  from alloy.runtime.device import get_device, default_device, CompileError
+  from alloy.runtime.device import CompileError
+  from alloy.runtime.registry import get_device, default_device
   dev = get_device(default_device())
   real, running, most = type(dev.compiler).compile, [0], [0]
   lock = threading.Lock()

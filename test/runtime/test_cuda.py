@@ -156,7 +156,7 @@ gpu = pytest.mark.skipif(not rc.is_available(), reason="no CUDA device")
 
 @pytest.fixture(scope="module")
 def dev():
-  from alloy.runtime.device import get_device
+  from alloy.runtime.registry import get_device
   return get_device("CUDA")
 
 def _load(dev, src, name):
@@ -258,7 +258,7 @@ def test_out_of_memory(dev):
 
 @gpu
 def test_device_selection():
-  from alloy.runtime.device import get_device, canonical_device
+  from alloy.runtime.registry import get_device, canonical_device
   assert canonical_device("cuda:0") == "CUDA"
   assert get_device("CUDA:0").name == "CUDA"
   assert rc.CUDADevice("CUDA:0").index == 0
@@ -330,7 +330,7 @@ def _median_time(fn, reps):
 
 def bench():
   from cuda.bindings import driver
-  from alloy.runtime.device import get_device
+  from alloy.runtime.registry import get_device
   dev = get_device("CUDA")
   print(dev, dev.device_name, "sms", dev.limits["sm_count"])
   # launch overhead: host time of one asynchronous launch of an empty-ish kernel

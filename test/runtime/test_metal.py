@@ -2,7 +2,8 @@
 On machines without Apple GPUs this runs on the software Metal device."""
 import numpy as np, pytest
 from alloy import Tensor
-from alloy.runtime.device import CompileError, default_device, device_available, get_device
+from alloy.runtime.device import CompileError
+from alloy.runtime.registry import default_device, device_available, get_device
 
 pytestmark = pytest.mark.skipif(not device_available("METAL"), reason="no Metal device (real or software) here")
 

@@ -11,7 +11,8 @@ from alloy.engine import compiled
 from alloy.renderer.cuda import CUDARenderer
 from alloy.renderer.ptx import PTXFirstRenderer, PTXRenderer, Unsupported, is_ptx
 from alloy.runtime import cuda as rc
-from alloy.runtime.device import CompileError, DeviceCaps
+from alloy.runtime.device import CompileError
+from alloy.codegen.caps import DeviceCaps
 
 def _assembler():
   try: c = rc.CUDACompiler("sm_90")
@@ -80,7 +81,7 @@ gpu = pytest.mark.skipif(not rc.is_available(), reason="no CUDA device")
 
 @pytest.fixture(scope="module")
 def dev():
-  from alloy.runtime.device import get_device
+  from alloy.runtime.registry import get_device
   d = get_device("CUDA")
   if not isinstance(d.renderer, PTXFirstRenderer): pytest.skip("the CUDA device renders CUDA C only (ALLOY_PTX=0 or no nvJitLink)")
   return d

@@ -19,7 +19,7 @@ from alloy.helpers import DEBUG, getenv
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.runtime.buffer import Buffer
-from alloy.runtime.device import get_device
+from alloy.runtime.registry import get_device
 from alloy.schedule.fusion import forget_realized
 from alloy.engine import realize as engine
 from alloy.engine.results import Results

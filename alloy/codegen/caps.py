@@ -1,0 +1,15 @@
+"""What codegen needs to know of a device: each runtime Device declares one as `caps`, and codegen only reads it.
+
+It lives here, below the runtime, so that codegen never imports a device and a device imports it downward."""
+from dataclasses import dataclass
+
+@dataclass(frozen=True)
+class DeviceCaps:
+  """What codegen needs to know of a device (each Device declares one as `caps`)."""
+  threads: bool            # GPU-style launch: a grid of threads instead of loops
+  max_local: int = 1024
+  default_local: int = 256
+  simd_width: int = 32     # lanes that exchange registers (warp / SIMD-group)
+  vector_widths: tuple = (4,)   # elements per vector load/store, for the dtypes below
+  vector_arithmetic: bool = False   # the language computes on vectors: lane-wise arithmetic becomes vector arithmetic
+  vector_dtypes: frozenset = frozenset({"float32", "int32", "uint32"})
