@@ -689,7 +689,9 @@ def _cast_scalar(v, d: DType):
   if isinstance(v, float) and not math.isfinite(v): raise ValueError(f"cannot convert {v} to integer dtype {d.name}")
   iv = int(v)
   lo, hi = dt.min_value(d), dt.max_value(d)
-  if not lo <= iv <= hi: iv = int(np.array(iv & ((1 << (8 * d.itemsize)) - 1), dtype=np.uint64).astype(d.np)) if iv >= 0 else int(np.array(iv, dtype=np.int64).astype(d.np))
+  if not lo <= iv <= hi:
+    wrapped = np.array(iv & ((1 << (8 * d.itemsize)) - 1), dtype=np.uint64) if iv >= 0 else np.array(iv, dtype=np.int64)
+    iv = int(wrapped.astype(d.np))
   return iv
 
 def _index_tensor(n: int, device=None) -> Tensor:

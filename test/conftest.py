@@ -48,7 +48,9 @@ def assert_close(got, want, dtype="float32", atol=None, rtol=None):
   got, want = np.asarray(got), np.asarray(want)
   assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
   if got.dtype.kind in "biu" and want.dtype.kind in "biu": np.testing.assert_array_equal(got, want)
-  else: np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), atol=atol if atol is not None else a, rtol=rtol if rtol is not None else r, equal_nan=True)
+  else:
+    atol, rtol = atol if atol is not None else a, rtol if rtol is not None else r
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), atol=atol, rtol=rtol, equal_nan=True)
 
 # Every kernel the op suite builds is also rendered as CUDA C and compiled by NVRTC, and rendered as PTX and assembled
 # by nvJitLink's ptxas, so a syntax or type error in either CUDA renderer fails CI on machines without a GPU.

@@ -16,7 +16,8 @@ class Instr:
   src: tuple = ()
   arg: Any = None
   def __repr__(self):
-    return f"{self.op}({self.dtype.name if self.dtype else ''}{', ' + str(self.arg) if self.arg is not None else ''}) <- {[id(s) % 1000 for s in self.src]}"
+    arg = ', ' + str(self.arg) if self.arg is not None else ''
+    return f"{self.op}({self.dtype.name if self.dtype else ''}{arg}) <- {[id(s) % 1000 for s in self.src]}"
 
 @dataclass
 class KernelMeta:

@@ -56,7 +56,8 @@ def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
   t_sched = time.perf_counter() - t0
   if stage_listeners: emit_stage("schedule", t0, t_sched, f"{len(items)} kernels")
   device = get_device(device_name)
-  if DEBUG >= 1: print(f"realize on {device.name} ({device.target}): scheduled {len(items)} kernel{'s' if len(items) != 1 else ''} in {t_sched*1e3:.2f} ms")
+  if DEBUG >= 1:
+    print(f"realize on {device.name} ({device.target}): scheduled {len(items)} kernel{'s' if len(items) != 1 else ''} in {t_sched*1e3:.2f} ms")
   if len(items) > 1: compile_kernels([ast for node, ast, _ in items if 0 not in node.shape], device)   # new ones side by side
   made: dict[int, Buffer] = {}
   timed = bool(stage_listeners or launch_listeners)   # the host clock is read only for someone who listens

@@ -95,7 +95,8 @@ class View:
       # only dims of size 1 added or removed keep a mask intact
       if tuple(s for s in self.shape if s != 1) != tuple(s for s in new_shape if s != 1): return None
     # match groups of old axes onto groups of new axes with equal products; each old group must be mergeable
-    strides, mask, oi, old = [], [], 0, [(s, st, (self.mask[i] if self.mask else (0, s))) for i, (s, st) in enumerate(zip(self.shape, self.strides)) if s != 1]
+    old = [(s, st, (self.mask[i] if self.mask else (0, s))) for i, (s, st) in enumerate(zip(self.shape, self.strides)) if s != 1]
+    strides, mask, oi = [], [], 0
     new_nonone = [s for s in new_shape if s != 1]
     new_strides, new_mask, ni = [], [], 0
     while ni < len(new_nonone):
@@ -112,7 +113,7 @@ class View:
           if oi >= len(old): return None
           group_old.append(old[oi]); po *= old[oi][0]; oi += 1
       # the old group must be contiguous among itself to be re-split
-      for (s1, st1, _), (s2, st2, _) in zip(group_old, group_old[1:]):
+      for (_, st1, _), (s2, st2, _) in zip(group_old, group_old[1:]):
         if st1 != st2 * s2: return None
       if self.mask is not None and (len(group_old) != 1 or len(group_new) != 1): return None
       inner = group_old[-1][1]

@@ -104,4 +104,5 @@ class CRenderer(CStyleRenderer):
   def vec_make(self, vals: list[str], d: DType, width: int) -> str: return f"({self.vec_type(d, width)}){{{', '.join(vals)}}}"
   def vec_fma(self, a: str, b: str, c: str, d: DType, width: int) -> str: return f"alloy_fma_{d.name}x{width}({a}, {b}, {c})"
   def bitcast(self, v: str, src: DType, dst: DType) -> str:
-    return f"({{ {self.tname(src)} _s = {self.to_storage(v, src)}; {self.tname(dst)} _d; memcpy(&_d, &_s, sizeof(_d)); {self.from_storage('_d', dst)}; }})"
+    copy = f"{self.tname(dst)} _d; memcpy(&_d, &_s, sizeof(_d));"
+    return f"({{ {self.tname(src)} _s = {self.to_storage(v, src)}; {copy} {self.from_storage('_d', dst)}; }})"

@@ -277,7 +277,8 @@ class CStyleRenderer:
         flat, width = ins.arg
         name = new("vec")
         names[id(ins)], dtypes[id(ins)] = name, ins.dtype
-        lines.append(f"{ind}{self.vec_type(ins.dtype, width)} {name} = *{self.vec_pointer(names[id(ins.src[0])], self.expr(flat, names), ins.dtype, width, False)};")
+        pointer = self.vec_pointer(names[id(ins.src[0])], self.expr(flat, names), ins.dtype, width, False)
+        lines.append(f"{ind}{self.vec_type(ins.dtype, width)} {name} = *{pointer};")
         continue
       if ins.op == "update":
         acc, val = ins.src

@@ -1,12 +1,12 @@
 """@jit: capture on the second call, replay after; replay equals eager on every present device."""
-import gc, weakref
+import gc, importlib, weakref
 import numpy as np, pytest
 import alloy
 from alloy import Tensor, jit, JitError
-import importlib
-jit_module = importlib.import_module("alloy.jit")   # the module: `alloy.jit` itself names the decorator
 from alloy.engine import realize as engine
 from conftest import assert_close
+
+jit_module = importlib.import_module("alloy.jit")   # the module: `alloy.jit` itself names the decorator
 
 def _mlp(device):
   rng = np.random.default_rng(3)

@@ -58,10 +58,12 @@ def test_boolean_mask(device, rng):
   x = rand_np(rng, (5, 6))
   t = Tensor(x, device=device)
   for name, f in (("elements", lambda a: a[a > 0.5]), ("rows", lambda a: a[a[:, 0] > 0]), ("columns", lambda a: a[:, a[1] < 0]),
-                  ("rows then slice", lambda a: a[a[:, 2] > -1, 1:4]), ("none", lambda a: a[a > 100]), ("after ellipsis", lambda a: a[..., a[0] > 0])):
+                  ("rows then slice", lambda a: a[a[:, 2] > -1, 1:4]), ("none", lambda a: a[a > 100]),
+                  ("after ellipsis", lambda a: a[..., a[0] > 0])):
     np.testing.assert_array_equal(f(t).numpy(), f(x), err_msg=name)
   np.testing.assert_array_equal(t[[True, False, True, False, True]].numpy(), x[[True, False, True, False, True]])
-  np.testing.assert_array_equal((t * 2)[np.array([False, True] * 3)[None, :].repeat(5, 0)].numpy(), (x * 2)[np.array([False, True] * 3)[None, :].repeat(5, 0)])
+  rows = np.array([False, True] * 3)[None, :].repeat(5, 0)
+  np.testing.assert_array_equal((t * 2)[rows].numpy(), (x * 2)[rows])
 
 def test_creation(device):
   np.testing.assert_array_equal(alloy.zeros(2, 3, device=device).numpy(), np.zeros((2, 3), np.float32))

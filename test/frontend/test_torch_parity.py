@@ -38,11 +38,13 @@ FLOAT_CASES = {
   "mean_dims": lambda x: x.mean((0, 1)), "sum_keepdim": lambda x: x.sum(1, keepdim=True), "prod": lambda x: x.prod(0),
   "max_dim": lambda x: tuple(x.max(1)), "min_dim": lambda x: tuple(x.min(0, keepdim=True)), "amax": lambda x: x.amax(1),
   "argmax": lambda x: x.argmax(1), "argmin_all": lambda x: x.argmin(), "cumsum": lambda x: x.cumsum(1),
-  "gelu": lambda x: _f(x, "gelu")(x), "gelu_tanh": lambda x: _f(x, "gelu")(x, approximate="tanh"), "silu": lambda x: _f(x, "silu")(x), "sigmoid": lambda x: x.sigmoid(), "erf": lambda x: x.erf(),
+  "gelu": lambda x: _f(x, "gelu")(x), "gelu_tanh": lambda x: _f(x, "gelu")(x, approximate="tanh"), "silu": lambda x: _f(x, "silu")(x),
+  "sigmoid": lambda x: x.sigmoid(), "erf": lambda x: x.erf(),
   "clamp": lambda x: x.clamp(-0.5, 0.7), "clamp_min": lambda x: x.clamp(min=0.1), "sign": lambda x: x.sign(),
   "round_half_even": lambda x: (x * 4).round() / 4 + (x * 2 + 0.5).round(), "floor_div": lambda x: x // 0.7,
   "remainder": lambda x: x % -0.7, "pow_scalar": lambda x: x.abs() ** 1.5, "rpow": lambda x: 2 ** x,
-  "where": lambda x: x.where(x > 0, x * 3), "where_scalar": lambda x: (x * 2).where(x < 0.5, 0.0), "any_all": lambda x: ((x > 1.5).any(1), (x > -3).all()),
+  "where": lambda x: x.where(x > 0, x * 3), "where_scalar": lambda x: (x * 2).where(x < 0.5, 0.0),
+  "any_all": lambda x: ((x > 1.5).any(1), (x > -3).all()),
   "scalar_int_weak": lambda x: x * 3 + 1, "compare_dtype": lambda x: x >= 0.25,
   "matmul": lambda x: x @ x.T, "batched_matmul": lambda x: x.reshape(2, 3, 4) @ x.reshape(2, 4, 3),
   "repeat": lambda x: x.repeat(2, 1, 3), "split": lambda x: tuple(x.split(2, 1)), "split_sizes": lambda x: tuple(x.split([1, 3], 1)),
@@ -55,7 +57,8 @@ FLOAT_CASES = {
   "max_all": lambda x: x.max(), "mean_all": lambda x: x.mean(), "argmax_keepdim": lambda x: x.argmax(0, keepdim=True),
   "logsumexp_keepdim": lambda x: x.logsumexp(1, keepdim=True), "softmax0": lambda x: x.softmax(0),
   "unary_chain": lambda x: (x.exp2() + x.abs().log2() + x.abs().rsqrt() + x.reciprocal() + x.tanh() + x.relu()),
-  "rounding": lambda x: (x * 3).trunc() + (x * 3).floor() * 2 + (x * 3).ceil() * 4, "casts": lambda x: ((x * 9).int(), (x * 9).long(), x.half(), (x > 0).float()),
+  "rounding": lambda x: (x * 3).trunc() + (x * 3).floor() * 2 + (x * 3).ceil() * 4,
+  "casts": lambda x: ((x * 9).int(), (x * 9).long(), x.half(), (x > 0).float()),
   "mask": lambda x: x[x > 0.5], "mask_rows": lambda x: x[x[:, 0] > 0], "mask_cols_slice": lambda x: x[1:, x[0] < 0],
   "mask_after_ellipsis": lambda x: x[..., x[2] > -0.5], "mask_none": lambda x: x[x > 9], "mask_fill_all": lambda x: x[x == x],
   "logic": lambda x: (~(x > 0)) | ((x > -1) & (x < 1)), "compare_eq": lambda x: ((x * 2).round() == 1, (x * 2).round() != 0),
@@ -142,7 +145,8 @@ def test_cat_stack_match_torch(device, rng):
   tx, ty = Tensor(x, device=device), Tensor(y, device=device)
   px, py = torch.from_numpy(x), torch.from_numpy(y)
   for name, ours, theirs in (("cat", alloy.cat([tx, ty], 1), torch.cat([px, py], 1)), ("cat0", alloy.cat([tx, ty * 2]), torch.cat([px, py * 2])),
-                             ("stack", alloy.stack([tx, ty], 1), torch.stack([px, py], 1)), ("method cat", tx.cat(ty, dim=1), torch.cat([px, py], 1))):
+                             ("stack", alloy.stack([tx, ty], 1), torch.stack([px, py], 1)),
+                             ("method cat", tx.cat(ty, dim=1), torch.cat([px, py], 1))):
     _compare(name, ours, theirs, atol=1e-6, rtol=1e-6)
 
 def test_promotion_matches_torch(device):
