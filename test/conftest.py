@@ -74,7 +74,7 @@ def cuda_source_compiles():
   compiler = _nvrtc_compiler()
   if compiler is None: return
   from alloy.codegen.lower import lower
-  from alloy.codegen.caps import DeviceCaps
+  from alloy.caps import DeviceCaps
   from alloy.renderer.cuda import CUDARenderer
   from alloy.renderer.ptx import PTXRenderer, Unsupported
   cuda, ptx = CUDARenderer(), PTXRenderer("sm_90")

@@ -1,6 +1,6 @@
 """How a kernel's logical shape maps onto a launch: the heuristics that choose global/local sizes.
 
-A device describes itself with a `DeviceCaps` (codegen/caps.py); codegen only reads its fields.
+A device describes itself with a `DeviceCaps` (alloy/caps.py); codegen only reads its fields.
 """
 from __future__ import annotations
 from dataclasses import dataclass
@@ -9,7 +9,7 @@ from alloy.ir import symbolic as sym
 from alloy.ir.node import Node
 from alloy.ir.ops import Op, ELEMENTWISE
 from alloy.ir.kernel import KernelAST
-from alloy.codegen.caps import DeviceCaps
+from alloy.caps import DeviceCaps
 
 @dataclass(frozen=True)
 class KernelOpts:

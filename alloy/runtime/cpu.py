@@ -10,7 +10,7 @@ is called through ctypes on the caller's thread once everything queued has run.
 from __future__ import annotations
 import atexit, collections, ctypes, functools, os, platform, shutil, subprocess, tempfile, threading, time
 import numpy as np
-from alloy.codegen.caps import DeviceCaps
+from alloy.caps import DeviceCaps
 from alloy.renderer.c import CRenderer
 from alloy.runtime.device import LRUAllocator, Compiler, CompileError, Program, Device, LaunchList
 from alloy.runtime.cpu_queue import CPUQueue, QUEUE_SOURCE, MAX_ARGS, MAX_SCALARS

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes, functools, glob, os, re, shutil, struct, subprocess, sys, tempfile, threading
 from cuda.bindings import driver, nvrtc
 from alloy.helpers import DEBUG, getenv
-from alloy.codegen.caps import DeviceCaps
+from alloy.caps import DeviceCaps
 from alloy.renderer.cuda import CUDARenderer
 from alloy.renderer.ptx import PTXFirstRenderer, is_ptx
 from alloy.runtime.device import CompileError, Compiler, Device, DeviceOutOfMemory, LaunchList, LRUAllocator, Program

@@ -16,7 +16,7 @@ also for the readers, since both go straight through the CPU mapping of the buff
 from __future__ import annotations
 import functools, os, platform, shutil, struct, subprocess, sys
 from alloy.helpers import DEBUG, getenv, prod
-from alloy.codegen.caps import DeviceCaps
+from alloy.caps import DeviceCaps
 from alloy.renderer.metal import MetalRenderer
 from alloy.runtime.device import CompileError, Compiler, Device, DeviceOutOfMemory, LRUAllocator, Program
 

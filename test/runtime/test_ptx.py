@@ -12,7 +12,7 @@ from alloy.renderer.cuda import CUDARenderer
 from alloy.renderer.ptx import PTXFirstRenderer, PTXRenderer, Unsupported, is_ptx
 from alloy.runtime import cuda as rc
 from alloy.runtime.device import CompileError
-from alloy.codegen.caps import DeviceCaps
+from alloy.caps import DeviceCaps
 
 def _assembler():
   try: c = rc.CUDACompiler("sm_90")

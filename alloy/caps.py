@@ -1,6 +1,7 @@
 """What codegen needs to know of a device: each runtime Device declares one as `caps`, and codegen only reads it.
 
-It lives here, below the runtime, so that codegen never imports a device and a device imports it downward."""
+It lives at the bottom of the package, beside dtype.py, so that codegen and the runtime both import it downward and
+neither imports the other."""
 from dataclasses import dataclass
 
 @dataclass(frozen=True)
