@@ -1,5 +1,5 @@
 """alloy: a small tensor compiler. Lazy Tensors, fused kernels, generated source, three devices."""
-from alloy.tensor import Tensor, cat, stack, where
+from alloy.tensor import Tensor, cat, stack, where, from_dlpack
 from alloy.dtype import (DType, bool_ as bool, int8, uint8, int16, int32, int64, float16, bfloat16, float32, float64,
                          promote_types)
 from alloy.runtime.device import CompileError

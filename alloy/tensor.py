@@ -10,7 +10,7 @@ from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker, View
 from alloy.runtime.buffer import Buffer
-from alloy.runtime.registry import canonical_device, default_device, unsupported_dtype
+from alloy.runtime.registry import canonical_device, default_device, get_device, unsupported_dtype
 from alloy.engine.realize import buffer_view as _buffer_view, buffer_of, realize as _realize
 
 # listener(key_tensor) for every random key made (the jit's capture: a key is an implicit input refreshed per replay)
@@ -103,7 +103,24 @@ class Tensor:
   def __len__(self):
     if not self.shape: raise TypeError("len() of a 0-d tensor")
     return self.shape[0]
-  def __repr__(self): return f"<Tensor {self.shape} {self.dtype.name} on {self.device}>"
+  def __iter__(self):
+    if not self.shape: raise TypeError("iteration over a 0-d tensor")
+    return (self[i] for i in range(self.shape[0]))
+  def __repr__(self):
+    """The values, as NumPy prints them (abbreviated past 1000 elements), then dtype and device: it realizes, as
+    PyTorch's does. Where the value cannot be read here (inside a @jit capture) it says why instead."""
+    try: values = np.array2string(self.numpy(), separator=", ", threshold=1000, edgeitems=3, prefix="Tensor(")
+    except Exception as e: return f"<Tensor {self.shape} {self.dtype.name} on {self.device}: not readable here ({type(e).__name__}: {e})>"
+    return f"Tensor({values}, dtype={self.dtype.name}, device={self.device})"
+  def __format__(self, spec: str) -> str:
+    if self.ndim == 0: return format(self.item(), spec)
+    if spec: raise TypeError(f"format spec {spec!r} needs a 0-d tensor, this one has shape {self.shape}")
+    return repr(self)
+  # NumPy defers its operators to ours (np.float64(2) * t is a Tensor); np.exp(t) and the like raise TypeError
+  __array_ufunc__ = None
+  def __reduce__(self):
+    """pickle and copy.deepcopy: by value, on the same device."""
+    return (_rebuild, (self.numpy(), self.dtype.name, self.device))
   @property
   def T(self) -> "Tensor": return self.permute(tuple(reversed(range(self.ndim))))
   @property
@@ -112,7 +129,7 @@ class Tensor:
   # ---- creation
   @staticmethod
   def full(shape, fill_value, dtype=None, device=None) -> "Tensor":
-    shape = _shape_arg(shape)
+    shape = _size_arg(shape, "full")
     d = dt.to_dtype(dtype) if dtype is not None else dt.result_type([], [fill_value])
     t = Tensor(_cast_scalar(fill_value, d), dtype=d, device=device)
     return t.reshape((1,) * len(shape)).expand(shape) if shape else t
@@ -134,6 +151,7 @@ class Tensor:
   def linspace(start, end, steps, dtype=None, device=None) -> "Tensor":
     if steps < 0: raise ValueError("linspace: steps must be non-negative")
     d = dt.to_dtype(dtype) if dtype is not None else dt.default_float
+    if d.is_bool: raise TypeError("linspace: dtype bool is not supported (as in PyTorch); use a number dtype")
     if steps == 1: return Tensor.full((1,), start, d, device)
     step = (end - start) / (steps - 1)
     idx = _index_tensor(steps, device).cast(dt.float32 if d != dt.float64 else d)
@@ -146,7 +164,7 @@ class Tensor:
   def eye(n, m=None, dtype=None, device=None) -> "Tensor":
     m = n if m is None else m
     r, c = _index_tensor(n, device).reshape(n, 1), _index_tensor(m, device).reshape(1, m)
-    return (r == c).cast(dt.to_dtype(dtype) if dtype else dt.default_float)
+    return (r == c).cast(dt.to_dtype(dtype) if dtype is not None else dt.default_float)
   @staticmethod
   def manual_seed(seed: int = 0):
     Tensor._seed, Tensor._rng_counter = int(seed) & 0xFFFFFFFF, 0
@@ -159,7 +177,7 @@ class Tensor:
   @staticmethod
   def _random_bits(shape, device=None) -> "Tensor":
     """uint32 random bits from threefry-2x32 keyed by (seed, call counter), counter = element index."""
-    shape = _shape_arg(shape)
+    shape = _size_arg(shape, "a random tensor")
     n = prod(shape)
     key = Tensor(Tensor.next_rng_key(), device=device)
     for listener in rng_key_listeners: listener(key)
@@ -169,13 +187,13 @@ class Tensor:
     return x0.reshape(shape)
   @staticmethod
   def rand(*shape, dtype=None, device=None) -> "Tensor":
-    d = dt.to_dtype(dtype) if dtype else dt.default_float
+    d = dt.to_dtype(dtype) if dtype is not None else dt.default_float
     if not d.is_float: raise TypeError(f"rand: dtype must be floating point, got {d.name}")
     u = (Tensor._random_bits(shape, device) >> 8).cast(dt.float32) * (1.0 / (1 << 24))
     return u.cast(d)
   @staticmethod
   def randn(*shape, dtype=None, device=None) -> "Tensor":
-    d = dt.to_dtype(dtype) if dtype else dt.default_float
+    d = dt.to_dtype(dtype) if dtype is not None else dt.default_float
     if not d.is_float: raise TypeError(f"randn: dtype must be floating point, got {d.name}")
     shape = _shape_arg(shape)
     u = Tensor.rand(2, *shape, device=device)
@@ -185,7 +203,7 @@ class Tensor:
   def randint(low, high=None, size=(), dtype=None, device=None) -> "Tensor":
     if high is None: low, high = 0, low
     if high <= low: raise ValueError(f"randint: low ({low}) must be less than high ({high})")
-    d = dt.to_dtype(dtype) if dtype else dt.default_int
+    d = dt.to_dtype(dtype) if dtype is not None else dt.default_int
     # floor(bits * range / 2**32) in exact integer arithmetic (no float64, which not every device has)
     bits = Tensor._random_bits(size, device).cast(dt.uint64)
     return ((bits * (high - low)) >> 32).cast(dt.int64).add(low).cast(d)
@@ -229,6 +247,18 @@ class Tensor:
       t = Tensor(_buffer_view(buf, self.shape), device=dev)
     return t.cast(dtype) if dtype is not None else t
   def cpu(self): return self.to("CPU")
+  def cuda(self, device=None): return self.to("CUDA" if device is None else f"CUDA:{device}")
+  def astype(self, dtype) -> "Tensor": return self.cast(dtype)
+  def __dlpack_device__(self) -> tuple:
+    if self.device != "CPU": raise BufferError(f"DLPack export is implemented for CPU tensors only, this one is on {self.device}")
+    return (1, 0)   # kDLCPU
+  def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+    """Zero-copy export of a CPU tensor's buffer (NumPy's exporter does the format). The buffer stays alive, and unused
+    by alloy, while the consumer holds it."""
+    self.__dlpack_device__()
+    if self.dtype is dt.bfloat16: raise BufferError("DLPack export of bfloat16 is not implemented (NumPy has no bfloat16)")
+    kw = {"max_version": max_version} if max_version is not None else {}
+    return host_array(self).__dlpack__(**kw)
 
   # ---- internals
   def _new(self, node: Node) -> "Tensor":
@@ -329,7 +359,9 @@ class Tensor:
   def shrink(self, arg) -> "Tensor": return self._view("shrink", tuple(arg))
   def flip(self, *dims) -> "Tensor":
     """flip(0, 1) or flip((0, 1)), as PyTorch takes either."""
-    dims = {_norm_axis(d, self.ndim) for d in (dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims)}
+    given = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+    dims = {_norm_axis(d, self.ndim) for d in given}
+    if len(dims) != len(given): raise ValueError(f"flip: dims {tuple(given)} name a dimension more than once")
     return self._view("stride", tuple(-1 if i in dims else 1 for i in range(self.ndim)))
   def repeat(self, *sizes) -> "Tensor":
     sizes = _shape_arg(sizes)
@@ -388,6 +420,8 @@ class Tensor:
   def sub(self, o, alpha=1): return self._binary(Op.SUB, o if alpha == 1 else o * alpha, name="sub")
   def mul(self, o): return self._binary(Op.MUL, o, name="mul")
   def div(self, o, rounding_mode=None):
+    if rounding_mode not in (None, "floor", "trunc"):
+      raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
     if rounding_mode == "floor": return self.floor_divide(o)
     if rounding_mode == "trunc": return (self / o).trunc() if self._float_div_ok(o) else self._trunc_div(o)
     a, b = self._operands(o, op_name="div")
@@ -401,13 +435,17 @@ class Tensor:
   def floor_divide(self, o, reverse=False):
     a, b = self._operands(o, reverse, "floor_divide")
     if a.dtype.is_bool: raise TypeError("floor_divide is not defined for bool tensors")
+    _check_int_divisor(a, o, reverse, "floor_divide")
     return a._ew(Op.IDIV, b)
   def remainder(self, o, reverse=False):
     a, b = self._operands(o, reverse, "remainder")
     if a.dtype.is_bool: raise TypeError("remainder is not defined for bool tensors")
+    _check_int_divisor(a, o, reverse, "remainder")
     return a._ew(Op.MOD, b)
   def pow(self, o, reverse=False):
     a, b = self._operands(o, reverse, "pow")
+    if not reverse and not a.dtype.is_float and isinstance(o, (int, np.integer)) and o < 0:
+      raise ValueError(f"pow: integers to negative integer powers are not allowed ({a.dtype.name} tensor ** {o}), as in PyTorch")
     if a.dtype.is_bool: a, b = a.cast(dt.int64), b.cast(dt.int64)
     # x ** 2 is x * x: the same correctly rounded value (and wraparound), one multiply instead of pow, as PyTorch does
     if not reverse and isinstance(o, (int, float)) and not isinstance(o, bool) and o == 2: return a * a
@@ -452,6 +490,14 @@ class Tensor:
     if self.dtype.is_float: raise TypeError(f"~ (bitwise not) needs bool or integer tensors, got {self.dtype.name}")
     return self._ew(Op.NOT)
   def logical_not(self): return self.cast(dt.bool_)._ew(Op.NOT)
+  def isnan(self): return self != self if self.dtype.is_float else self.zeros_like(dtype=dt.bool_)
+  def isinf(self): return self.abs() == float("inf") if self.dtype.is_float else self.zeros_like(dtype=dt.bool_)
+  def isfinite(self): return (self - self) == 0 if self.dtype.is_float else self.ones_like(dtype=dt.bool_)   # inf - inf is nan
+  def nonzero(self, as_tuple=False):
+    """The indices of the non-zero elements, (count, ndim) int64; reads the tensor back, since the count is data."""
+    where_nz = np.argwhere(self.numpy())
+    if as_tuple: return tuple(Tensor(where_nz[:, k].astype(np.int64), device=self.device) for k in range(max(self.ndim, 1)))
+    return Tensor(where_nz.astype(np.int64), device=self.device)
   def _cmp(self, op, o, reverse=False):
     a, b = self._operands(o, reverse, "comparison")
     return a._ew(op, b, dtype=dt.bool_)
@@ -519,7 +565,7 @@ class Tensor:
     dims = dim if isinstance(dim, (tuple, list)) else (dim,)
     out = tuple(sorted({_norm_axis(d, self.ndim) for d in dims}))
     if len(out) != len(dims): raise ValueError(f"dim {dim} repeats a dimension")
-    return out
+    return out if self.ndim else ()   # a 0-d tensor takes dim 0 and -1, as PyTorch's does, and has no axis to reduce
   def _reduce(self, op: Op, dim, keepdim: bool) -> "Tensor":
     axes = self._axes(dim)
     if self.ndim == 0: return self
@@ -533,19 +579,19 @@ class Tensor:
     else: t = self._new(Node(Op.REDUCE, (self.node,), (op, axes), self.dtype, shape))
     return t if keepdim else t._reshaped(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def sum(self, dim=None, keepdim=False, dtype=None):
-    d = dt.to_dtype(dtype) if dtype else (dt.int64 if self.dtype.is_int or self.dtype.is_bool else self.dtype)
+    d = dt.to_dtype(dtype) if dtype is not None else (dt.int64 if self.dtype.is_int or self.dtype.is_bool else self.dtype)
     acc = dt.float32 if d in (dt.float16, dt.bfloat16) else d
     return self.cast(acc)._reduce(Op.ADD, dim, keepdim).cast(d)
   def prod(self, dim=None, keepdim=False, dtype=None):
-    d = dt.to_dtype(dtype) if dtype else (dt.int64 if self.dtype.is_int or self.dtype.is_bool else self.dtype)
+    d = dt.to_dtype(dtype) if dtype is not None else (dt.int64 if self.dtype.is_int or self.dtype.is_bool else self.dtype)
     acc = dt.float32 if d in (dt.float16, dt.bfloat16) else d
     return self.cast(acc)._reduce(Op.MUL, dim, keepdim).cast(d)
   def mean(self, dim=None, keepdim=False, dtype=None):
-    d = dt.to_dtype(dtype) if dtype else self.dtype
+    d = dt.to_dtype(dtype) if dtype is not None else self.dtype
     if not d.is_float: raise TypeError(f"mean: input dtype must be floating point, got {d.name}; pass dtype= or cast first")
     n = prod(self.shape[a] for a in self._axes(dim))
-    s = self.cast(d).sum(dim, keepdim)
-    return (s.cast(dt.float32) / n).cast(d) if d in (dt.float16, dt.bfloat16) else s / n if n else s * float("nan")
+    s = self.cast(d).sum(dim, keepdim, dtype=_accumulator(d))   # a 16-bit sum can overflow where the mean does not
+    return (s / n if n else s * float("nan")).cast(d)
   def _check_nonempty(self, name, dim):
     for a in self._axes(dim):
       if self.shape[a] == 0: raise IndexError(f"{name}: cannot reduce over dim {a} of size 0 in shape {self.shape}")
@@ -562,6 +608,7 @@ class Tensor:
   def _arg_extreme(self, dim, keepdim, largest: bool) -> "Tensor":
     if dim is None: return self.flatten()._arg_extreme(0, False, largest).reshape(() if not keepdim else (1,) * self.ndim)
     a = _norm_axis(dim, self.ndim)
+    if self.ndim == 0: return Tensor.zeros((), dtype=dt.int64, device=self.device)   # PyTorch: the one element's index
     self._check_nonempty("argmax" if largest else "argmin", a)
     m = self.amax(a, keepdim=True) if largest else self.amin(a, keepdim=True)
     n = self.shape[a]
@@ -574,34 +621,40 @@ class Tensor:
   def all(self, dim=None, keepdim=False): return self.cast(dt.bool_)._reduce(Op.MIN, dim, keepdim)
   def var(self, dim=None, keepdim=False, correction=1, unbiased=None):
     if unbiased is not None: correction = 1 if unbiased else 0
-    t = self if self.dtype.is_float else self.cast(dt.default_float)
+    out = self.dtype if self.dtype.is_float else dt.default_float
+    t = self.cast(_accumulator(out))
     n = prod(t.shape[a] for a in t._axes(dim))
     d = t - t.mean(dim, keepdim=True)
-    return (d * d).sum(dim, keepdim) / max(0, n - correction) if n - correction > 0 else (d * d).sum(dim, keepdim) * float("nan")
+    # PyTorch divides by max(0, n - correction): a sum over zero degrees of freedom is inf (or nan where it is 0)
+    return ((d * d).sum(dim, keepdim) / max(0, n - correction)).cast(out)
   def std(self, dim=None, keepdim=False, correction=1, unbiased=None): return self.var(dim, keepdim, correction, unbiased).sqrt()
   def _stable_max(self, dim):
     """The max along dim, subtracted before exp so it cannot overflow; 0 where there is nothing to take the max of
     (an empty dim: PyTorch gives an empty softmax and a logsumexp of -inf there, not an error)."""
     if any(self.shape[a] == 0 for a in self._axes(dim)): return 0.0
     return self.amax(dim, keepdim=True)
+  def _float_input(self, dtype=None) -> tuple["Tensor", DType]:
+    """This tensor as the softmax family computes it (16-bit floats in float32, as PyTorch does), and the result's dtype."""
+    out = dt.to_dtype(dtype) if dtype is not None else self.dtype if self.dtype.is_float else dt.default_float
+    return self.cast(out).cast(_accumulator(out)), out
   def logsumexp(self, dim=None, keepdim=False):
-    t = self if self.dtype.is_float else self.cast(dt.default_float)
+    t, out_dtype = self._float_input()
     m = t._stable_max(dim)
     if isinstance(m, Tensor): m = where(m.abs() == float("inf"), 0, m)   # keep exp finite when a row is all +-inf
     out = (t - m).exp().sum(dim, keepdim=True).log() + m
-    return out if keepdim else out.squeeze(t._axes(dim)) if t.ndim else out
+    return (out if keepdim else out.squeeze(t._axes(dim)) if t.ndim else out).cast(out_dtype)
   def softmax(self, dim=-1, dtype=None):
-    t = self.cast(dtype) if dtype else self if self.dtype.is_float else self.cast(dt.default_float)
+    t, out_dtype = self._float_input(dtype)
     e = (t - t._stable_max(dim)).exp()
-    return e * e.sum(dim, keepdim=True).reciprocal()   # one division per row: per element, a divide costs 5x a multiply
+    return (e * e.sum(dim, keepdim=True).reciprocal()).cast(out_dtype)   # one division per row: a divide costs 5x a multiply
   def log_softmax(self, dim=-1, dtype=None):
-    t = self.cast(dtype) if dtype else self if self.dtype.is_float else self.cast(dt.default_float)
+    t, out_dtype = self._float_input(dtype)
     s = t - t._stable_max(dim)
-    return s - s.exp().sum(dim, keepdim=True).log()
+    return (s - s.exp().sum(dim, keepdim=True).log()).cast(out_dtype)
   def cumsum(self, dim=0, dtype=None):
-    a = _norm_axis(dim, self.ndim) if self.ndim else 0
-    if self.ndim == 0: return self.reshape(1).cumsum(0).reshape(())
-    d = dt.to_dtype(dtype) if dtype else (dt.int64 if self.dtype.is_int or self.dtype.is_bool else self.dtype)
+    a = _norm_axis(dim, self.ndim)
+    if self.ndim == 0: return self.reshape(1).cumsum(0, dtype=dtype).reshape(())
+    d = dt.to_dtype(dtype) if dtype is not None else (dt.int64 if self.dtype.is_int or self.dtype.is_bool else self.dtype)
     t = self.cast(d).transpose(a, -1)
     n = t.shape[-1]
     if n == 0: return self.cast(d)
@@ -682,6 +735,36 @@ def _shape_arg(shape) -> tuple:
     if not isinstance(s, (int, np.integer)) or isinstance(s, bool): raise TypeError(f"shape entries must be ints, got {out}")
   return tuple(int(s) for s in out)
 
+def _rebuild(values: np.ndarray, dtype: str, device: str) -> Tensor: return Tensor(values, dtype=dtype, device=device)
+
+class _HostView:
+  """A CPU buffer's memory as NumPy sees it (__array_interface__), holding the Buffer so that alloy does not reuse the
+  memory while an array over it lives. The CPU device's buffer handles are uint8 NumPy arrays."""
+  def __init__(self, buf: Buffer, shape: tuple, dtype: DType):
+    self.buffer = buf
+    self.__array_interface__ = {"data": (buf.handle.ctypes.data, False), "shape": shape, "typestr": np.dtype(dtype.np).str, "version": 3}
+
+def host_array(t: Tensor) -> np.ndarray:
+  """A CPU tensor's values as a NumPy array over its own buffer (no copy): realized, contiguous, finished."""
+  buf = buffer_of(t)
+  get_device(t.device).synchronize()   # the kernel writing the buffer may still be queued
+  return np.asarray(_HostView(buf, t.shape, t.dtype))
+
+def from_dlpack(x, device=None) -> Tensor:
+  """A Tensor of a DLPack producer's values (NumPy, PyTorch, ...). CPU memory is copied into an alloy buffer."""
+  arr = np.from_dlpack(x)
+  return Tensor(arr, device=device)
+
+def _size_arg(shape, what: str) -> tuple:
+  """The shape of a tensor being made: _shape_arg, and no negative size."""
+  shape = _shape_arg(shape if isinstance(shape, (tuple, list)) else (shape,))
+  if any(s < 0 for s in shape): raise ValueError(f"{what}: sizes must be non-negative, got shape {shape}")
+  return shape
+
+def _accumulator(d: DType) -> DType:
+  """The dtype sums of d accumulate in: 16-bit floats in float32, as PyTorch does, so a long sum cannot overflow."""
+  return dt.float32 if d in (dt.float16, dt.bfloat16) else d
+
 def _cast_scalar(v, d: DType):
   if d.kind == "f": return v if type(v) is float else float(v)
   if d.is_bool: return bool(v)
@@ -693,6 +776,12 @@ def _cast_scalar(v, d: DType):
     wrapped = np.array(iv & ((1 << (8 * d.itemsize)) - 1), dtype=np.uint64) if iv >= 0 else np.array(iv, dtype=np.int64)
     iv = int(wrapped.astype(d.np))
   return iv
+
+def _check_int_divisor(a: Tensor, o, reverse: bool, what: str) -> None:
+  """An integer division by a Python 0 raises at the call, as PyTorch's does; a divisor tensor holding 0 gives 0 (see
+  docs/reliability.md): checking it would read the tensor back."""
+  if not reverse and not a.dtype.is_float and isinstance(o, (int, np.integer)) and not isinstance(o, bool) and o == 0:
+    raise ZeroDivisionError(f"{what}: integer division by zero")
 
 def _index_tensor(n: int, device=None) -> Tensor:
   """0..n-1 as int32, computed where it is used (no buffer, O(n))."""

@@ -90,7 +90,8 @@ class View:
     if self.shape == new_shape: return self
     if self.contiguous: return View.create(new_shape)
     if self.mask is not None and any(b >= e for b, e in self.mask):
-      return View.create(new_shape, mask=tuple((0, 0) for _ in new_shape))   # nothing valid: stays all padding
+      # nothing valid: stays all padding; a 0-d view has no axis to carry that mask, so it goes on a view of its own
+      return View.create(new_shape, mask=tuple((0, 0) for _ in new_shape)) if new_shape else None
     if self.mask is not None:
       # only dims of size 1 added or removed keep a mask intact
       if tuple(s for s in self.shape if s != 1) != tuple(s for s in new_shape if s != 1): return None
