@@ -13,7 +13,7 @@ affinity leaves out the CPU of the thread that wakes them, so the scheduler does
 One thread calls alloy_team_run at a time (the queue's worker, or the submitting thread while the queue is idle).
 Claims carry the call's number next to the next free iteration in one 64-bit word, so a thread still reaching for
 an earlier call's chunk can never take one of the current call with the earlier call's arguments.
-Needs alloy_call, alloy_now, alloy_spawn and MAX_SCALARS from the queue's source (cpu_queue.py), which includes this.
+Needs alloy_call, alloy_now, alloy_spawn and MAX_SCALARS from the queue's source (queue.py), which includes this.
 """
 TEAM_SPIN_US = 20        # an idle team thread polls this long before it sleeps (a chain of kernels hands over in it)
 SMALLEST_CHUNK = 32     # the floor of a chunk: the range over this many times the team's size (and 1 at least)

@@ -3,7 +3,7 @@
 Python submits with one ctypes call and waits with one. ctypes releases the GIL during both and the worker never
 takes it, so a kernel starts as soon as the worker gets a core, whatever Python does meanwhile, and a waiter wakes
 as soon as its kernel ends (a worker in Python needed the GIL first: it got it only once the main thread blocked).
-A parallel kernel's outer loop is split between the worker and a team of threads (cpu_team.py) that sleep between
+A parallel kernel's outer loop is split between the worker and a team of threads (team.py) that sleep between
 kernels, so the cores are Python's whenever no kernel runs.
 
 An entry is a batch of n kernel calls: function pointers, per-call counts of pointer and int32 arguments, the
@@ -18,10 +18,10 @@ around each submission.
 """
 from __future__ import annotations
 import ctypes, os
-from alloy.runtime.cpu_team import team_source
+from alloy.runtime.cpu.team import team_source
 
 MAX_ARGS = 32      # pointer arguments of one kernel call the native path takes
-MAX_SCALARS = 4    # int32 arguments after the pointers; launches beyond either limit run another way (see cpu.py)
+MAX_SCALARS = 4    # int32 arguments after the pointers; launches beyond either limit run another way (see program.py)
 RING = 1024        # queued entries at most: a submit waits for room beyond that
 WAIT_SLICE_MS = 50 # a wait returns to Python this often, so Ctrl-C is seen while a long kernel runs
 
@@ -88,7 +88,7 @@ struct alloy_entry {
 };
 
 struct alloy_queue {
-  /* read by Python at the queue's address (cpu_queue.Shared mirrors these) */
+  /* read by Python at the queue's address (queue.py's Shared mirrors these) */
   int64_t completed;              /* the last entry run to its end: written by the worker */
   double ran_here;                /* seconds of the last batch run on the submitting thread */
   void *stage_args[MAX_ARGS];     /* a single launch's arguments, written by Python just before alloy_queue_launch */
