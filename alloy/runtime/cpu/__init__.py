@@ -15,7 +15,7 @@ from alloy.runtime.cpu.allocator import CPUAllocator
 from alloy.runtime.cpu.compiler import CPUCompiler, cpu_target
 from alloy.runtime.cpu.graph import CPUGraph, CPULaunchList
 from alloy.runtime.cpu.program import CPUProgram, address
-from alloy.runtime.cpu.queue import CPUQueue, QUEUE_SOURCE
+from alloy.runtime.cpu.queue import CPUQueue, queue_binary
 
 class CPUDevice(Device):
   renderer = CRenderer()
@@ -37,7 +37,7 @@ class CPUDevice(Device):
   def compiler(self) -> CPUCompiler: return CPUCompiler()
   @functools.cached_property
   def queue(self) -> CPUQueue:
-    lib = self.load("alloy_queue_start", self.compiler.compile_cached(QUEUE_SOURCE)).lib
+    lib = self.load("alloy_queue_start", queue_binary(self.compiler)).lib
     queue = CPUQueue(lib, self.submitted)
     self._completed = queue.completed
     atexit.register(self.synchronize)   # nothing queued may outlive the memory Python frees at exit

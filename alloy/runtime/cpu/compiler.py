@@ -1,6 +1,7 @@
 """The CPU device's compiler: C source -> a shared library, by the system C compiler (CC, else cc/gcc/clang).
 
-CFLAGS are every kernel's flags (and the native queue's, queue.py); cpu_target names the CPU the binaries are built for.
+CFLAGS are every kernel's flags, and the native queue's: queue.py builds its C files through shared_library.
+cpu_target names the CPU the binaries are built for.
 """
 from __future__ import annotations
 import functools, os, platform, shutil, subprocess, tempfile
@@ -30,9 +31,11 @@ class CPUCompiler(Compiler):
     self.cc = find_c_compiler()
     version = subprocess.run([self.cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     self.identity = f"{version} {' '.join(CFLAGS)} {cpu_target()}"
-  def compile(self, source: str) -> bytes:
+  def compile(self, source: str) -> bytes: return self.shared_library(["-x", "c", "-"], source)
+  def shared_library(self, args: list[str], source: str = "") -> bytes:
+    """The library the C compiler builds with CFLAGS, then args (flags and files; "-x c -" reads source from stdin)."""
     with tempfile.TemporaryDirectory() as tmp:
       out = os.path.join(tmp, "kernel.so")
-      proc = subprocess.run([self.cc, *CFLAGS, "-x", "c", "-", "-o", out, "-lm"], input=source, capture_output=True, text=True)
+      proc = subprocess.run([self.cc, *CFLAGS, *args, "-o", out, "-lm"], input=source, capture_output=True, text=True)
       if proc.returncode != 0: raise CompileError(f"C compile failed ({self.cc}):\n{proc.stderr}", source)
       with open(out, "rb") as f: return f.read()
