@@ -2,7 +2,7 @@
 
 A parallel kernel takes two int32 arguments after its own, alloy_start and alloy_end, and runs its outer loop over
 [alloy_start, alloy_end) only; it exports `<name>_parallel_range`, the loop's full length, so the CPU device's thread
-team (runtime/cpu_team.py) can split the loop into slices and call the kernel once per slice."""
+team (runtime/cpu/team.c) can split the loop into slices and call the kernel once per slice."""
 from __future__ import annotations
 from alloy.dtype import DType
 from alloy.ir import symbolic as sym

@@ -3,7 +3,7 @@ import numpy as np, pytest
 import alloy
 from alloy import Tensor
 from alloy.runtime.device import CompileError
-from alloy.runtime.cpu import CPUCompiler
+from alloy.runtime.cpu.compiler import CPUCompiler
 
 def test_broadcast_error():
   with pytest.raises(ValueError, match=r"shapes \(2, 3\) and \(4,\) cannot be broadcast"):

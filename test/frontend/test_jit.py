@@ -140,7 +140,7 @@ def test_debug_describes_capture(monkeypatch, capsys):
   assert "captured 1 kernel" in out and "inputs x: (4,) float32" in out and "replays 1 launch one by one" in out
 
 def test_cpu_graph_rebinds_buffers():
-  from alloy.runtime.cpu import CPUGraph
+  from alloy.runtime.cpu.graph import CPUGraph
   rec = []
   listener = lambda ck, bufs, e, t: rec.append((ck, bufs))
   x = Tensor(np.arange(4, dtype=np.float32), device="CPU").realize()

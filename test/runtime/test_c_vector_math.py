@@ -4,7 +4,7 @@ import ctypes, platform, subprocess
 import numpy as np
 import pytest
 from alloy.renderer.c import C_PRELUDE
-from alloy.runtime.cpu import CFLAGS, find_c_compiler
+from alloy.runtime.cpu.compiler import CFLAGS, find_c_compiler
 
 HARNESS = r"""
 void apply(const float *x, const float *y, float *exp_out, float *max_out, float *clamp_out, int n) {

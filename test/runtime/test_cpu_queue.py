@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import alloy
-from alloy.runtime.cpu import CPUGraph, CPULaunchList
-from alloy.runtime.cpu_queue import MAX_ARGS, MAX_SCALARS, RING, team_size
+from alloy.runtime.cpu.graph import CPUGraph, CPULaunchList
+from alloy.runtime.cpu.queue import MAX_ARGS, MAX_SCALARS, RING, team_size
 
 N = 1000
 SOURCE = r"""#include <stdint.h>
@@ -74,7 +74,8 @@ def dev(): return alloy.get_device("CPU")
 @pytest.fixture(scope="module")
 def k(dev):
   binary = dev.compiler.compile_cached(SOURCE)
-  names = ("step", "nap", "nap_copy", "inc", "affine", "four", "five", "sum40", "flip", "scale", "five_sum", "who") + tuple(f"cover{r}" for r in COVERS)
+  names = ("step", "nap", "nap_copy", "inc", "affine", "four", "five", "sum40", "flip", "scale", "five_sum", "who")
+  names += tuple(f"cover{r}" for r in COVERS)
   return SimpleNamespace(**{name: dev.load(name, binary) for name in names})
 
 def buf(dev, values):

@@ -1,25 +1,15 @@
-"""The CPU device's thread team, in C: the threads that split a parallel kernel's outer loop between them.
+/* The CPU device's thread team: the threads that split a parallel kernel's outer loop between them (the design:
+   team.py's docstring). Built with queue.c by queue.py, which passes TEAM_SPIN_US, SMALLEST_CHUNK, WAIT_SPIN_MAX_US
+   and the limits in queue.h as -D defines. */
+#define _GNU_SOURCE   /* sched_getcpu, CPU_SET and pthread_setaffinity_np */
+#include <sched.h>
+#include <string.h>
+#include "queue.h"
 
-A parallel kernel (renderer/c.py) runs its outer loop over a slice [alloy_start, alloy_end) given as two int32
-arguments after its own, and exports `<name>_parallel_range`, the loop's full length. The queue's worker calls
-alloy_team_run with it: the worker and the size - 1 team threads claim chunks of the range until none is left, and
-the call returns once every claimed chunk is done. A chunk is the unclaimed part over twice the team's size (but
-not below a floor): big chunks first, few claims, and small ones last, so the threads end together; a thread that
-wakes late, or shares its core with Python, takes fewer.
-Between calls the team threads sleep on a condition variable after a short bounded spin: unlike OpenMP's idle
-threads, which spin for a long while after every parallel region, they leave the cores to Python. On Linux their
-affinity leaves out the CPU of the thread that wakes them, so the scheduler does not queue them behind it.
+#if !defined(TEAM_SPIN_US) || !defined(SMALLEST_CHUNK) || !defined(WAIT_SPIN_MAX_US)
+#error "TEAM_SPIN_US, SMALLEST_CHUNK and WAIT_SPIN_MAX_US come from queue.py as -D defines"
+#endif
 
-One thread calls alloy_team_run at a time (the queue's worker, or the submitting thread while the queue is idle).
-Claims carry the call's number next to the next free iteration in one 64-bit word, so a thread still reaching for
-an earlier call's chunk can never take one of the current call with the earlier call's arguments.
-Needs alloy_call, alloy_now, alloy_spawn and MAX_SCALARS from the queue's source (cpu_queue.py), which includes this.
-"""
-TEAM_SPIN_US = 20        # an idle team thread polls this long before it sleeps (a chain of kernels hands over in it)
-SMALLEST_CHUNK = 32     # the floor of a chunk: the range over this many times the team's size (and 1 at least)
-WAIT_SPIN_MAX_US = 1000  # the caller polls for the others' last chunks at most this long before it sleeps
-
-TEAM_SOURCE = r"""
 struct alloy_team {
   int32_t size;                   /* threads sharing a call: the caller and size - 1 team threads */
   pthread_mutex_t lock;           /* guards sleeping and waiting, so a wake-up is never lost */
@@ -93,7 +83,7 @@ static void *alloy_team_thread(void *arg) {
 }
 
 /* A team of `size` threads with the caller (size - 1 started here, fewer if the system refuses); NULL without memory */
-static struct alloy_team *alloy_team_start(int32_t size) {
+struct alloy_team *alloy_team_start(int32_t size) {
   struct alloy_team *t = calloc(1, sizeof *t);
   if (!t) return 0;
   t->size = size < 1 ? 1 : size;
@@ -124,8 +114,8 @@ static void alloy_team_avoid_this_cpu(struct alloy_team *t) {
 }
 
 /* fn(k pointers from a, s int32s from c, start, end) over [0, range), split across the team; returns when done */
-static void alloy_team_run(struct alloy_team *t, void *fn, int32_t k, int32_t s, void **a, const int32_t *c,
-                           int32_t range) {
+void alloy_team_run(struct alloy_team *t, void *fn, int32_t k, int32_t s, void **a, const int32_t *c,
+                    int32_t range) {
   if (t->size == 1 || range < 2) {
     int32_t whole[MAX_SCALARS + 2];
     memcpy(whole, c, sizeof(int32_t) * s);
@@ -162,8 +152,3 @@ static void alloy_team_run(struct alloy_team *t, void *fn, int32_t k, int32_t s,
     pthread_mutex_unlock(&t->lock);
   }
 }
-"""
-
-def team_source() -> str:
-  return (f"#define TEAM_SPIN_US {TEAM_SPIN_US}\n#define SMALLEST_CHUNK {SMALLEST_CHUNK}\n"
-          f"#define WAIT_SPIN_MAX_US {WAIT_SPIN_MAX_US}\n" + TEAM_SOURCE)

@@ -1,0 +1,98 @@
+"""The CPU device: C from the shared C-family renderer, compiled by the system C compiler, run by a native queue.
+
+Launches are asynchronous: they queue on a worker pthread that runs them in order without the GIL (queue.py,
+queue.c); a parallel kernel's outer loop is split between the worker and a team of threads (team.py, team.c).
+copyout waits only for the launches that write its buffer. CPUGraph and CPULaunchList (graph.py) run a captured list
+of launches as one queue entry. The stages: compiler.py, allocator.py, program.py (a launch beyond the queue's
+argument limits is called through ctypes on the caller's thread once everything queued has run).
+"""
+from __future__ import annotations
+import atexit, collections, ctypes, functools, os, threading, time
+from alloy.caps import DeviceCaps
+from alloy.renderer.c import CRenderer
+from alloy.runtime.device import Device
+from alloy.runtime.cpu.allocator import CPUAllocator
+from alloy.runtime.cpu.compiler import CPUCompiler, cpu_target
+from alloy.runtime.cpu.graph import CPUGraph, CPULaunchList
+from alloy.runtime.cpu.program import CPUProgram, address
+from alloy.runtime.cpu.queue import CPUQueue, queue_binary
+
+class CPUDevice(Device):
+  renderer = CRenderer()
+  caps = DeviceCaps(threads=False, vector_widths=(8, 4), vector_arithmetic=True)
+  graph = CPUGraph
+  launch_list = CPULaunchList
+  def __init__(self, name: str):
+    super().__init__(name)
+    self.target = cpu_target()
+    self.allocator, self.program_class = CPUAllocator(self), CPUProgram
+    self.submitted = 0                        # the number of the last queued entry (they count from 1)
+    self._completed = ctypes.c_int64(0)       # the last entry run to its end: the queue's own counter once it starts
+    self.last_writer: dict[int, int] = {}     # id(buffer) -> number of the last entry writing it
+    self.freed_at: dict[int, int] = {}        # id(buffer) -> entries submitted when it was freed
+    self.kept: collections.deque = collections.deque()   # (entry number, object an entry up to it may use)
+    # threads submit one at a time: the queue's staging area, its last inline time and `submitted` are shared
+    self.submitting = threading.Lock()
+  @functools.cached_property
+  def compiler(self) -> CPUCompiler: return CPUCompiler()
+  @functools.cached_property
+  def queue(self) -> CPUQueue:
+    lib = self.load("alloy_queue_start", queue_binary(self.compiler)).lib
+    queue = CPUQueue(lib, self.submitted)
+    self._completed = queue.completed
+    atexit.register(self.synchronize)   # nothing queued may outlive the memory Python frees at exit
+    os.register_at_fork(before=self.synchronize, after_in_child=self._restart_queue)
+    return queue
+  def _restart_queue(self) -> None:
+    # a forked child has no worker thread; it numbers on from the parent's entries, all complete (synchronized before)
+    self.queue = CPUQueue(self.queue.lib, self.submitted)
+    self._completed = self.queue.completed
+
+  @property
+  def completed(self) -> int: return self._completed.value
+
+  def launch(self, fn: ctypes.c_void_p, parallel: ctypes.c_int32, buffers, scalars, written, wait: bool, here: bool) -> float | None:
+    """Queue one call of kernel fn with pointers to buffers and int32 scalars, within the native limits; parallel:
+    the length of its outer loop the team splits (0: a serial kernel)."""
+    pointers = [address(b) for b in buffers]
+    with self.submitting:
+      seq = self.queue.launch(fn, pointers, scalars, here, parallel)
+      elapsed = self._submitted(seq, written)
+    return self.queue.wait(seq) if wait and seq else elapsed
+  def submit(self, batch: tuple, written, wait: bool, here: bool) -> tuple[int, float | None]:
+    """Queue a batch (see CPUQueue.submit). Returns its entry number (0: it ran on this thread) and, with wait or
+    where it ran here, its seconds."""
+    with self.submitting:
+      seq = self.queue.submit(batch, here)
+      elapsed = self._submitted(seq, written)
+    return seq, self.queue.wait(seq) if wait and seq else elapsed
+  def _submitted(self, seq: int, written) -> float | None:
+    if not seq: return self.queue.ran_here.value   # ran on this thread: complete
+    self.submitted = seq
+    for w in written: self.last_writer[id(w)] = seq
+    return None
+  def call_here(self, fn, args) -> float:
+    """Run a call beyond the native queue's argument limits on this thread, after everything queued: seconds."""
+    self.synchronize()
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+  def keep_until_done(self, obj) -> None:
+    """Hold a Python object (a buffer, an argument array) that queued entries may use until they have run."""
+    kept = self.kept
+    while kept and kept[0][0] <= self.completed: kept.popleft()
+    if self.completed < self.submitted: kept.append((self.submitted, obj))
+  def wait_seq(self, seq: int) -> None:
+    """Block until queued entry seq has run (0: nothing to wait for)."""
+    if seq: self.queue.wait(seq)
+  def wait_for_writer(self, handle):
+    if (seq := self.last_writer.get(id(handle))) is not None: self.wait_seq(seq)
+  def synchronize(self) -> None:
+    self.wait_seq(self.submitted)
+    self.last_writer.clear()   # all complete: nothing to wait for
+    self.freed_at.clear()
+    self.kept.clear()
+
+def is_available() -> bool: return True
+DEVICE_CLASS = CPUDevice

@@ -1,0 +1,36 @@
+"""The CPU device's memory: numpy byte arrays, kept by size for reuse (LRUAllocator), ordered against queued launches.
+
+The queue runs launches after Python moved on, so a freed buffer stays alive until the launches that may use it have
+run, a host write into a reused one waits for its earlier readers, and a copy out waits for the buffer's last writer.
+"""
+from __future__ import annotations
+from typing import TYPE_CHECKING
+import numpy as np
+from alloy.runtime.device import LRUAllocator
+if TYPE_CHECKING: from alloy.runtime.cpu import CPUDevice
+
+class CPUAllocator(LRUAllocator):
+  def __init__(self, device: CPUDevice):
+    super().__init__()
+    self.device = device
+  def _alloc(self, nbytes: int): return np.empty(nbytes, dtype=np.uint8)
+  def _free(self, handle, nbytes: int):
+    # numpy returns the memory with the last reference to the array: not while a queued launch may use it
+    self.device.keep_until_done(handle)
+  def free(self, handle, nbytes: int):
+    # queued launches may still read a freed buffer: a host write into it after reuse waits for them
+    dev = self.device
+    if dev.completed < dev.submitted:
+      if len(dev.freed_at) > 4096: dev.freed_at = {h: s for h, s in dev.freed_at.items() if s > dev.completed}
+      dev.freed_at[id(handle)] = dev.submitted
+    super().free(handle, nbytes)
+  def copyin(self, handle, src: memoryview):
+    self.device.wait_for_writer(handle)
+    if (seq := self.device.freed_at.pop(id(handle), 0)): self.device.wait_seq(seq)
+    handle[:] = np.frombuffer(src, dtype=np.uint8)
+  def copyout(self, dst: memoryview, handle):
+    self.device.wait_for_writer(handle)
+    np.frombuffer(dst, dtype=np.uint8)[:] = handle
+  def transfer(self, dst, src, nbytes: int):
+    self.device.wait_for_writer(src)
+    dst[:nbytes] = src[:nbytes]

@@ -1,0 +1,46 @@
+"""A loaded CPU kernel (CPUProgram) and how its arguments are packed for the native queue or a direct ctypes call.
+
+A launch within the queue's argument limits (queue.MAX_ARGS pointers, MAX_SCALARS int32 scalars) is queued; one
+beyond them is called through ctypes on the caller's thread once everything queued has run.
+"""
+from __future__ import annotations
+import ctypes, os, tempfile
+from typing import TYPE_CHECKING
+import numpy as np
+from alloy.runtime.device import Program
+from alloy.runtime.cpu.queue import MAX_ARGS, MAX_SCALARS
+if TYPE_CHECKING: from alloy.runtime.cpu import CPUDevice
+
+def address(handle: np.ndarray) -> int:
+  """Where a buffer's bytes start (ndarray.ctypes.data, at a fraction of its cost)."""
+  try: return ctypes.addressof(ctypes.c_char.from_buffer(handle))
+  except (TypeError, ValueError): return handle.ctypes.data   # read-only or empty arrays
+
+def kernel_args(buffers, scalars, parallel: int) -> tuple:
+  """A call's ctypes arguments; a parallel kernel's slice is then its whole outer loop, run on one thread."""
+  scalars = (*scalars, 0, parallel) if parallel else scalars
+  return (*[ctypes.c_void_p(address(b)) for b in buffers], *[ctypes.c_int32(s) for s in scalars])
+
+def native(buffers, scalars) -> bool:
+  """Whether the queue's calls take a launch of these arguments (see queue.MAX_ARGS, MAX_SCALARS)."""
+  return len(buffers) <= MAX_ARGS and len(scalars) <= MAX_SCALARS
+
+class CPUProgram(Program):
+  def __init__(self, device: CPUDevice, name: str, binary: bytes):
+    self.device, self.name = device, name
+    # dlopen needs a file; the binary is content-addressed so one file per binary is enough
+    fd, self.path = tempfile.mkstemp(suffix=".so", prefix=f"alloy-{name}-")
+    with os.fdopen(fd, "wb") as f: f.write(binary)
+    self.lib = ctypes.CDLL(self.path)
+    os.unlink(self.path)
+    self.fn = getattr(self.lib, name)
+    self.fn.restype = None
+    self.address = ctypes.cast(self.fn, ctypes.c_void_p)   # what the queue calls
+    # a parallel kernel (renderer/c.py) exports its outer loop's length: the queue's team splits that loop
+    try: self.parallel = ctypes.c_int32(ctypes.c_int32.in_dll(self.lib, f"{name}_parallel_range").value)
+    except ValueError: self.parallel = ctypes.c_int32(0)
+  def __call__(self, buffers, scalars=(), global_size=(1, 1, 1), local_size=(1, 1, 1), wait=False, outs=1):
+    # a small (single-threaded) kernel on an idle device runs on the caller's thread: a hand-off to the worker
+    # costs more than the kernel, and it is complete when this returns
+    if not native(buffers, scalars): return self.device.call_here(self.fn, kernel_args(buffers, scalars, self.parallel.value))
+    return self.device.launch(self.address, self.parallel, buffers, scalars, buffers[:outs], wait, here=global_size[0] <= 1)
