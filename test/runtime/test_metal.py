@@ -84,7 +84,7 @@ def test_copyin_waits_for_readers(dev):
   np.testing.assert_array_equal(read(dev, out, 32), np.full(32, 3.0))
 
 def test_graph_replay_matches_eager(dev):
-  from alloy.runtime.metal import MetalGraph
+  from alloy.runtime.metal.graph import MetalGraph
   axpb = program(dev, "axpb")
   n = 64
   xs = [np.arange(n, dtype=np.float32) * s for s in (1, -2)]
@@ -138,7 +138,7 @@ def test_many_live_buffers(dev):
   del held
 
 def test_msl_version_follows_macos():
-  from alloy.runtime.metal import msl_version, msl_std_flag
+  from alloy.runtime.metal.compiler import msl_version, msl_std_flag
   assert msl_version("15.1") == (3, 2) and msl_version("14.6.1") == (3, 1) and msl_version("13.0") == (3, 0)
   assert msl_version("12.7") == (2, 4) and msl_version("26.0") == (3, 2) and msl_version("") == (2, 3)
   assert msl_std_flag((3, 1)) == "-std=metal3.1" and msl_std_flag((2, 4)) == "-std=macos-metal2.4"

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 try:
-    from alloy.runtime.metal_software import binding as Metal
+    from alloy.runtime.metal.software import binding as Metal
 except ImportError:  # run from outside the repository root
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from alloy.runtime.metal_software import binding as Metal
-from alloy.runtime.metal_software import compiler
+    from alloy.runtime.metal.software import binding as Metal
+from alloy.runtime.metal.software import compiler
 
 HEADER = "#include <metal_stdlib>\nusing namespace metal;\n"
 
@@ -207,7 +207,7 @@ def psos(dev):
     with ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as ex:
         datas = dict(zip(SOURCES, ex.map(compiler.compile_library, SOURCES.values())))
     out = {}
-    for key, data in datas.items():
+    for data in datas.values():
         lib, err = dev.newLibraryWithData_error_(data, None)
         assert err is None, err
         for name in lib.functionNames():
@@ -560,3 +560,17 @@ def test_simdgroup_matrix_matmul(dev, queue, psos, dtype):
                                 np.uint32(N).tobytes()], (N // 16, M // 8, 1), (64, 1, 1))
     ref = a.astype(np.float32) @ b.astype(np.float32)
     np.testing.assert_allclose(view(c, np.float32).reshape(M, N), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("source", ["runtime.cpp", "shim/mtl_shim.h"])
+def test_cxx_sources_compile_without_warnings(tmp_path, source):
+    """The C++ runtime (built with -Wall -Wextra) and the shim every kernel includes stay free of warnings."""
+    import subprocess
+    if source.endswith(".h"):  # the shim as a kernel sees it: through the include path, with the kernel flags
+        (tmp_path / "t.cpp").write_text("#include <mtl_shim.h>\n")
+        flags = [f for f in compiler.KERNEL_FLAGS if f != "-shared"]
+        cmd = [compiler.compiler(), *flags, "-fsyntax-only", "-I", str(compiler.SHIM_DIR), str(tmp_path / "t.cpp")]
+    else:
+        cmd = [compiler.compiler(), *compiler.RUNTIME_FLAGS, "-o", str(tmp_path / "rt.so"), str(compiler.HERE / source), "-ldl"]
+    r = subprocess.run([*cmd, "-Wall", "-Wextra", "-Werror"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

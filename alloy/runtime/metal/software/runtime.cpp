@@ -72,7 +72,7 @@ mtl_fiber_start:
 )");
 
 // ------------------------------------------------------------------------------------------------
-// launch description (mirrored by a ctypes Structure in _worker.py)
+// launch description (mirrored by a ctypes Structure in worker.py)
 struct Launch {
   void (*entry)(ThreadCtx*);
   void* (*tls_touch)();

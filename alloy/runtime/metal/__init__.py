@@ -1,0 +1,121 @@
+"""The METAL device: Apple GPUs through PyObjC's `Metal` module, else the software Metal device on the CPU.
+
+The binding is chosen once (`metal_binding`): PyObjC's `Metal` when it imports and gives a system device,
+otherwise `alloy.runtime.metal.software.binding`, which has the same selectors and runs the same Metal
+source on the CPU (never the default device; ask for it with DEV=METAL). ALLOY_METAL_SOFTWARE=1 forces it.
+
+Stages, one file each: MetalCompiler (compiler.py: MSL -> metallib through xcrun, or the source itself to compile
+at load time, or a software library), MetalProgram (program.py: library -> function -> compute pipeline state; one
+command buffer per launch), MetalAllocator (allocator.py: shared-storage buffers read and written through
+contents()), MetalGraph (graph.py: an indirect command buffer replaying captured launches), MetalDevice (here).
+
+Ordering: one command queue runs command buffers in commit order. Each launch remembers its command
+buffer for the buffers it binds (users) and writes (writers): copyout waits for the writer only, copyin
+also for the readers, since both go straight through the CPU mapping of the buffer.
+"""
+from __future__ import annotations
+import functools, os, platform, shutil, sys
+from alloy.helpers import getenv
+from alloy.caps import DeviceCaps
+from alloy.renderer.metal import MetalRenderer
+from alloy.runtime.device import Device
+from alloy.runtime.metal.allocator import MetalAllocator
+from alloy.runtime.metal.compiler import MetalCompiler, msl_version
+from alloy.runtime.metal.graph import MetalGraph
+from alloy.runtime.metal.program import MetalProgram, describe_error
+
+@functools.lru_cache(None)
+def _pyobjc_device():
+  """(Metal module, system device) from PyObjC, or None where there is no real Metal."""
+  if getenv("ALLOY_METAL_SOFTWARE", 0): return None
+  try:
+    import Metal
+    dev = Metal.MTLCreateSystemDefaultDevice()
+  except Exception: return None   # not macOS, PyObjC missing, or no GPU
+  return (Metal, dev) if dev is not None else None
+
+def software_available() -> bool:
+  """The software device needs Linux on x86-64 (memfd, the fiber switch) and a C++ compiler."""
+  if not (sys.platform.startswith("linux") and platform.machine().lower() in ("x86_64", "amd64") and hasattr(os, "memfd_create")):
+    return False
+  from alloy.runtime.metal.software import compiler
+  return shutil.which(compiler.compiler()) is not None
+
+@functools.lru_cache(None)
+def metal_binding():
+  """(module, device, software): the one binding this process uses."""
+  if (real := _pyobjc_device()) is not None: return (*real, False)
+  from alloy.runtime.metal.software import binding
+  return binding, binding.MTLCreateSystemDefaultDevice(), True
+
+def is_hardware() -> bool: return _pyobjc_device() is not None
+def is_available() -> bool: return is_hardware() or software_available()
+
+class MetalDevice(Device):
+  renderer = MetalRenderer()
+  caps = DeviceCaps(threads=True)
+  graph = MetalGraph   # None per instance where indirect command buffers are missing
+
+  def __init__(self, name: str = "METAL"):
+    super().__init__(name)
+    if name.partition(":")[2] not in ("", "0"): raise ValueError(f"{name}: alloy drives only the system default Metal device")
+    self.mtl, self.mtl_device, self.software = metal_binding()
+    family = self.gpu_family()
+    self.target = f"{family} (software)" if self.software else family
+    self.device_name = str(self.mtl_device.name())
+    if "Paravirtual" in self.device_name:
+      self.graph, self.graph_unavailable = None, f"{self.device_name} is a virtualized GPU without indirect command buffers"
+    elif not family.startswith(("Apple", "Mac")) or family in ("Apple1", "Apple2"):
+      self.graph, self.graph_unavailable = None, f"{family} GPUs have no indirect compute command buffers"
+    self.queue = self.mtl_device.newCommandQueueWithMaxCommandBufferCount_(1024)
+    self.inflight: dict = {}   # committed command buffer -> what it runs (kernel name), in commit order
+    self.writers: dict = {}    # MTLBuffer -> the last command buffer writing it
+    self.users: dict = {}      # MTLBuffer -> the last command buffer binding it
+    self.compiler = MetalCompiler(self.software)
+    self.allocator = MetalAllocator(self)
+    self.program_class = MetalProgram
+
+  def gpu_family(self) -> str:
+    for n in range(10, 0, -1):
+      if (fam := getattr(self.mtl, f"MTLGPUFamilyApple{n}", None)) is not None and self.mtl_device.supportsFamily_(fam): return f"Apple{n}"
+    for n in (2, 1):
+      if (fam := getattr(self.mtl, f"MTLGPUFamilyMac{n}", None)) is not None and self.mtl_device.supportsFamily_(fam): return f"Mac{n}"
+    return "unknown"
+
+  def compile_options(self):
+    opts = self.mtl.MTLCompileOptions.new()
+    major, minor = msl_version()
+    if (lang := getattr(self.mtl, f"MTLLanguageVersion{major}_{minor}", None)) is not None: opts.setLanguageVersion_(lang)
+    if hasattr(opts, "setMathMode_"): opts.setMathMode_(self.mtl.MTLMathModeSafe)   # macOS 15+: IEEE NaN/Inf, as the tests expect
+    else: opts.setFastMathEnabled_(False)
+    return opts
+
+  def submitted(self, cb, what: str, used, written) -> None:
+    self.inflight[cb] = what
+    for b in used: self.users[b] = cb
+    for b in written: self.writers[b] = cb
+    if len(self.inflight) > 256:   # retire finished command buffers so the bookkeeping stays small
+      done = (self.mtl.MTLCommandBufferStatusCompleted, self.mtl.MTLCommandBufferStatusError)
+      for old in [c for c in list(self.inflight)[:128] if c.status() in done]: self.wait_for(old)
+
+  def wait_for(self, cb) -> None:
+    """Wait for one command buffer; raise naming its kernel if it failed (once: it leaves the in-flight set)."""
+    if cb is None: return
+    cb.waitUntilCompleted()
+    if (what := self.inflight.pop(cb, None)) is None: return
+    err = cb.error()
+    if err is not None or cb.status() == self.mtl.MTLCommandBufferStatusError:
+      raise RuntimeError(f"{self.name}: kernel {what} failed on {self.target}: {describe_error(err)}")
+
+  def synchronize(self) -> None:
+    first = None
+    for cb in list(self.inflight):
+      try: self.wait_for(cb)
+      except RuntimeError as e: first = first or e
+    self.writers.clear()
+    self.users.clear()
+    if first is not None: raise first
+
+  def __repr__(self): return f"<Device {self.name} {getattr(self, 'device_name', '')} target={self.target}>"
+
+DEVICE_CLASS = MetalDevice

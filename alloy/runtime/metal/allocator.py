@@ -1,0 +1,24 @@
+"""MetalAllocator: shared-storage MTLBuffers, read and written by the host through contents() after waiting."""
+from __future__ import annotations
+from typing import TYPE_CHECKING
+from alloy.runtime.device import DeviceOutOfMemory, LRUAllocator
+if TYPE_CHECKING: from alloy.runtime.metal import MetalDevice
+
+class MetalAllocator(LRUAllocator):
+  """Shared-storage MTLBuffers; the host reads and writes them through contents() after waiting."""
+  def __init__(self, device: "MetalDevice"):
+    super().__init__()
+    self.device = device
+  def _alloc(self, nbytes: int):
+    buf = self.device.mtl_device.newBufferWithLength_options_(nbytes, self.device.mtl.MTLResourceStorageModeShared)
+    if buf is None: raise DeviceOutOfMemory(f"{self.device.name}: out of memory allocating {nbytes} bytes")
+    return buf
+  def _free(self, handle, nbytes: int) -> None:
+    self.device.writers.pop(handle, None)   # the command buffer keeps what it uses alive
+    self.device.users.pop(handle, None)
+  def copyin(self, handle, src: memoryview) -> None:
+    self.device.wait_for(self.device.users.get(handle))
+    handle.contents().as_buffer(len(src))[:] = src
+  def copyout(self, dst: memoryview, handle) -> None:
+    self.device.wait_for(self.device.writers.get(handle))
+    dst[:] = handle.contents().as_buffer(len(dst))

@@ -1,0 +1,86 @@
+"""MetalGraph: captured launches replayed as one indirect command buffer (the Metal back end of @jit)."""
+from __future__ import annotations
+import struct
+from typing import TYPE_CHECKING
+from alloy.runtime.metal.program import MAX_BUFFER_BINDINGS, MetalProgram
+if TYPE_CHECKING: from alloy.runtime.metal import MetalDevice
+
+MAX_ICB_COMMANDS = 16384   # executeCommandsInBuffer's documented range limit (mac2 family)
+
+class MetalGraph:
+  """The captured launches as one indirect command buffer, a barrier before each command.
+  MetalGraph(launches, device=None) with launches [(program, buffers, scalars, global_size, local_size), ...].
+  __call__(buffers_per_launch=None, wait=False, scalars_per_launch=None) replays it; a non-None entry rebinds
+  that command's buffers (or rewrites its scalars, which live in one int32 buffer: an indirect command has no
+  setBytes). Commands are changed only after the previous replay has completed. wait=True returns device seconds."""
+  def __init__(self, launches: list, device: "MetalDevice | None" = None):
+    if not launches: raise ValueError("a Metal graph needs at least one launch")
+    self.device = device = device if device is not None else launches[0][0].device
+    if len(launches) > MAX_ICB_COMMANDS: raise ValueError(f"a Metal graph holds at most {MAX_ICB_COMMANDS} launches, got {len(launches)}")
+    mtl, dev = device.mtl, device.mtl_device
+    desc = mtl.MTLIndirectCommandBufferDescriptor.new()
+    desc.setCommandTypes_(mtl.MTLIndirectCommandTypeConcurrentDispatch)
+    desc.setInheritBuffers_(False)
+    desc.setInheritPipelineState_(False)
+    desc.setMaxKernelBufferBindCount_(MAX_BUFFER_BINDINGS)
+    self.icb = dev.newIndirectCommandBufferWithDescriptor_maxCommandCount_options_(desc, len(launches), mtl.MTLResourceOptions(0))
+    if self.icb is None: raise RuntimeError(f"{device.name}: the system could not create an indirect command buffer of {len(launches)} commands")
+    self.programs = [launch[0] for launch in launches]
+    self.scalar_base = [sum(len(launch[2]) for launch in launches[:i]) for i in range(len(launches))]
+    self.scalar_buf = device.allocator._alloc(4 * max(1, sum(len(launch[2]) for launch in launches)))
+    self.cur_bufs, self.cur_scalars, self.last = [], [], None
+    for i, (prog, buffers, scalars, global_size, local_size) in enumerate(launch[:5] for launch in launches):
+      if not isinstance(prog, MetalProgram) or prog.device is not device: raise ValueError(f"launch {i}: not a MetalProgram of {device.name}")
+      if len(buffers) + len(scalars) > MAX_BUFFER_BINDINGS:
+        raise ValueError(f"launch {i} ({prog.name}): {len(buffers)} buffers and {len(scalars)} scalars exceed {MAX_BUFFER_BINDINGS} bindings")
+      cmd = self.icb.indirectComputeCommandAtIndex_(i)
+      cmd.setComputePipelineState_(prog.pso)
+      for j in range(len(scalars)): cmd.setKernelBuffer_offset_atIndex_(self.scalar_buf, 4 * (self.scalar_base[i] + j), len(buffers) + j)
+      cmd.concurrentDispatchThreadgroups_threadsPerThreadgroup_(*prog.dims(global_size, local_size))
+      cmd.setBarrier()
+      self.cur_bufs.append(None)
+      self.cur_scalars.append(None)
+      self._update(i, tuple(buffers), tuple(int(s) for s in scalars))
+
+  def _update(self, i: int, buffers, scalars) -> None:
+    if buffers is not None and buffers != self.cur_bufs[i]:
+      if self.cur_bufs[i] is not None and len(buffers) != len(self.cur_bufs[i]):
+        raise ValueError(f"graph launch {i}: takes {len(self.cur_bufs[i])} buffers")
+      cmd = self.icb.indirectComputeCommandAtIndex_(i)
+      for j, b in enumerate(buffers): cmd.setKernelBuffer_offset_atIndex_(b, 0, j)
+      self.cur_bufs[i] = buffers
+    if scalars is not None and scalars != self.cur_scalars[i]:
+      if self.cur_scalars[i] is not None and len(scalars) != len(self.cur_scalars[i]):
+        raise ValueError(f"graph launch {i}: takes {len(self.cur_scalars[i])} scalars")
+      if scalars:
+        base = 4 * self.scalar_base[i]
+        self.scalar_buf.contents().as_buffer(base + 4 * len(scalars))[base:] = struct.pack(f"<{len(scalars)}i", *scalars)
+      self.cur_scalars[i] = scalars
+
+  def __call__(self, buffers_per_launch=None, wait: bool = False, scalars_per_launch=None) -> float | None:
+    dev, mtl = self.device, self.device.mtl
+    if buffers_per_launch is not None or scalars_per_launch is not None:
+      dev.wait_for(self.last)   # an indirect command buffer (and the scalars) may change only when idle
+      for i in range(len(self.programs)):
+        self._update(i, None if buffers_per_launch is None or buffers_per_launch[i] is None else tuple(buffers_per_launch[i]),
+                     None if scalars_per_launch is None or scalars_per_launch[i] is None else tuple(int(s) for s in scalars_per_launch[i]))
+    resources = list({id(b): b for bufs in self.cur_bufs for b in bufs}.values()) + [self.scalar_buf]
+    cb = dev.queue.commandBuffer()
+    enc = cb.computeCommandEncoder()
+    enc.useResources_count_usage_(resources, len(resources), mtl.MTLResourceUsageRead | mtl.MTLResourceUsageWrite)
+    if not dev.software and type(self.icb).__name__ != "AGXG15XFamilyIndirectCommandBuffer":
+      # reported: before M3, executing an ICB whose pipelines were never bound on the encoder crashes the GPU
+      for prog in {id(p): p for p in self.programs}.values():
+        enc.setComputePipelineState_(prog.pso)
+        enc.dispatchThreadgroups_threadsPerThreadgroup_(mtl.MTLSizeMake(0, 0, 0), mtl.MTLSizeMake(0, 0, 0))
+    enc.executeCommandsInBuffer_withRange_(self.icb, mtl.NSMakeRange(0, len(self.programs)))
+    enc.endEncoding()
+    cb.commit()
+    self.last = cb
+    names = ", ".join(p.name for p in self.programs[:3]) + (", ..." if len(self.programs) > 3 else "")
+    # conservative: every buffer the graph touches waits for the whole graph
+    dev.submitted(cb, f"graph of {len(self.programs)} kernels ({names})", resources, resources)
+    if wait:
+      dev.wait_for(cb)
+      return cb.GPUEndTime() - cb.GPUStartTime()
+    return None
