@@ -7,7 +7,9 @@ def getenv(key: str, default=0):
   """Read an environment knob, typed like its default."""
   val = os.environ.get(key)
   if val is None: return default
-  return type(default)(val) if not isinstance(default, str) else val
+  if isinstance(default, str): return val
+  try: return type(default)(val)
+  except ValueError: raise ValueError(f"environment variable {key}={val!r}: expected {type(default).__name__}, like {key}={default}") from None
 
 DEBUG = getenv("DEBUG", 0)
 

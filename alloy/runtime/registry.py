@@ -23,13 +23,22 @@ def get_device(name: str) -> Device:
   if (dev := _by_name.get(name)) is None: dev = _by_name[name] = _get_device(canonical_device(name))
   return dev
 
+# what a device needs beyond alloy itself, for the error that says it is missing
+NEEDS = {"CPU": "a C compiler (cc, gcc or clang; or CC)",
+         "CUDA": "an NVIDIA GPU with its driver, and `pip install 'alloy[cuda]'` (cuda-bindings, NVRTC, nvJitLink)",
+         "METAL": "an Apple GPU with `pip install 'alloy[metal]'` (PyObjC's Metal), or g++ for the software Metal device"}
+
 @functools.lru_cache(None)
 def _get_device(name: str) -> Device:
-  module_name = f"alloy.runtime.{DEVICE_MODULES[name.partition(':')[0]]}"
+  base = name.partition(":")[0]
+  module_name = f"alloy.runtime.{DEVICE_MODULES[base]}"
   try: module = importlib.import_module(module_name)
   except ModuleNotFoundError as e:
-    if e.name != module_name: raise
-    raise RuntimeError(f"the {name} device is not available in this version of alloy ({module_name} is not built yet)") from None
+    if e.name == module_name: raise RuntimeError(f"the {name} device is not built in this version of alloy ({module_name})") from None
+    raise RuntimeError(f"the {name} device needs the Python module {e.name!r}, which is not installed; it needs {NEEDS[base]}") from None
+  if not module.is_available():
+    why = module.unavailable_reason() if hasattr(module, "unavailable_reason") else ""
+    raise RuntimeError(f"the {name} device is not available here{': ' + why if why else ''}; it needs {NEEDS[base]}")
   return module.DEVICE_CLASS(name)
 
 def device_available(base: str, hardware: bool = False) -> bool:

@@ -58,3 +58,26 @@ def test_where_condition_error():
   x = Tensor(np.ones(3, np.float32))
   with pytest.raises(TypeError, match="where: the condition must be a Tensor, got bool"): x.where(True, 0.0)
   with pytest.raises(TypeError, match="where: the condition must be a Tensor, got ndarray"): alloy.where(np.ones(3, bool), x, 0.0)
+
+def _run(code: str, **env):
+  import os, subprocess, sys
+  full = {**os.environ, **env}
+  full.pop("DEV", None) if "DEV" not in env else None
+  return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=120)
+
+@pytest.mark.parametrize("env, code, message", [
+  ({"JIT": "abc"}, "import alloy", "environment variable JIT='abc': expected int"),
+  ({"DEBUG": "high"}, "import alloy", "environment variable DEBUG='high': expected int"),
+  ({"ALLOY_METAL_SW_ORDER": "bogus"}, "import alloy.runtime.metal.software.options", "ALLOY_METAL_SW_ORDER='bogus': expected one of forward"),
+  ({"CC": "/nonexistent/cc"}, "import alloy; (alloy.Tensor([1.0]) + 1).numpy()", "CC='/nonexistent/cc' names no C compiler"),
+  ({"DEV": "TPU"}, "import alloy; alloy.Tensor([1.0])", "unknown device 'TPU'; choose one of CPU, CUDA, METAL"),
+])
+def test_bad_environment_is_named(env, code, message):
+  proc = _run(code, **env)
+  assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-2000:]
+
+def test_a_missing_device_says_what_it_needs():
+  from alloy.runtime.registry import device_available
+  if device_available("CUDA"): pytest.skip("a CUDA device is present here")
+  proc = _run("import alloy; alloy.Tensor([1.0], device='CUDA')")
+  assert proc.returncode != 0 and "the CUDA device is not available here" in proc.stderr and "alloy[cuda]" in proc.stderr, proc.stderr[-2000:]

@@ -11,7 +11,10 @@ CFLAGS = ["-O2", "-march=native", "-ftree-vectorize", "-fPIC", "-shared", "-fno-
 
 @functools.lru_cache(None)
 def find_c_compiler() -> str:
-  for cand in ([os.environ["CC"]] if os.environ.get("CC") else []) + ["cc", "gcc", "clang"]:
+  if (cc := os.environ.get("CC")):   # a compiler the user named and we cannot run is their mistake: no silent fallback
+    if (path := shutil.which(cc)): return path
+    raise RuntimeError(f"environment variable CC={cc!r} names no C compiler on PATH: fix CC or unset it to use cc, gcc or clang")
+  for cand in ("cc", "gcc", "clang"):
     if (path := shutil.which(cand)): return path
   raise RuntimeError("alloy's CPU device needs a C compiler and none was found: install gcc "
                      "(e.g. `apt-get install gcc` or `xcode-select --install`) or set CC to one")

@@ -3,6 +3,7 @@
 encoded (commands.Dispatch), a wait reads the timeout."""
 from __future__ import annotations
 import contextlib, os
+from alloy.helpers import getenv
 
 ORDERS = {"forward": 0, "reverse": 1, "shuffled": 2}   # thread order inside a threadgroup, as the runtime numbers it
 
@@ -10,12 +11,17 @@ def _env_bool(name: str, default: bool) -> bool:
   v = os.environ.get(name)
   return default if v is None else v.strip().lower() not in ("", "0", "false", "no", "off")
 
+def _env_order() -> str:
+  order = os.environ.get("ALLOY_METAL_SW_ORDER", "forward")
+  if order not in ORDERS: raise ValueError(f"environment variable ALLOY_METAL_SW_ORDER={order!r}: expected one of {', '.join(ORDERS)}")
+  return order
+
 OPTIONS = {   # the current options; change them through set_options
-  "order": os.environ.get("ALLOY_METAL_SW_ORDER", "forward"),
+  "order": _env_order(),
   "poison": _env_bool("ALLOY_METAL_SW_POISON", True),
   "strict": _env_bool("ALLOY_METAL_SW_STRICT", False),
-  "seed": int(os.environ.get("ALLOY_METAL_SW_SEED", "0")),
-  "timeout": float(os.environ["ALLOY_METAL_SW_TIMEOUT"]) if os.environ.get("ALLOY_METAL_SW_TIMEOUT") else None,
+  "seed": getenv("ALLOY_METAL_SW_SEED", 0),
+  "timeout": getenv("ALLOY_METAL_SW_TIMEOUT", 0.0) or None,
 }
 _target = os.environ.get("ALLOY_METAL_SW_TARGET", "Apple7")
 
