@@ -23,6 +23,7 @@ from alloy.runtime.registry import get_device
 from alloy.schedule.fusion import forget_realized
 from alloy.engine import realize as engine
 from alloy.engine.results import Results
+from alloy.engine.backpressure import throttle
 from alloy.tensor import Tensor, rng_key_listeners
 
 JIT = getenv("JIT", 1)
@@ -212,6 +213,9 @@ class Replay:
       elif id(buf) in first_with: self.outputs.append((None, None, first_with[id(buf)], n))
       else: self.outputs.append((None, None, None, n))   # a constant: returned as it was
     self.fresh = [(s, Results(*what, layouts_of[f])) for f, (s, what) in enumerate(self.fresh)]
+    out_bytes: dict = {}   # device -> output bytes of one replay, for the host to wait when the device falls behind
+    for _, r in self.fresh: out_bytes[r.device] = out_bytes.get(r.device, 0) + r.size * r.dtype.itemsize
+    self.pressure = [(throttle(get_device(d)), nbytes) for d, nbytes in out_bytes.items()]
     # random keys: refreshed in the order they were made, so the numbers match those of the same calls without @jit
     self.rng = [(slots.index.get(id(key)), key.device, key.dtype) for key in cap.rng_keys]
     self.buffers = slots.buffers
@@ -327,6 +331,7 @@ class Replay:
           for k, pick in var: per_launch[k] = pick(h)
           runner(per_launch)
         else: runner()
+    for pressure, nbytes in self.pressure: pressure.launched(nbytes)
     if DEBUG >= 2:
       n_graphs = sum(1 for g, *_ in self.graphs if g is not None)
       print(f"jit {self.name}: replayed {len(self.launches)} kernels in {n_graphs} graph{'s' if n_graphs != 1 else ''}"

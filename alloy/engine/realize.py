@@ -10,6 +10,7 @@ from alloy.runtime.registry import get_device
 from alloy.schedule.fusion import schedule, realized, set_realized, is_buffer_view
 from alloy.engine.compiled import compile_kernel, compile_kernels, emit_stage, stage_listeners
 from alloy.engine.results import Results
+from alloy.engine.backpressure import throttle
 
 # launch hooks (the jit's capture and the trace recorder listen here): listener(ck, buffers, elapsed, t_submit)
 launch_listeners: list = []
@@ -60,6 +61,7 @@ def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
     print(f"realize on {device.name} ({device.target}): scheduled {len(items)} kernel{'s' if len(items) != 1 else ''} in {t_sched*1e3:.2f} ms")
   if len(items) > 1: compile_kernels([ast for node, ast, _ in items if 0 not in node.shape], device)   # new ones side by side
   made: dict[int, Buffer] = {}
+  pressure = throttle(device)
   timed = bool(stage_listeners or launch_listeners)   # the host clock is read only for someone who listens
   wait = DEBUG >= 2 or device_time_requests > 0
   for node, ast, inputs in items:
@@ -77,6 +79,7 @@ def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
     t_launch = time.perf_counter() if timed else 0.0
     elapsed = ck.runner([b.handle for b in bufs], (), ck.meta.global_size, ck.meta.local_size, wait=wait)
     kernels_launched += 1
+    pressure.launched(out.nbytes)
     if timed:
       t_submit = time.perf_counter() - t_launch
       if stage_listeners: emit_stage("submit", t_launch, t_submit, ck.meta.name)

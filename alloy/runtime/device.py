@@ -119,4 +119,10 @@ class Device:
     if (prog := self._programs.get(key)) is None: prog = self._programs[key] = self.program_class(self, name, binary)
     return prog
   def synchronize(self) -> None: raise NotImplementedError
+  def fence(self) -> Any:
+    """A point in this device's queue, after everything submitted so far (engine/backpressure.py waits on it)."""
+    return None
+  def wait_fence(self, fence: Any) -> None:
+    """Block until the work submitted before `fence` has run. A device without fences waits for everything."""
+    self.synchronize()
   def __repr__(self): return f"<Device {self.name} target={self.target}>"

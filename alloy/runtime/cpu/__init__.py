@@ -86,6 +86,8 @@ class CPUDevice(Device):
   def wait_seq(self, seq: int) -> None:
     """Block until queued entry seq has run (0: nothing to wait for)."""
     if seq: self.queue.wait(seq)
+  def fence(self) -> int: return self.submitted
+  def wait_fence(self, fence: int) -> None: self.wait_seq(fence)
   def wait_for_writer(self, handle):
     if (seq := self.last_writer.get(id(handle))) is not None: self.wait_seq(seq)
   def synchronize(self) -> None:

@@ -1,0 +1,33 @@
+"""Backpressure: the host waits when a device is too far behind, as CUDA's bounded launch queue makes it.
+
+Without it, a loop of launches queues without bound: 400 queued 1024^2 matmuls took 13 s to drain on the CPU, and a
+Ctrl-C waited for all of them. The bound is in bytes of pending outputs, which track the work queued better than a
+count of launches does (a tiny kernel and a big matmul are one launch each). Each QUEUE_BYTES of outputs ends in a
+fence (Device.fence); once two fences are open the host waits for the older one, so at most about 2 x QUEUE_BYTES of
+outputs are queued, and the device never runs dry while the host waits.
+"""
+from __future__ import annotations
+import collections, threading
+from alloy.helpers import getenv
+
+QUEUE_BYTES = getenv("ALLOY_QUEUE_BYTES", 64 << 20)
+
+class Throttle:
+  """One device's pending output bytes and open fences."""
+  def __init__(self, device):
+    self.device, self.pending, self.fences, self.lock = device, 0, collections.deque(), threading.Lock()
+  def launched(self, nbytes: int) -> None:
+    """Count a launch's output bytes; wait for the older fence when two are open."""
+    with self.lock:
+      self.pending += nbytes
+      if self.pending < QUEUE_BYTES: return
+      self.pending = 0
+      self.fences.append(self.device.fence())
+      oldest = self.fences.popleft() if len(self.fences) > 1 else None
+    if oldest is not None: self.device.wait_fence(oldest)
+
+_throttles: dict = {}
+
+def throttle(device) -> Throttle:
+  if (t := _throttles.get(device.name)) is None: t = _throttles.setdefault(device.name, Throttle(device))
+  return t
