@@ -58,7 +58,7 @@ _nvrtc_checked: set = set()
 
 def _nvrtc_compiler():
   try:
-    from alloy.runtime.cuda import CUDACompiler
+    from alloy.runtime.cuda.compiler import CUDACompiler
     c = CUDACompiler("sm_90")
     c.compile_cached('extern "C" __global__ void probe(float* a) { a[0] = 1.0f; }')
     return c

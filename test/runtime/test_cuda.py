@@ -5,7 +5,14 @@ import numpy as np
 import pytest
 
 pytest.importorskip("cuda.bindings")
-from alloy.runtime import cuda as rc
+import alloy.runtime.cuda as cuda_device
+from alloy.runtime.cuda import CUDADevice, is_available, driver as cuda_driver, launch_list
+from alloy.runtime.cuda.compiler import CUDACompiler, nvrtc_version
+from alloy.runtime.cuda.driver import RING_MASK, SUCCESS, CUDAError, check
+from alloy.runtime.cuda.graph import CUDAGraph
+from alloy.runtime.cuda.launch_list import CUDALaunchList, native_launch_loop
+from alloy.runtime.cuda.program import CUDAProgram, ParamBlock
+from alloy.runtime.cuda.tools import cuda_include_dir, disassemble
 from alloy.runtime.device import CompileError, DeviceOutOfMemory
 
 FMA4_SRC = r"""
@@ -49,38 +56,38 @@ def cache_dir(tmp_path, monkeypatch):
   return tmp_path
 
 def test_compile_cubin():
-  comp = rc.CUDACompiler("sm_90")
+  comp = CUDACompiler("sm_90")
   cubin = comp.compile(FMA4_SRC)
   assert isinstance(cubin, bytes) and cubin[:4] == b"\x7fELF"
 
 def test_compile_writes_only_its_own_buffers():
   # NVRTC writes the log and the binary into the buffers it is given: an empty log is one NUL byte, and b" " * 1
   # is Python's shared b" ", which once came out as b"\x00" everywhere in the process after such a compile
-  rc.CUDACompiler("sm_90").compile(FMA4_SRC)
+  CUDACompiler("sm_90").compile(FMA4_SRC)
   assert b" "[0] == (b" " * 1)[0] == " ".encode()[0] == ord(" ") == 32
 
-@pytest.mark.skipif(rc.cuda_include_dir() is None, reason="no cuda_fp16.h found: install nvidia-cuda-runtime==13.0.*")
+@pytest.mark.skipif(cuda_include_dir() is None, reason="no cuda_fp16.h found: install nvidia-cuda-runtime==13.0.*")
 def test_compile_fp16_bf16_headers():
   src = '#include <cuda_fp16.h>\n#include <cuda_bf16.h>\nextern "C" __global__ void k(half* a, __nv_bfloat16* b) {\n' \
         '  a[threadIdx.x] = __hadd(a[threadIdx.x], a[0]); b[threadIdx.x] = __float2bfloat16(__bfloat162float(b[0]) * 2.0f); }\n'
-  assert rc.CUDACompiler("sm_90").compile(src)[:4] == b"\x7fELF"
+  assert CUDACompiler("sm_90").compile(src)[:4] == b"\x7fELF"
 
 def test_identity():
-  comp = rc.CUDACompiler("sm_90")
-  major, minor = rc.nvrtc_version()
+  comp = CUDACompiler("sm_90")
+  major, minor = nvrtc_version()
   assert f"nvrtc-{major}.{minor}" in comp.identity and "sm_90" in comp.identity and "-std=c++17" in comp.identity
-  assert rc.CUDACompiler("sm_80").identity != comp.identity
-  with pytest.raises(ValueError): rc.CUDACompiler("90")
+  assert CUDACompiler("sm_80").identity != comp.identity
+  with pytest.raises(ValueError): CUDACompiler("90")
 
 def test_compile_error():
   bad = 'extern "C" __global__ void broken(float* a) {\n  a[0] = 1.0f +;\n}\n'
   with pytest.raises(CompileError) as exc:
-    rc.CUDACompiler("sm_90").compile(bad)
+    CUDACompiler("sm_90").compile(bad)
   assert "error" in exc.value.message and "kernel.cu(2)" in exc.value.message   # NVRTC's log, with the line
   assert exc.value.source == bad and "a[0] = 1.0f +;" in str(exc.value)
 
 def test_compile_cached(cache_dir, monkeypatch):
-  comp = rc.CUDACompiler("sm_90")
+  comp = CUDACompiler("sm_90")
   src = SCALE_SRC + "// cache test\n"
   first = comp.compile_cached(src)
   assert list((cache_dir / "alloy" / "compile").iterdir())
@@ -89,70 +96,72 @@ def test_compile_cached(cache_dir, monkeypatch):
   assert comp.compile_cached(src) == first
 
 def test_ptx_and_disassemble():
-  comp = rc.CUDACompiler("sm_90")
+  comp = CUDACompiler("sm_90")
   ptx = comp.ptx(SCALE_SRC)
   assert ".target sm_90" in ptx and ".entry scale" in ptx
-  sass = rc.disassemble(comp.compile(SCALE_SRC))
+  sass = disassemble(comp.compile(SCALE_SRC))
   assert sass is None or "scale" in sass
 
 def test_is_available_does_not_raise():
-  assert rc.is_available() in (True, False)
+  assert is_available() in (True, False)
 
 @pytest.mark.parametrize("native", [True, False])
 def test_launch_list_encodes_once(monkeypatch, request, native):
   """CUDALaunchList against a stand-in for the driver (no GPU), with its C loop and from Python: parameters packed
   once per launch, repacked only where rebound, one writer event per call after the last launch."""
-  import ctypes, threading, types
+  import ctypes, types
   launched, recorded, fail = [], [], []
   def launch(func, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
     ptrs = (ctypes.c_void_p * 3).from_address(params)
     values = [ctypes.c_uint64.from_address(ptrs[0]).value, ctypes.c_uint64.from_address(ptrs[1]).value, ctypes.c_int32.from_address(ptrs[2]).value]
     launched.append((func, (gx, gy, gz), (bx, by, bz), shared or 0, stream, *values))
     return 700 if func in fail else 0
-  monkeypatch.setattr(rc, "driver", types.SimpleNamespace(cuLaunchKernel=lambda *args: (launch(*args) or rc._SUCCESS,), CUresult=int,
-                                                          cuCtxSetCurrent=lambda ctx: (rc._SUCCESS,), cuCtxGetCurrent=lambda: (rc._SUCCESS, 0),
-                                                          cuEventRecord=lambda ev, stream: recorded.append(ev) or (rc._SUCCESS,)))
-  monkeypatch.setattr(rc, "_tls", threading.local())
-  monkeypatch.setattr(rc, "NATIVE_LOOP", int(native))
+  stub = types.SimpleNamespace(cuLaunchKernel=lambda *args: (launch(*args) or SUCCESS,), CUresult=int,
+                               cuCtxSetCurrent=lambda ctx: (SUCCESS,), cuCtxGetCurrent=lambda: (SUCCESS, 0),
+                               cuEventRecord=lambda ev, stream: recorded.append(ev) or (SUCCESS,))
+  # the stand-in wherever these stages call the driver: the launch list, the device (as `cu`) and its context handling
+  for module, name in ((launch_list, "driver"), (cuda_device, "cu"), (cuda_driver, "driver")): monkeypatch.setattr(module, name, stub)
+  monkeypatch.setattr(cuda_driver.tls, "ctx", None, raising=False)   # the stand-in's context does not stay current
+  monkeypatch.setattr(launch_list, "NATIVE_LOOP", int(native))
   if native:   # the C loop calls the stand-in through a ctypes callback in place of libcuda's cuLaunchKernel
     c_launch = ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3)(launch)
-    monkeypatch.setattr(rc, "_cu_launch_kernel_address", lambda: ctypes.cast(c_launch, ctypes.c_void_p).value)
-    rc.native_launch_loop.cache_clear()
-    request.addfinalizer(rc.native_launch_loop.cache_clear)
-    if rc.native_launch_loop()[0] is None: pytest.skip(f"no native launch loop: {rc.native_launch_loop()[1]}")
-  dev = object.__new__(rc.CUDADevice)
+    monkeypatch.setattr(launch_list, "cu_launch_kernel_address", lambda: ctypes.cast(c_launch, ctypes.c_void_p).value)
+    native_launch_loop.cache_clear()
+    request.addfinalizer(native_launch_loop.cache_clear)
+    if native_launch_loop()[0] is None: pytest.skip(f"no native launch loop: {native_launch_loop()[1]}")
+  dev = object.__new__(CUDADevice)
   dev.name, dev.ctx, dev._ctx_id, dev.stream = "CUDA", object(), 1, 99
   dev.limits = {"block": (1024, 1024, 64), "grid": (2**31 - 1, 65535, 65535), "shared_optin": 227 << 10}
-  dev._ring, dev._ring_i, dev._writers = [f"event{i}" for i in range(rc._RING_MASK + 1)], 0, {}
+  dev.ring, dev.ring_i, dev.writers = [f"event{i}" for i in range(RING_MASK + 1)], 0, {}
   def program(name, func):   # what CUDAProgram.__init__ leaves, for a kernel (float* out, const float* a, int n)
-    p = object.__new__(rc.CUDAProgram)
+    p = object.__new__(CUDAProgram)
     p.device, p.name, p.func, p.max_threads, p.static_shared, p.max_dynamic_shared, p.num_regs = dev, name, func, 1024, 0, 48 << 10, 16
-    p.param_layout, p._blocks, p._gs, p._ls, p._g3, p._l3, p._shared = ((0, 8), (8, 8), (16, 4)), {}, None, None, (1, 1, 1), (1, 1, 1), 0
-    p._launch_dims, p._blk = (func, 1, 1, 1, 1, 1, 1, 0), rc._ParamBlock(0, 0)
+    p.param_layout, p._blocks, p._gs, p._ls, p.g3, p.l3, p._shared = ((0, 8), (8, 8), (16, 4)), {}, None, None, (1, 1, 1), (1, 1, 1), 0
+    p.launch_dims, p._blk = (func, 1, 1, 1, 1, 1, 1, 0), ParamBlock(0, 0)
     return p
   add, mul = program("add", 11), program("mul", 22)
-  ll = rc.CUDALaunchList([(add, [100, 200], (7,), (4,), (32,)), (mul, [300, 100], (7,), (2, 2), (16, 2))], dev)
+  ll = CUDALaunchList([(add, [100, 200], (7,), (4,), (32,)), (mul, [300, 100], (7,), (2, 2), (16, 2))], dev)
   assert (ll.loop is not None) == native and launched == [] and recorded == []
   ll()
   assert launched == [(11, (4, 1, 1), (32, 1, 1), 0, 99, 100, 200, 7), (22, (2, 2, 1), (16, 2, 1), 0, 99, 300, 100, 7)]
-  assert recorded == ["event0"] and dev._writers == {100: "event0", 300: "event0"}
+  assert recorded == ["event0"] and dev.writers == {100: "event0", 300: "event0"}
   launched.clear()
   ll([None, [400, 500]])
   assert [l[5:] for l in launched] == [(100, 200, 7), (400, 500, 7)] and recorded == ["event0", "event1"]
-  assert dev._writers[400] == dev._writers[100] == "event1"
+  assert dev.writers[400] == dev.writers[100] == "event1"
   launched.clear()
   ll()   # bound as last time
   assert [l[5:] for l in launched] == [(100, 200, 7), (400, 500, 7)]
   fail.append(22)
-  with pytest.raises(rc.CUDAError, match=r"cuLaunchKernel\(mul"): ll()
-  assert dev._writers[100] == "event3" and dev._writers[400] == "event2"   # the launch before the failure still counts
+  with pytest.raises(CUDAError, match=r"cuLaunchKernel\(mul"): ll()
+  assert dev.writers[100] == "event3" and dev.writers[400] == "event2"   # the launch before the failure still counts
   with pytest.raises(ValueError, match="takes 2 buffers"): ll([[1, 2, 3], None])
-  with pytest.raises(ValueError, match="threads per block"): rc.CUDALaunchList([(add, [1, 2], (7,), (1,), (2048,))], dev)
-  with pytest.raises(ValueError, match="parameters at"): rc.CUDALaunchList([(add, [1, 2], (), (1,), (32,))], dev)
+  with pytest.raises(ValueError, match="threads per block"): CUDALaunchList([(add, [1, 2], (7,), (1,), (2048,))], dev)
+  with pytest.raises(ValueError, match="parameters at"): CUDALaunchList([(add, [1, 2], (), (1,), (32,))], dev)
 
 # --- GPU ----------------------------------------------------------------------------------------------
 
-gpu = pytest.mark.skipif(not rc.is_available(), reason="no CUDA device")
+gpu = pytest.mark.skipif(not is_available(), reason="no CUDA device")
 
 @pytest.fixture(scope="module")
 def dev():
@@ -189,8 +198,8 @@ def test_register_tiled_matmul(sa, sb):
 
 @gpu
 def test_device_basics(dev):
-  assert dev.name == "CUDA" and dev.target.startswith("sm_") and dev.graph is rc.CUDAGraph
-  assert dev.compiler.arch == dev.target and dev.program_class is rc.CUDAProgram
+  assert dev.name == "CUDA" and dev.target.startswith("sm_") and dev.graph is CUDAGraph
+  assert dev.compiler.arch == dev.target and dev.program_class is CUDAProgram
 
 @gpu
 def test_elementwise_float4(dev):
@@ -261,8 +270,8 @@ def test_device_selection():
   from alloy.runtime.registry import get_device, canonical_device
   assert canonical_device("cuda:0") == "CUDA"
   assert get_device("CUDA:0").name == "CUDA"
-  assert rc.CUDADevice("CUDA:0").index == 0
-  with pytest.raises(ValueError, match="no such CUDA device"): rc.CUDADevice("CUDA:99")
+  assert CUDADevice("CUDA:0").index == 0
+  with pytest.raises(ValueError, match="no such CUDA device"): CUDADevice("CUDA:99")
 
 @gpu
 def test_async_launch(dev):
@@ -296,7 +305,7 @@ def test_replay_batches(dev, kind):
   (a, b, c), (ha, hb, hc), (t1, t2, ho) = inputs()
   launches = [(add, [t1, ha, hb], (n,), grid, block), (mul, [t2, t1, hc], (n,), grid, block), (sub, [ho, t2, ha], (n,), grid, block)]
   g = dev.graph(launches) if kind == "graph" else dev.launch_list(launches, dev)
-  assert isinstance(g, rc.CUDAGraph if kind == "graph" else rc.CUDALaunchList)
+  assert isinstance(g, CUDAGraph if kind == "graph" else CUDALaunchList)
   ref = lambda a, b, c: (a + b) * c - a
   secs = g(wait=True)
   assert isinstance(secs, float) and secs > 0
@@ -353,7 +362,7 @@ def bench():
   call = per_launch(lambda: empty(bufs, scal, g, l))
   bare = per_launch(lambda: driver.cuLaunchKernel(empty.func, 1, 1, 1, 32, 1, 1, 0, dev.stream, blk.addr, 0))
   print(f"launch overhead: Program.__call__ {call:.2f} us, bare cuLaunchKernel {bare:.2f} us (median of 5x10000, host)")
-  ev = dev._ring[0]
+  ev = dev.ring[0]
   print(f"bare cuEventRecord: {per_launch(lambda: driver.cuEventRecord(ev, dev.stream)):.2f} us")
   ll = dev.launch_list([(empty, bufs, scal, g, l)] * 100, dev)
   print(f"launch list of 100 launches: {per_launch(ll, 100) / 100:.2f} us per launch (host)")
@@ -377,7 +386,7 @@ def bench():
   for hh in hs[1:]:
     for off in range(0, nbytes, chunk.nbytes): dev.allocator.copyin(hh + off, memoryview(chunk))
   fma = dev.load("fma4", dev.compiler.compile_cached(FMA4_SRC))
-  sass = rc.disassemble(fma.binary)
+  sass = disassemble(fma.binary)
   print("fma4 SASS:", "none (no cuobjdump/nvdisasm)" if sass is None else
         f"{sass.count('LDG.E.128')} LDG.E.128, {sass.count('STG.E.128')} STG.E.128, {fma.num_regs} registers")
   run = lambda: fma(hs, (n // 4,), (1024, 1, 1), (256, 1, 1), wait=True)
@@ -391,9 +400,9 @@ def bench():
   dev.allocator.copyout(memoryview(out), hs[0])
   np.testing.assert_allclose(out, chunk * chunk + chunk, rtol=1e-6)
   def copy():
-    driver.cuEventRecord(dev._t0, dev.stream)
+    driver.cuEventRecord(dev.t0, dev.stream)
     driver.cuMemcpyDtoDAsync(hs[0], hs[1], nbytes, dev.stream)
-    return dev._elapsed_since_t0()
+    return dev.elapsed_since_t0()
   for _ in range(3): copy()
   tc = _median_time(copy, 20)
   print(f"cuMemcpyDtoD 1 GiB: {tc*1e3:.3f} ms, {2 * nbytes / tc / 1e9:.0f} GB/s (read + write)")
@@ -406,7 +415,8 @@ def bench():
     t0 = time.perf_counter(); dev.allocator.copyin(hs[0], memoryview(host)); dev.synchronize(); ti = time.perf_counter() - t0
     t0 = time.perf_counter(); dev.allocator.copyout(memoryview(back), hs[0]); to = time.perf_counter() - t0
   assert np.array_equal(back, host)
-  print(f"256 MiB: copyin {host.nbytes / ti / 1e9:.1f} GB/s, copyout {host.nbytes / to / 1e9:.1f} GB/s, host memcpy {host.nbytes / tm / 1e9:.1f} GB/s")
+  print(f"256 MiB: copyin {host.nbytes / ti / 1e9:.1f} GB/s, copyout {host.nbytes / to / 1e9:.1f} GB/s, "
+        f"host memcpy {host.nbytes / tm / 1e9:.1f} GB/s")
   for hh in hs: dev.allocator.free(hh, nbytes)
 
 if __name__ == "__main__":
@@ -421,16 +431,16 @@ def test_another_context_made_current(dev):
   a = rng.uniform(0.5, 2.0, 3000).astype(np.float32)
   ta = Tensor(a, device="CUDA").realize()
   (ta * 2 + 1).numpy()   # compiled and loaded while our context is current
-  driver = rc.driver
-  other = rc._check(driver.cuCtxCreate(None, 0, dev.cu_device), "cuCtxCreate")
+  from cuda.bindings import driver
+  other = check(driver.cuCtxCreate(None, 0, dev.cu_device), "cuCtxCreate")
   try:
     for step in ("upload", "launch", "download", "synchronize"):
-      rc._check(driver.cuCtxSetCurrent(other), "cuCtxSetCurrent")
+      check(driver.cuCtxSetCurrent(other), "cuCtxSetCurrent")
       if step == "upload": tb = Tensor(a * 3, device="CUDA").realize()
       elif step == "launch": tc = (ta * 2 + 1).realize()
       elif step == "download": np.testing.assert_allclose(tb.numpy(), a * 3, rtol=1e-6)
       else: dev.synchronize()
     np.testing.assert_allclose(tc.numpy(), a * 2 + 1, rtol=1e-6)
   finally:
-    rc._check(driver.cuCtxSetCurrent(dev.ctx), "cuCtxSetCurrent")
+    check(driver.cuCtxSetCurrent(dev.ctx), "cuCtxSetCurrent")
     driver.cuCtxDestroy(other)

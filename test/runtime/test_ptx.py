@@ -10,12 +10,13 @@ from alloy.codegen.lower import lower
 from alloy.engine import compiled
 from alloy.renderer.cuda import CUDARenderer
 from alloy.renderer.ptx import PTXFirstRenderer, PTXRenderer, Unsupported, is_ptx
-from alloy.runtime import cuda as rc
+from alloy.runtime.cuda import is_available
+from alloy.runtime.cuda.compiler import CUDACompiler, nvjitlink_version
 from alloy.runtime.device import CompileError
 from alloy.caps import DeviceCaps
 
 def _assembler():
-  try: c = rc.CUDACompiler("sm_90")
+  try: c = CUDACompiler("sm_90")
   except Exception as e: pytest.skip(f"no NVRTC: {e}")
   if not c.assembles_ptx: pytest.skip("no nvJitLink to assemble PTX")
   return c
@@ -73,11 +74,11 @@ def test_assembler_error_carries_log():
 
 def test_identity_names_both_compilers():
   c = _assembler()
-  assert "nvrtc-" in c.identity and f"nvjitlink-{rc.nvjitlink_version()}" in c.identity
+  assert "nvrtc-" in c.identity and f"nvjitlink-{nvjitlink_version()}" in c.identity
 
 # --- on the GPU ----------------------------------------------------------------------------------
 
-gpu = pytest.mark.skipif(not rc.is_available(), reason="no CUDA device")
+gpu = pytest.mark.skipif(not is_available(), reason="no CUDA device")
 
 @pytest.fixture(scope="module")
 def dev():
@@ -154,7 +155,8 @@ def test_agrees_with_cuda_c(dev, monkeypatch):
             tf.cast("uint8"), tf.cast("int64"), tf.cast("bool"), (tf > 0) ^ (ti < 0), (tf.half() * 3.1).float(),
             (tf.cast("bfloat16") + 1.7).float(), tf.maximum(tf * -1), tf.minimum(0.0), ti << 3, ti >> 5,
             i8.abs(), tf.abs().sqrt(), tf.reciprocal(), tf.rsqrt(), tf.floor(), tf.ceil(), tf.round(), tf.trunc(),
-            (tf / 3.3), tf.bitcast("int32"), ti.bitcast("float32") * 1.5, Tensor(f[:490].reshape(70, 7), device="CUDA").max(1)[0], (ti.cast("int64") * 1000003) // 7,
+            (tf / 3.3), tf.bitcast("int32"), ti.bitcast("float32") * 1.5, Tensor(f[:490].reshape(70, 7), device="CUDA").max(1)[0],
+            (ti.cast("int64") * 1000003) // 7,
             (tf > 0).where(ti, tj), ti.cast("uint32") >> 3, tf.half().sum(), (tj > 0).any(), (tj > -9).all()]
   monkeypatch.setattr(compiled, "_compiled", {})
   ptx = [t.numpy() for t in programs()]

@@ -1,0 +1,106 @@
+"""The CUDA device: CUDADevice and is_available; its stages are the other files of this folder, all through cuda-bindings.
+
+Stages (see runtime/device.py): the device renders PTX where the PTX renderer covers a kernel, else CUDA C (renderer/ptx.py);
+CUDACompiler (compiler.py) turns either into a cubin for one architecture (nvJitLink's ptxas, or NVRTC) and needs no GPU;
+CUDAProgram (program.py) loads a cubin (cuModuleLoadData) and launches it on the device's one stream; CUDAAllocator
+(allocator.py) owns device memory and the host copies; CUDAGraph (graph.py) replays a captured list of launches as one
+graph, CUDALaunchList (launch_list.py) launch by launch from a small C loop. driver.py holds the errors, the result
+checks and the context handling they share; tools.py the CUDA headers and SASS disassembly.
+
+Ordering: all device work goes on one non-blocking stream, so it runs in submission order. Every launch
+records an event and remembers it for the buffers it writes (the first `outs` buffers); copyout waits on
+that event only, so reading a buffer does not wait for unrelated later work.
+"""
+from __future__ import annotations
+import threading
+from cuda.bindings import driver as cu   # `driver` in this package is its driver.py
+from alloy.helpers import getenv
+from alloy.caps import DeviceCaps
+from alloy.renderer.cuda import CUDARenderer
+from alloy.renderer.ptx import PTXFirstRenderer
+from alloy.runtime.device import Device
+from alloy.runtime.cuda.driver import RING_MASK, SUCCESS, check, make_current
+from alloy.runtime.cuda.compiler import CUDACompiler
+from alloy.runtime.cuda.allocator import CUDAAllocator
+from alloy.runtime.cuda.program import CUDAProgram
+from alloy.runtime.cuda.graph import CUDAGraph
+from alloy.runtime.cuda.launch_list import CUDALaunchList
+
+def is_available() -> bool:
+  """True when the driver initializes and reports at least one device; never raises."""
+  try:
+    if cu.cuInit(0)[0] != SUCCESS: return False
+    err, n = cu.cuDeviceGetCount()
+    return err == SUCCESS and n > 0
+  except Exception: return False
+
+class CUDADevice(Device):
+  renderer = CUDARenderer()   # this instance's: PTX first where nvJitLink assembles it (see __init__)
+  caps = DeviceCaps(threads=True)
+  graph = CUDAGraph
+  launch_list = CUDALaunchList
+
+  def __init__(self, name: str = "CUDA"):
+    super().__init__(name)
+    self.index = int(name.partition(":")[2] or 0)
+    check(cu.cuInit(0), "cuInit")
+    count = check(cu.cuDeviceGetCount(), "cuDeviceGetCount")
+    if not 0 <= self.index < count: raise ValueError(f"{name}: no such CUDA device ({count} present)")
+    self.cu_device = check(cu.cuDeviceGet(self.index), "cuDeviceGet")
+    self.ctx = check(cu.cuDevicePrimaryCtxRetain(self.cu_device), "cuDevicePrimaryCtxRetain")
+    self._ctx_id = int(self.ctx)
+    self.activate()
+    A = cu.CUdevice_attribute
+    attr = lambda a: check(cu.cuDeviceGetAttribute(a, self.cu_device), "cuDeviceGetAttribute")
+    self.compute_capability = (attr(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), attr(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+    self.target = f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
+    self.device_name = check(cu.cuDeviceGetName(256, self.cu_device), "cuDeviceGetName").split(b"\0")[0].decode()
+    self.limits = {
+      "threads": attr(A.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+      "block": (attr(A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X), attr(A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
+                attr(A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)),
+      "grid": (attr(A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X), attr(A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
+               attr(A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)),
+      "shared": attr(A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
+      "shared_optin": attr(A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+      "sm_count": attr(A.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+    }
+    nonblocking = cu.CUstream_flags.CU_STREAM_NON_BLOCKING
+    self.stream = check(cu.cuStreamCreate(nonblocking), "cuStreamCreate")        # all kernels and copyins
+    self.copy_stream = check(cu.cuStreamCreate(nonblocking), "cuStreamCreate")   # copyouts
+    no_timing = cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
+    self.ring = [check(cu.cuEventCreate(no_timing), "cuEventCreate") for _ in range(RING_MASK + 1)]
+    self.ring_i = 0
+    self.writers: dict[int, object] = {}    # buffer -> event recorded after the last work that writes it
+    self.submitting = threading.Lock()      # held around one launch's encoding (see CUDAProgram.__call__)
+    self.t0 = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
+    self._t1 = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
+    self.compiler = CUDACompiler(self.target)
+    if self.compiler.assembles_ptx and getenv("ALLOY_PTX", 1): self.renderer = PTXFirstRenderer(self.target)
+    self.allocator = CUDAAllocator(self)
+    self.program_class = CUDAProgram
+
+  def activate(self) -> None:
+    """Make this device's context current on this thread (see make_current)."""
+    make_current(self.ctx, self._ctx_id)
+
+  def mark_written(self, buffers) -> None:
+    ev = self.ring[self.ring_i]
+    self.ring_i = (self.ring_i + 1) & RING_MASK
+    check(cu.cuEventRecord(ev, self.stream), "cuEventRecord")
+    self.writers.update(dict.fromkeys(buffers, ev))
+
+  def elapsed_since_t0(self) -> float:
+    check(cu.cuEventRecord(self._t1, self.stream), "cuEventRecord")
+    check(cu.cuEventSynchronize(self._t1), "cuEventSynchronize")
+    return check(cu.cuEventElapsedTime(self.t0, self._t1), "cuEventElapsedTime") * 1e-3
+
+  def synchronize(self) -> None:
+    self.activate()
+    check(cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+    # the copy stream needs no wait: copyout returns only after its last copy has landed
+    self.writers.clear()
+
+  def __repr__(self): return f"<Device {self.name} {getattr(self, 'device_name', '')} target={self.target}>"
+
+DEVICE_CLASS = CUDADevice

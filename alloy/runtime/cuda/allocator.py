@@ -1,0 +1,122 @@
+"""CUDAAllocator: device memory through cuMemAlloc (handles are device pointers, ints) with the LRU cache, and the
+host copies: copyin through a few pinned staging chunks in flight on the device's stream, copyout double-buffered on
+the copy stream after the event of the buffer's last writer, transfer device to device."""
+from __future__ import annotations
+import ctypes
+from typing import TYPE_CHECKING
+from cuda.bindings import driver
+from alloy.helpers import getenv
+from alloy.runtime.device import DeviceOutOfMemory, LRUAllocator
+from alloy.runtime.cuda.driver import SUCCESS, CUDAError, check
+if TYPE_CHECKING: from alloy.runtime.cuda import CUDADevice
+
+_STAGING_CHUNK = 32 << 20   # pinned staging buffers are this big (or smaller for small copies)
+_STAGING_MAX = 4            # copyin may have this many chunks in flight
+
+class _Pinned:
+  """One pinned host buffer (cuMemHostAlloc) with a byte memoryview over it, and the event of its last use."""
+  def __init__(self, nbytes: int):
+    self.nbytes = nbytes
+    self.ptr = check(driver.cuMemHostAlloc(nbytes, 0), "cuMemHostAlloc")
+    self.view = memoryview((ctypes.c_char * nbytes).from_address(int(self.ptr))).cast("B")
+    self.event = None   # recorded after the async copy that reads it; None when idle
+
+class CUDAAllocator(LRUAllocator):
+  """Device memory through cuMemAlloc; handles are ints (device pointers)."""
+  def __init__(self, device: "CUDADevice", max_cached_bytes: int = getenv("ALLOY_CUDA_LRU_BYTES", 4 << 30)):
+    super().__init__(max_cached_bytes)
+    self.device = device
+    self._in_staging: list[_Pinned] = []    # copyin chunks, oldest use first
+    self._out_staging: list[_Pinned] = []   # two chunks for double-buffered copyout
+    self._out_events: list = []
+
+  def _alloc(self, nbytes: int) -> int:
+    self.device.activate()
+    err, ptr = driver.cuMemAlloc(max(nbytes, 1))
+    if err == SUCCESS: return int(ptr)
+    if err == driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY or err == driver.CUresult.CUDA_ERROR_INVALID_VALUE:
+      free, total = check(driver.cuMemGetInfo(), "cuMemGetInfo")
+      if err == driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY or nbytes > free:
+        raise DeviceOutOfMemory(f"{self.device.name}: out of memory allocating {nbytes} bytes ({nbytes/2**30:.2f} GiB); "
+                                f"{free} bytes ({free/2**30:.2f} GiB) free of {total} ({total/2**30:.2f} GiB), "
+                                f"{self.cached_bytes} bytes held in the LRU cache")
+    raise CUDAError(err, f"cuMemAlloc({nbytes})")
+
+  def _free(self, handle: int, nbytes: int) -> None:
+    self.device.activate()
+    self.device.writers.pop(handle, None)
+    check(driver.cuMemFree(handle), "cuMemFree")
+
+  def _staging_in(self, nbytes: int) -> _Pinned:
+    """A pinned buffer of at least nbytes whose previous copy has finished."""
+    for i, buf in enumerate(self._in_staging):
+      if buf.nbytes >= nbytes and (buf.event is None or driver.cuEventQuery(buf.event)[0] == SUCCESS):
+        self._in_staging.append(self._in_staging.pop(i))   # most recently used last
+        return buf
+    if len(self._in_staging) >= _STAGING_MAX:   # all busy or too small: retire the oldest
+      old = self._in_staging.pop(0)
+      if old.event is not None: check(driver.cuEventSynchronize(old.event), "cuEventSynchronize")
+      if old.nbytes >= nbytes:
+        self._in_staging.append(old)
+        return old
+      check(driver.cuMemFreeHost(old.ptr), "cuMemFreeHost")
+      if old.event is not None: driver.cuEventDestroy(old.event)
+    buf = _Pinned(max(nbytes, 1 << 16))
+    self._in_staging.append(buf)
+    return buf
+
+  def copyin(self, handle: int, src: memoryview) -> None:
+    """Host -> device, asynchronous on the device's stream; src may be reused as soon as this returns."""
+    dev = self.device
+    dev.activate()
+    src = memoryview(src).cast("B") if not (isinstance(src, memoryview) and src.format == "B" and src.ndim == 1) else src
+    nbytes, off = src.nbytes, 0
+    while off < nbytes:
+      n = min(_STAGING_CHUNK, nbytes - off)
+      buf = self._staging_in(n)
+      buf.view[:n] = src[off:off + n]
+      check(driver.cuMemcpyHtoDAsync(handle + off, buf.ptr, n, dev.stream), "cuMemcpyHtoDAsync")
+      if buf.event is None: buf.event = check(driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+      check(driver.cuEventRecord(buf.event, dev.stream), "cuEventRecord")
+      off += n
+    dev.mark_written((handle,))
+
+  def copyout(self, dst: memoryview, handle: int) -> None:
+    """Device -> host. Waits only for the last work that wrote this buffer, then copies (double-buffered)."""
+    dev = self.device
+    dev.activate()
+    dst = memoryview(dst).cast("B") if not (isinstance(dst, memoryview) and dst.format == "B" and dst.ndim == 1) else dst
+    if (ev := dev.writers.get(handle)) is not None: check(driver.cuEventSynchronize(ev), "cuEventSynchronize")
+    nbytes = dst.nbytes
+    if not self._out_staging:
+      self._out_staging = [_Pinned(_STAGING_CHUNK) for _ in range(2)]
+      self._out_events = [check(driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate") for _ in range(2)]
+    pending = None   # (staging index, offset, size) copied on the device, not yet to dst
+    off, k = 0, 0
+    while off < nbytes or pending is not None:
+      if off < nbytes:
+        n = min(_STAGING_CHUNK, nbytes - off)
+        buf = self._out_staging[k & 1]
+        check(driver.cuMemcpyDtoHAsync(buf.ptr, handle + off, n, dev.copy_stream), "cuMemcpyDtoHAsync")
+        check(driver.cuEventRecord(self._out_events[k & 1], dev.copy_stream), "cuEventRecord")
+        nxt = (k & 1, off, n)
+        off, k = off + n, k + 1
+      else: nxt = None
+      if pending is not None:
+        i, o, n = pending
+        check(driver.cuEventSynchronize(self._out_events[i]), "cuEventSynchronize")
+        dst[o:o + n] = self._out_staging[i].view[:n]
+      pending = nxt
+
+  def transfer(self, dst: int, src: int, nbytes: int) -> None:
+    """Device -> device on the same device, asynchronous on the stream."""
+    self.device.activate()
+    check(driver.cuMemcpyDtoDAsync(dst, src, nbytes, self.device.stream), "cuMemcpyDtoDAsync")
+    self.device.mark_written((dst,))
+
+  def free_staging(self) -> None:
+    self.device.synchronize()
+    for buf in self._in_staging + self._out_staging:
+      driver.cuMemFreeHost(buf.ptr)
+      if buf.event is not None: driver.cuEventDestroy(buf.event)
+    self._in_staging, self._out_staging = [], []

@@ -1,0 +1,128 @@
+"""CUDAProgram: a kernel loaded from a cubin, its limits checked per launch shape, launched on the device's stream;
+ParamBlock: the kernel parameters of one launch, packed where cuLaunchKernel (and a graph node) reads them."""
+from __future__ import annotations
+import ctypes, struct, sys
+from typing import TYPE_CHECKING
+from cuda.bindings import driver
+from alloy.helpers import DEBUG
+from alloy.runtime.device import Program
+from alloy.runtime.cuda.driver import CONTEXT_ERRORS, RING_MASK, SUCCESS, CUDAError, check, tls
+from alloy.runtime.cuda.tools import disassemble
+if TYPE_CHECKING: from alloy.runtime.cuda import CUDADevice
+
+class ParamBlock:
+  """Kernel parameter storage for one (nbuffers, nscalars) shape: a ctypes buffer the values are packed into
+  (pointers as 8 bytes, then int32 scalars), and a void** array pointing at each value, whose address (`addr`)
+  is cuLaunchKernel's kernelParams. (Passing one packed buffer through `extra` instead measured no faster.)"""
+  def __init__(self, nbuf: int, nscal: int):
+    self.nbuf, self.nscal = nbuf, nscal
+    self.packer = struct.Struct("<" + "Q" * nbuf + "i" * nscal)
+    self.storage = ctypes.create_string_buffer(max(self.packer.size, 8))
+    self.pack_into = self.packer.pack_into
+    base = ctypes.addressof(self.storage)
+    self.offsets = [8 * i for i in range(nbuf)] + [8 * nbuf + 4 * j for j in range(nscal)]
+    self.ptrs = (ctypes.c_void_p * max(len(self.offsets), 1))(*[base + o for o in self.offsets])
+    self.addr = ctypes.addressof(self.ptrs) if self.offsets else 0
+  def pack(self, buffers, scalars):
+    try: self.pack_into(self.storage, 0, *buffers, *scalars)
+    except struct.error:   # CUdeviceptr objects, numpy ints, ...: convert and retry
+      self.pack_into(self.storage, 0, *[int(b) for b in buffers], *[int(s) for s in scalars])
+
+class CUDAProgram(Program):
+  """A kernel loaded from a cubin. __call__(buffers, scalars, global_size=blocks, local_size=threads) launches
+  on the device's stream and returns at once; wait=True blocks and returns device seconds (CUDA events)."""
+  def __init__(self, device: "CUDADevice", name: str, binary: bytes):
+    self.device, self.name, self.binary = device, name, binary
+    device.activate()
+    if DEBUG >= 6 and (sass := disassemble(binary)): print(sass, file=sys.stderr)
+    self.module = check(driver.cuModuleLoadData(binary), f"cuModuleLoadData({name})")
+    self.func = check(driver.cuModuleGetFunction(self.module, name.encode()), f"cuModuleGetFunction({name})")
+    attr = lambda a: check(driver.cuFuncGetAttribute(a, self.func), "cuFuncGetAttribute")
+    A = driver.CUfunction_attribute
+    self.max_threads = attr(A.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+    self.static_shared = attr(A.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+    self.max_dynamic_shared = attr(A.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    self.num_regs = attr(A.CU_FUNC_ATTRIBUTE_NUM_REGS)
+    self.local_bytes = attr(A.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
+    self.param_layout = self._param_layout()
+    self._blocks: dict[tuple[int, int], ParamBlock] = {}
+    self._gs = self._ls = None          # the last (validated) launch dimensions as given
+    self.g3 = self.l3 = (1, 1, 1)
+    self._shared = 0
+    self.launch_dims = (self.func, 1, 1, 1, 1, 1, 1, 0)   # func, grid xyz, block xyz, dynamic shared bytes
+    self._blk = ParamBlock(0, 0)                           # the block of the last launch's parameter shape
+
+  def _param_layout(self) -> tuple[tuple[int, int], ...] | None:
+    """(offset, size) of each kernel parameter (cuFuncGetParamInfo, driver >= 12.4), or None if unknown."""
+    layout = []
+    for i in range(4096):
+      try: err, offset, size = driver.cuFuncGetParamInfo(self.func, i)
+      except Exception: return None
+      if err != SUCCESS: return tuple(layout) if err == driver.CUresult.CUDA_ERROR_INVALID_VALUE else None
+      layout.append((offset, size))
+    return tuple(layout)
+
+  def check_params(self, blk: ParamBlock) -> None:
+    if self.param_layout is None: return
+    want = tuple(zip(blk.offsets, (8,) * blk.nbuf + (4,) * blk.nscal))
+    if want != self.param_layout:
+      raise ValueError(f"{self.name}: takes parameters at (offset, size) {self.param_layout}, given {blk.nbuf} buffers "
+                       f"(8 bytes) and {blk.nscal} int32 scalars (4 bytes) laid out as {want}")
+
+  def _block(self, nbuf: int, nscal: int) -> ParamBlock:
+    blk = ParamBlock(nbuf, nscal)
+    self.check_params(blk)
+    self._blocks[(nbuf, nscal)] = blk
+    return blk
+
+  def set_dims(self, global_size, local_size, shared: int = 0) -> None:
+    """Check a launch shape against the function's and the device's limits; remember it once valid."""
+    g3 = tuple(int(x) for x in global_size) + (1,) * (3 - len(global_size))
+    l3 = tuple(int(x) for x in local_size) + (1,) * (3 - len(local_size))
+    if len(g3) != 3 or len(l3) != 3: raise ValueError(f"{self.name}: global_size and local_size take at most 3 dimensions")
+    lim = self.device.limits
+    threads = l3[0] * l3[1] * l3[2]
+    if threads > self.max_threads:
+      raise ValueError(f"{self.name}: {threads} threads per block (local_size {l3}) exceeds this kernel's limit "
+                       f"CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK={self.max_threads} ({self.num_regs} registers per thread)")
+    for d, axis in enumerate("xyz"):
+      if not 1 <= l3[d] <= lim["block"][d]:
+        raise ValueError(f"{self.name}: local_size[{d}]={l3[d]} outside 1..{lim['block'][d]} (max block dim {axis})")
+      if not 1 <= g3[d] <= lim["grid"][d]:
+        raise ValueError(f"{self.name}: global_size[{d}]={g3[d]} blocks outside 1..{lim['grid'][d]} (max grid dim {axis})")
+    if shared < 0 or self.static_shared + shared > lim["shared_optin"]:
+      raise ValueError(f"{self.name}: {self.static_shared} static + {shared} dynamic bytes of shared memory exceeds the "
+                       f"per-block limit {lim['shared_optin']} (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)")
+    if shared > self.max_dynamic_shared:
+      check(driver.cuFuncSetAttribute(self.func, driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared),
+             "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+      self.max_dynamic_shared = shared
+    self._gs, self._ls, self.g3, self.l3, self._shared = global_size, local_size, g3, l3, shared
+    self.launch_dims = (self.func, *g3, *l3, shared)
+
+  def __call__(self, buffers, scalars=(), global_size=(1, 1, 1), local_size=(1, 1, 1), wait: bool = False, outs: int = 1,
+               shared: int = 0) -> float | None:
+    dev = self.device
+    if tls.__dict__.get("ctx") is not dev.ctx: dev.activate()
+    with dev.submitting:   # threads take turns: the parameter block, the launch shape and the event ring are shared
+      if global_size != self._gs or local_size != self._ls or shared != self._shared: self.set_dims(global_size, local_size, shared)
+      blk = self._blk
+      if blk.nbuf != len(buffers) or blk.nscal != len(scalars):
+        blk = self._blk = self._blocks.get((len(buffers), len(scalars))) or self._block(len(buffers), len(scalars))
+      try: blk.pack_into(blk.storage, 0, *buffers, *scalars)
+      except struct.error: blk.pack(buffers, scalars)
+      if wait: driver.cuEventRecord(dev.t0, dev.stream)
+      err, = driver.cuLaunchKernel(*self.launch_dims, dev.stream, blk.addr, 0)
+      if err in CONTEXT_ERRORS:   # our context is no longer current: make it so and launch again
+        dev.activate()
+        if wait: driver.cuEventRecord(dev.t0, dev.stream)
+        err, = driver.cuLaunchKernel(*self.launch_dims, dev.stream, blk.addr, 0)
+      if err != SUCCESS: raise CUDAError(err, f"cuLaunchKernel({self.name}, grid={self.g3}, block={self.l3})")
+      # remember which event completes the writes of the output buffers
+      ev = dev.ring[dev.ring_i]
+      dev.ring_i = (dev.ring_i + 1) & RING_MASK
+      driver.cuEventRecord(ev, dev.stream)
+      writers = dev.writers
+      for b in (buffers[:outs] if outs != 1 else (buffers[0],) if buffers else ()): writers[b if type(b) is int else int(b)] = ev
+      if wait: return dev.elapsed_since_t0()
+    return None
