@@ -26,13 +26,15 @@ from alloy.runtime.cuda.program import CUDAProgram
 from alloy.runtime.cuda.graph import CUDAGraph
 from alloy.runtime.cuda.launch_list import CUDALaunchList
 
-def is_available() -> bool:
-  """True when the driver initializes and reports at least one device; never raises."""
+def unavailable_reason() -> str:
+  """Why the CUDA device cannot run here ("" when it can); never raises."""
   try:
-    if cu.cuInit(0)[0] != SUCCESS: return False
+    if (err := cu.cuInit(0)[0]) != SUCCESS: return f"the NVIDIA driver does not initialize (cuInit: {err.name})"
     err, n = cu.cuDeviceGetCount()
-    return err == SUCCESS and n > 0
-  except Exception: return False
+    return "" if err == SUCCESS and n > 0 else "the NVIDIA driver reports no GPU"
+  except Exception as e: return f"the NVIDIA driver could not be loaded ({e})"
+
+def is_available() -> bool: return not unavailable_reason()
 
 class CUDADevice(Device):
   renderer = CUDARenderer()   # this instance's: PTX first where nvJitLink assembles it (see __init__)
@@ -73,6 +75,8 @@ class CUDADevice(Device):
     self.ring_i = 0
     self.writers: dict[int, object] = {}    # buffer -> event recorded after the last work that writes it
     self.submitting = threading.Lock()      # held around one launch's encoding (see CUDAProgram.__call__)
+    # backpressure's fences: at most two are open, and a new one is made only after the one before the last was waited on
+    self.fence_events, self.fence_i = [check(cu.cuEventCreate(no_timing), "cuEventCreate") for _ in range(2)], 0
     self.t0 = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
     self._t1 = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
     self.compiler = CUDACompiler(self.target)
@@ -89,6 +93,14 @@ class CUDADevice(Device):
     self.ring_i = (self.ring_i + 1) & RING_MASK
     check(cu.cuEventRecord(ev, self.stream), "cuEventRecord")
     self.writers.update(dict.fromkeys(buffers, ev))
+
+  def fence(self):
+    ev = self.fence_events[self.fence_i]
+    self.fence_i ^= 1
+    self.activate()
+    check(cu.cuEventRecord(ev, self.stream), "cuEventRecord")
+    return ev
+  def wait_fence(self, fence) -> None: check(cu.cuEventSynchronize(fence), "cuEventSynchronize")
 
   def elapsed_since_t0(self) -> float:
     check(cu.cuEventRecord(self._t1, self.stream), "cuEventRecord")
