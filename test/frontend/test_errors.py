@@ -69,7 +69,7 @@ def _run(code: str, **env):
   ({"JIT": "abc"}, "import alloy", "environment variable JIT='abc': expected int"),
   ({"DEBUG": "high"}, "import alloy", "environment variable DEBUG='high': expected int"),
   ({"ALLOY_METAL_SW_ORDER": "bogus"}, "import alloy.runtime.metal.software.options", "ALLOY_METAL_SW_ORDER='bogus': expected one of forward"),
-  ({"CC": "/nonexistent/cc"}, "import alloy; (alloy.Tensor([1.0]) + 1).numpy()", "CC='/nonexistent/cc' names no C compiler"),
+  ({"CC": "/nonexistent/cc", "DEV": "CPU"}, "import alloy; (alloy.Tensor([1.0]) + 1).numpy()", "CC='/nonexistent/cc' names no C compiler"),
   ({"DEV": "TPU"}, "import alloy; alloy.Tensor([1.0])", "unknown device 'TPU'; choose one of CPU, CUDA, METAL"),
 ])
 def test_bad_environment_is_named(env, code, message):
