@@ -1,5 +1,7 @@
 """The METAL device's runtime: errors, limits, host-access ordering, graphs (indirect command buffers), target.
 On machines without Apple GPUs this runs on the software Metal device."""
+import os, subprocess, sys, textwrap
+from pathlib import Path
 import numpy as np, pytest
 from alloy import Tensor
 from alloy.runtime.device import CompileError
@@ -34,6 +36,13 @@ def read(dev, h, n, dtype=np.float32):
   out = np.empty(n, dtype)
   dev.allocator.copyout(memoryview(out).cast("B"), h)
   return out
+
+ROOT = Path(__file__).resolve().parents[2]
+
+def run_script(script: str, timeout: float = 120) -> subprocess.CompletedProcess:
+  """script in a fresh Python process on this checkout (a fresh process: no device exists yet), killed after timeout seconds."""
+  return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                        capture_output=True, text=True, timeout=timeout)
 
 def test_target_and_default(dev, monkeypatch):
   from alloy.runtime import metal
@@ -142,3 +151,37 @@ def test_msl_version_follows_macos():
   assert msl_version("15.1") == (3, 2) and msl_version("14.6.1") == (3, 1) and msl_version("13.0") == (3, 0)
   assert msl_version("12.7") == (2, 4) and msl_version("26.0") == (3, 2) and msl_version("") == (2, 3)
   assert msl_std_flag((3, 1)) == "-std=metal3.1" and msl_std_flag((2, 4)) == "-std=macos-metal2.4"
+
+def test_threads_get_right_values():
+  # threads that make their first METAL tensor at once (when the device does not exist yet) used to get two device objects
+  # with separate books of which command buffer writes which buffer: a read then waited for nothing and saw zeros or stale
+  # values. Here 3 threads x 150 checked ops (elementwise, matmul, sum), while another thread keeps synchronizing.
+  proc = run_script("""
+    import threading, numpy as np, alloy
+    from alloy import Tensor
+    THREADS, OPS = 3, 150
+    start, stop, wrong, errors = threading.Barrier(THREADS + 1), threading.Event(), [], []
+    def work(k):
+      rng = np.random.default_rng(k)
+      start.wait()
+      try:
+        for i in range(OPS):
+          a, b = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+          x = Tensor(a, device="METAL")
+          if i % 3 == 0: got, want = (x + 1).numpy(), a + 1
+          elif i % 3 == 1: got, want = (x @ Tensor(b, device="METAL")).numpy(), a @ b
+          else: got, want = x.sum(1).numpy(), a.sum(1)
+          if not np.allclose(got, want, atol=1e-4): wrong.append((k, i))
+      except Exception as e: errors.append(repr(e))
+    def sync():
+      start.wait()
+      while not stop.is_set(): alloy.synchronize("METAL")
+    workers = [threading.Thread(target=work, args=(k,)) for k in range(THREADS)]
+    syncer = threading.Thread(target=sync)
+    for t in [*workers, syncer]: t.start()
+    for t in workers: t.join()
+    stop.set(); syncer.join()
+    print("wrong", len(wrong), "of", THREADS * OPS, "errors", errors[:3])
+  """)
+  assert proc.returncode == 0, proc.stderr
+  assert proc.stdout.split()[:2] == ["wrong", "0"] and "errors []" in proc.stdout, proc.stdout

@@ -61,7 +61,7 @@ class WorkerProcess:
     child_fds.close()
     self.known_buffers: set[int] = set()
     self.known_pipelines: set[int] = set()
-    self.frees: list[int] = []
+    self.frees: collections.deque = collections.deque()   # buffer ids to unmap; appended by any thread (a finaliser), drained by _send
 
   def crash_site(self) -> tuple[int, str]:
     seq, _, n = struct.unpack_from("<QII", self.status, 0)
@@ -82,7 +82,8 @@ SIGNAL_HINTS = {"SIGFPE": " (integer division by zero or overflow?)", "SIGSEGV":
                 "SIGBUS": " (misaligned or out-of-bounds access?)", "SIGILL": " (undefined behaviour trap?)"}
 
 class Host:
-  """Sends committed command buffers to the worker in order and collects their completions."""
+  """Sends committed command buffers to the worker in order and collects their completions. Thread-safe: one lock
+  around submitting, polling and waiting (a wait holds it while it reads completions)."""
   def __init__(self):
     self.lock = threading.RLock()
     self.worker: WorkerProcess | None = None
@@ -100,6 +101,7 @@ class Host:
   def worker_pid(self) -> int | None: return None if self.worker is None else self.worker.proc.pid
 
   def buffer_freed(self, bid: int) -> None:
+    """Called from a buffer's finaliser, in whatever thread collects it: takes no lock."""
     w = self.worker
     if w is not None and bid in w.known_buffers:
       w.known_buffers.discard(bid)
@@ -126,7 +128,7 @@ class Host:
         packets += 1
       new_psos = [(p._id, p._so_path, p._name, int(p._fiber)) for p in pipelines if p._id not in w.known_pipelines]
       w.known_pipelines.update(p[0] for p in new_psos)
-      frees, w.frees = w.frees, []
+      frees = [w.frees.popleft() for _ in range(len(w.frees))]
       send_msg(w.data, ("run", cb._seq, packets, frees, new_psos, cb._wire_items()))
     except OSError:
       self._handle_death()
