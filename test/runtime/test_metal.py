@@ -198,3 +198,32 @@ def test_exit_with_work_in_flight_is_quiet():
   """)
   assert proc.returncode == 0 and float(proc.stdout) == 4096 * 4095, proc.stdout + proc.stderr
   assert proc.stderr == "", proc.stderr
+
+def test_buffer_dying_in_a_reference_cycle_does_not_break_the_device():
+  # The cycle collector runs every finaliser of the cycle in one pass: the software buffer's (closing its memory) and
+  # Buffer.__del__'s (handing that buffer back to the allocator's cache). The next allocation got the dead buffer, its
+  # submission failed in send_fds with a TypeError after the command buffer was counted as sent, and the next wait hung.
+  # A finalised buffer must never be handed out again, and a submission that fails must leave the device working.
+  proc = run_script("""
+    import gc, numpy as np, alloy
+    from alloy import Tensor
+    def f():
+      try: t = Tensor(np.ones(4, np.float32), device="METAL"); t.numpy(); raise ValueError
+      except ValueError as e: return e
+    e = f(); e.cycle = e; alloy.synchronize("METAL"); del e; gc.collect()
+    print((Tensor(np.ones(4, np.float32), device="METAL") * 3).numpy().tolist())
+    dev = alloy.get_device("METAL")
+    if dev.software:   # a submission that fails (it binds a freed buffer) raises, and later work still runs
+      freed = dev.mtl_device.newBufferWithLength_options_(16, 0)
+      freed.__del__()
+      cb = dev.queue.commandBuffer()
+      cb.blitCommandEncoder().copyFromBuffer_sourceOffset_toBuffer_destinationOffset_size_(freed, 0, dev.allocator.alloc(16), 0, 16)
+      try: cb.commit()
+      except dev.mtl.MetalValidationError as err: print("refused:", "freed" in str(err))
+      cb.waitUntilCompleted()
+    print((Tensor(np.arange(4, dtype=np.float32), device="METAL") + 1).numpy().tolist())
+  """, timeout=60)
+  assert proc.returncode == 0, proc.stderr
+  lines = proc.stdout.splitlines()
+  assert lines[0] == "[3.0, 3.0, 3.0, 3.0]" and lines[-1] == "[1.0, 2.0, 3.0, 4.0]", proc.stdout
+  if len(lines) == 3: assert lines[1] == "refused: True", proc.stdout

@@ -10,7 +10,7 @@ import atexit, collections, contextlib, itertools, mmap, os, pickle, select, sig
 from pathlib import Path
 from typing import TYPE_CHECKING
 from alloy.runtime.metal.software import compiler
-from alloy.runtime.metal.software.errors import MetalExecutionError, MetalKernelCrash, MetalKernelTimeout
+from alloy.runtime.metal.software.errors import MetalError, MetalExecutionError, MetalKernelCrash, MetalKernelTimeout, MetalValidationError
 from alloy.runtime.metal.software.options import OPTIONS
 if TYPE_CHECKING: from alloy.runtime.metal.software.commands import CommandBuffer
 
@@ -112,13 +112,21 @@ class Host:
       self._poll()
       while len(self.inflight) >= MAX_INFLIGHT: self._read_one(None)
       cb._seq = next(self.seq)
-      self._send(cb)
+      try: self._send(cb)
+      except BaseException as e:   # not sent: the command buffer fails, the books stay as they were
+        cb._finish(e if isinstance(e, MetalError) else MetalExecutionError(f"submitting the command buffer failed: {e!r}"), 0.0, 0.0)
+        raise
 
   def _send(self, cb: "CommandBuffer") -> None:
+    """Sends one command buffer and books it in flight; anything that can refuse it is checked before a byte is sent
+    (a partial send would leave buffer packets the worker reads for the next command buffer)."""
     w = self._worker()
+    buffers, pipelines = cb._resources()
+    if (freed := next((b for b in buffers if b.finalized), None)) is not None:
+      raise MetalValidationError(f"commit: the command buffer uses a buffer of {freed._length} bytes that was already freed")
+    items = cb._wire_items()
     self.inflight.append(cb)
     try:
-      buffers, pipelines = cb._resources()
       new = [b for b in buffers if b._id not in w.known_buffers]
       packets = 0
       for i in range(0, len(new), 200):
@@ -129,9 +137,13 @@ class Host:
       new_psos = [(p._id, p._so_path, p._name, int(p._fiber)) for p in pipelines if p._id not in w.known_pipelines]
       w.known_pipelines.update(p[0] for p in new_psos)
       frees = [w.frees.popleft() for _ in range(len(w.frees))]
-      send_msg(w.data, ("run", cb._seq, packets, frees, new_psos, cb._wire_items()))
-    except OSError:
+      send_msg(w.data, ("run", cb._seq, packets, frees, new_psos, items))
+    except OSError:   # the worker died: a fresh one runs what is in flight, this command buffer included
       self._handle_death()
+    except BaseException:   # sent in part if at all (an interrupt): the worker's stream is not to be trusted, a fresh one runs the rest
+      self.inflight.remove(cb)
+      self._handle_death()
+      raise
 
   def _read_one(self, timeout: float | None) -> bool:
     """Reads one completion (or notices the worker's death). False when timeout passed first."""
