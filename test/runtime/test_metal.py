@@ -1,5 +1,7 @@
 """The METAL device's runtime: errors, limits, host-access ordering, graphs (indirect command buffers), target.
 On machines without Apple GPUs this runs on the software Metal device."""
+import os, subprocess, sys, textwrap
+from pathlib import Path
 import numpy as np, pytest
 from alloy import Tensor
 from alloy.runtime.device import CompileError
@@ -34,6 +36,13 @@ def read(dev, h, n, dtype=np.float32):
   out = np.empty(n, dtype)
   dev.allocator.copyout(memoryview(out).cast("B"), h)
   return out
+
+ROOT = Path(__file__).resolve().parents[2]
+
+def run_script(script: str, timeout: float = 120) -> subprocess.CompletedProcess:
+  """script in a fresh Python process on this checkout (a fresh process: no device exists yet), killed after timeout seconds."""
+  return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                        capture_output=True, text=True, timeout=timeout)
 
 def test_target_and_default(dev, monkeypatch):
   from alloy.runtime import metal
@@ -142,3 +151,79 @@ def test_msl_version_follows_macos():
   assert msl_version("15.1") == (3, 2) and msl_version("14.6.1") == (3, 1) and msl_version("13.0") == (3, 0)
   assert msl_version("12.7") == (2, 4) and msl_version("26.0") == (3, 2) and msl_version("") == (2, 3)
   assert msl_std_flag((3, 1)) == "-std=metal3.1" and msl_std_flag((2, 4)) == "-std=macos-metal2.4"
+
+def test_threads_get_right_values():
+  # threads that make their first METAL tensor at once (when the device does not exist yet) used to get two device objects
+  # with separate books of which command buffer writes which buffer: a read then waited for nothing and saw zeros or stale
+  # values. Here 3 threads x 150 checked ops (elementwise, matmul, sum), while another thread keeps synchronizing.
+  proc = run_script("""
+    import threading, numpy as np, alloy
+    from alloy import Tensor
+    THREADS, OPS = 3, 150
+    start, stop, wrong, errors = threading.Barrier(THREADS + 1), threading.Event(), [], []
+    def work(k):
+      rng = np.random.default_rng(k)
+      start.wait()
+      try:
+        for i in range(OPS):
+          a, b = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+          x = Tensor(a, device="METAL")
+          if i % 3 == 0: got, want = (x + 1).numpy(), a + 1
+          elif i % 3 == 1: got, want = (x @ Tensor(b, device="METAL")).numpy(), a @ b
+          else: got, want = x.sum(1).numpy(), a.sum(1)
+          if not np.allclose(got, want, atol=1e-4): wrong.append((k, i))
+      except Exception as e: errors.append(repr(e))
+    def sync():
+      start.wait()
+      while not stop.is_set(): alloy.synchronize("METAL")
+    workers = [threading.Thread(target=work, args=(k,)) for k in range(THREADS)]
+    syncer = threading.Thread(target=sync)
+    for t in [*workers, syncer]: t.start()
+    for t in workers: t.join()
+    stop.set(); syncer.join()
+    print("wrong", len(wrong), "of", THREADS * OPS, "errors", errors[:3])
+  """)
+  assert proc.returncode == 0, proc.stderr
+  assert proc.stdout.split()[:2] == ["wrong", "0"] and "errors []" in proc.stdout, proc.stdout
+
+def test_exit_with_work_in_flight_is_quiet():
+  # the process ends with command buffers the software worker is still running or has not read yet: closing the host's
+  # sockets under it used to print the worker's ConnectionResetError / BrokenPipeError traceback
+  proc = run_script("""
+    import numpy as np
+    from alloy import Tensor
+    x = Tensor(np.arange(4096, dtype=np.float32), device="METAL")
+    print((x * 2).sum().numpy())
+    for _ in range(20): x = (x + 1).realize()   # launched, never read
+  """)
+  assert proc.returncode == 0 and float(proc.stdout) == 4096 * 4095, proc.stdout + proc.stderr
+  assert proc.stderr == "", proc.stderr
+
+def test_buffer_dying_in_a_reference_cycle_does_not_break_the_device():
+  # The cycle collector runs every finaliser of the cycle in one pass: the software buffer's (closing its memory) and
+  # Buffer.__del__'s (handing that buffer back to the allocator's cache). The next allocation got the dead buffer, its
+  # submission failed in send_fds with a TypeError after the command buffer was counted as sent, and the next wait hung.
+  # A finalised buffer must never be handed out again, and a submission that fails must leave the device working.
+  proc = run_script("""
+    import gc, numpy as np, alloy
+    from alloy import Tensor
+    def f():
+      try: t = Tensor(np.ones(4, np.float32), device="METAL"); t.numpy(); raise ValueError
+      except ValueError as e: return e
+    e = f(); e.cycle = e; alloy.synchronize("METAL"); del e; gc.collect()
+    print((Tensor(np.ones(4, np.float32), device="METAL") * 3).numpy().tolist())
+    dev = alloy.get_device("METAL")
+    if dev.software:   # a submission that fails (it binds a freed buffer) raises, and later work still runs
+      freed = dev.mtl_device.newBufferWithLength_options_(16, 0)
+      freed.__del__()
+      cb = dev.queue.commandBuffer()
+      cb.blitCommandEncoder().copyFromBuffer_sourceOffset_toBuffer_destinationOffset_size_(freed, 0, dev.allocator.alloc(16), 0, 16)
+      try: cb.commit()
+      except dev.mtl.MetalValidationError as err: print("refused:", "freed" in str(err))
+      cb.waitUntilCompleted()
+    print((Tensor(np.arange(4, dtype=np.float32), device="METAL") + 1).numpy().tolist())
+  """, timeout=60)
+  assert proc.returncode == 0, proc.stderr
+  lines = proc.stdout.splitlines()
+  assert lines[0] == "[3.0, 3.0, 3.0, 3.0]" and lines[-1] == "[1.0, 2.0, 3.0, 4.0]", proc.stdout
+  if len(lines) == 3: assert lines[1] == "refused: True", proc.stdout

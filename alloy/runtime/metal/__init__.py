@@ -14,7 +14,7 @@ buffer for the buffers it binds (users) and writes (writers): copyout waits for 
 also for the readers, since both go straight through the CPU mapping of the buffer.
 """
 from __future__ import annotations
-import functools, os, platform, shutil, sys
+import functools, os, platform, shutil, sys, threading
 from alloy.helpers import getenv
 from alloy.caps import DeviceCaps
 from alloy.renderer.metal import MetalRenderer
@@ -51,13 +51,32 @@ def metal_binding():
 def is_hardware() -> bool: return _pyobjc_device() is not None
 def is_available() -> bool: return is_hardware() or software_available()
 
+_made: dict = {}   # (class, name) -> its one device
+_made_lock = threading.Lock()
+
 class MetalDevice(Device):
+  """Several Python threads may use one device: encoding and committing a launch, the books of which command buffer
+  uses and writes which buffer, host copies and allocations are serialized behind one lock per device (`lock`);
+  waiting for a command buffer happens outside it, so other threads keep launching meanwhile."""
   renderer = MetalRenderer()
   caps = DeviceCaps(threads=True)
   graph = MetalGraph   # None per instance where indirect command buffers are missing
 
-  def __init__(self, name: str = "METAL"):
+  def __new__(cls, name: str = "METAL"):
+    # one object per device, however often it is constructed: threads that ask the registry for it at the same time may
+    # each construct one, and two objects would keep separate books of which command buffer writes which buffer
+    with _made_lock:
+      if (dev := _made.get((cls, name))) is None:
+        dev = super().__new__(cls)
+        dev.setup(name)
+        _made[(cls, name)] = dev
+    return dev
+
+  def __init__(self, name: str = "METAL"): pass   # set up once, in __new__
+
+  def setup(self, name: str) -> None:
     super().__init__(name)
+    self.lock = threading.RLock()
     if name.partition(":")[2] not in ("", "0"): raise ValueError(f"{name}: alloy drives only the system default Metal device")
     self.mtl, self.mtl_device, self.software = metal_binding()
     family = self.gpu_family()
@@ -91,29 +110,35 @@ class MetalDevice(Device):
     return opts
 
   def submitted(self, cb, what: str, used, written) -> None:
-    self.inflight[cb] = what
-    for b in used: self.users[b] = cb
-    for b in written: self.writers[b] = cb
-    if len(self.inflight) > 256:   # retire finished command buffers so the bookkeeping stays small
-      done = (self.mtl.MTLCommandBufferStatusCompleted, self.mtl.MTLCommandBufferStatusError)
-      for old in [c for c in list(self.inflight)[:128] if c.status() in done]: self.wait_for(old)
+    """Books a committed command buffer; the caller holds `lock` from encoding to here."""
+    with self.lock:
+      self.inflight[cb] = what
+      for b in used: self.users[b] = cb
+      for b in written: self.writers[b] = cb
+      if len(self.inflight) > 256:   # retire finished command buffers so the bookkeeping stays small
+        done = (self.mtl.MTLCommandBufferStatusCompleted, self.mtl.MTLCommandBufferStatusError)
+        for old in [c for c in list(self.inflight)[:128] if c.status() in done]: self.wait_for(old)
 
   def wait_for(self, cb) -> None:
     """Wait for one command buffer; raise naming its kernel if it failed (once: it leaves the in-flight set)."""
     if cb is None: return
     cb.waitUntilCompleted()
-    if (what := self.inflight.pop(cb, None)) is None: return
+    with self.lock: what = self.inflight.pop(cb, None)
+    if what is None: return
     err = cb.error()
     if err is not None or cb.status() == self.mtl.MTLCommandBufferStatusError:
       raise RuntimeError(f"{self.name}: kernel {what} failed on {self.target}: {describe_error(err)}")
 
   def synchronize(self) -> None:
+    with self.lock: pending = list(self.inflight)
     first = None
-    for cb in list(self.inflight):
+    for cb in pending:
       try: self.wait_for(cb)
       except RuntimeError as e: first = first or e
-    self.writers.clear()
-    self.users.clear()
+    with self.lock:   # forget only what was waited for: other threads may have launched meanwhile
+      waited = set(pending)
+      for book in (self.writers, self.users):
+        for b in [b for b, c in book.items() if c in waited]: del book[b]
     if first is not None: raise first
 
   def __repr__(self): return f"<Device {self.name} {getattr(self, 'device_name', '')} target={self.target}>"

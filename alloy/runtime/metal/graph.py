@@ -59,27 +59,28 @@ class MetalGraph:
 
   def __call__(self, buffers_per_launch=None, wait: bool = False, scalars_per_launch=None) -> float | None:
     dev, mtl = self.device, self.device.mtl
-    if buffers_per_launch is not None or scalars_per_launch is not None:
-      dev.wait_for(self.last)   # an indirect command buffer (and the scalars) may change only when idle
-      for i in range(len(self.programs)):
-        self._update(i, None if buffers_per_launch is None or buffers_per_launch[i] is None else tuple(buffers_per_launch[i]),
-                     None if scalars_per_launch is None or scalars_per_launch[i] is None else tuple(int(s) for s in scalars_per_launch[i]))
-    resources = list({id(b): b for bufs in self.cur_bufs for b in bufs}.values()) + [self.scalar_buf]
-    cb = dev.queue.commandBuffer()
-    enc = cb.computeCommandEncoder()
-    enc.useResources_count_usage_(resources, len(resources), mtl.MTLResourceUsageRead | mtl.MTLResourceUsageWrite)
-    if not dev.software and type(self.icb).__name__ != "AGXG15XFamilyIndirectCommandBuffer":
-      # reported: before M3, executing an ICB whose pipelines were never bound on the encoder crashes the GPU
-      for prog in {id(p): p for p in self.programs}.values():
-        enc.setComputePipelineState_(prog.pso)
-        enc.dispatchThreadgroups_threadsPerThreadgroup_(mtl.MTLSizeMake(0, 0, 0), mtl.MTLSizeMake(0, 0, 0))
-    enc.executeCommandsInBuffer_withRange_(self.icb, mtl.NSMakeRange(0, len(self.programs)))
-    enc.endEncoding()
-    cb.commit()
-    self.last = cb
-    names = ", ".join(p.name for p in self.programs[:3]) + (", ..." if len(self.programs) > 3 else "")
-    # conservative: every buffer the graph touches waits for the whole graph
-    dev.submitted(cb, f"graph of {len(self.programs)} kernels ({names})", resources, resources)
+    with dev.lock:   # one replay at a time: a replay rewrites the commands of the one before
+      if buffers_per_launch is not None or scalars_per_launch is not None:
+        dev.wait_for(self.last)   # an indirect command buffer (and the scalars) may change only when idle
+        for i in range(len(self.programs)):
+          self._update(i, None if buffers_per_launch is None or buffers_per_launch[i] is None else tuple(buffers_per_launch[i]),
+                       None if scalars_per_launch is None or scalars_per_launch[i] is None else tuple(int(s) for s in scalars_per_launch[i]))
+      resources = list({id(b): b for bufs in self.cur_bufs for b in bufs}.values()) + [self.scalar_buf]
+      cb = dev.queue.commandBuffer()
+      enc = cb.computeCommandEncoder()
+      enc.useResources_count_usage_(resources, len(resources), mtl.MTLResourceUsageRead | mtl.MTLResourceUsageWrite)
+      if not dev.software and type(self.icb).__name__ != "AGXG15XFamilyIndirectCommandBuffer":
+        # reported: before M3, executing an ICB whose pipelines were never bound on the encoder crashes the GPU
+        for prog in {id(p): p for p in self.programs}.values():
+          enc.setComputePipelineState_(prog.pso)
+          enc.dispatchThreadgroups_threadsPerThreadgroup_(mtl.MTLSizeMake(0, 0, 0), mtl.MTLSizeMake(0, 0, 0))
+      enc.executeCommandsInBuffer_withRange_(self.icb, mtl.NSMakeRange(0, len(self.programs)))
+      enc.endEncoding()
+      cb.commit()
+      self.last = cb
+      names = ", ".join(p.name for p in self.programs[:3]) + (", ..." if len(self.programs) > 3 else "")
+      # conservative: every buffer the graph touches waits for the whole graph
+      dev.submitted(cb, f"graph of {len(self.programs)} kernels ({names})", resources, resources)
     if wait:
       dev.wait_for(cb)
       return cb.GPUEndTime() - cb.GPUStartTime()

@@ -10,7 +10,7 @@ import atexit, collections, contextlib, itertools, mmap, os, pickle, select, sig
 from pathlib import Path
 from typing import TYPE_CHECKING
 from alloy.runtime.metal.software import compiler
-from alloy.runtime.metal.software.errors import MetalExecutionError, MetalKernelCrash, MetalKernelTimeout
+from alloy.runtime.metal.software.errors import MetalError, MetalExecutionError, MetalKernelCrash, MetalKernelTimeout, MetalValidationError
 from alloy.runtime.metal.software.options import OPTIONS
 if TYPE_CHECKING: from alloy.runtime.metal.software.commands import CommandBuffer
 
@@ -61,7 +61,7 @@ class WorkerProcess:
     child_fds.close()
     self.known_buffers: set[int] = set()
     self.known_pipelines: set[int] = set()
-    self.frees: list[int] = []
+    self.frees: collections.deque = collections.deque()   # buffer ids to unmap; appended by any thread (a finaliser), drained by _send
 
   def crash_site(self) -> tuple[int, str]:
     seq, _, n = struct.unpack_from("<QII", self.status, 0)
@@ -82,7 +82,8 @@ SIGNAL_HINTS = {"SIGFPE": " (integer division by zero or overflow?)", "SIGSEGV":
                 "SIGBUS": " (misaligned or out-of-bounds access?)", "SIGILL": " (undefined behaviour trap?)"}
 
 class Host:
-  """Sends committed command buffers to the worker in order and collects their completions."""
+  """Sends committed command buffers to the worker in order and collects their completions. Thread-safe: one lock
+  around submitting, polling and waiting (a wait holds it while it reads completions)."""
   def __init__(self):
     self.lock = threading.RLock()
     self.worker: WorkerProcess | None = None
@@ -100,6 +101,7 @@ class Host:
   def worker_pid(self) -> int | None: return None if self.worker is None else self.worker.proc.pid
 
   def buffer_freed(self, bid: int) -> None:
+    """Called from a buffer's finaliser, in whatever thread collects it: takes no lock."""
     w = self.worker
     if w is not None and bid in w.known_buffers:
       w.known_buffers.discard(bid)
@@ -110,13 +112,21 @@ class Host:
       self._poll()
       while len(self.inflight) >= MAX_INFLIGHT: self._read_one(None)
       cb._seq = next(self.seq)
-      self._send(cb)
+      try: self._send(cb)
+      except BaseException as e:   # not sent: the command buffer fails, the books stay as they were
+        cb._finish(e if isinstance(e, MetalError) else MetalExecutionError(f"submitting the command buffer failed: {e!r}"), 0.0, 0.0)
+        raise
 
   def _send(self, cb: "CommandBuffer") -> None:
+    """Sends one command buffer and books it in flight; anything that can refuse it is checked before a byte is sent
+    (a partial send would leave buffer packets the worker reads for the next command buffer)."""
     w = self._worker()
+    buffers, pipelines = cb._resources()
+    if (freed := next((b for b in buffers if b.finalized), None)) is not None:
+      raise MetalValidationError(f"commit: the command buffer uses a buffer of {freed._length} bytes that was already freed")
+    items = cb._wire_items()
     self.inflight.append(cb)
     try:
-      buffers, pipelines = cb._resources()
       new = [b for b in buffers if b._id not in w.known_buffers]
       packets = 0
       for i in range(0, len(new), 200):
@@ -126,10 +136,14 @@ class Host:
         packets += 1
       new_psos = [(p._id, p._so_path, p._name, int(p._fiber)) for p in pipelines if p._id not in w.known_pipelines]
       w.known_pipelines.update(p[0] for p in new_psos)
-      frees, w.frees = w.frees, []
-      send_msg(w.data, ("run", cb._seq, packets, frees, new_psos, cb._wire_items()))
-    except OSError:
+      frees = [w.frees.popleft() for _ in range(len(w.frees))]
+      send_msg(w.data, ("run", cb._seq, packets, frees, new_psos, items))
+    except OSError:   # the worker died: a fresh one runs what is in flight, this command buffer included
       self._handle_death()
+    except BaseException:   # sent in part if at all (an interrupt): the worker's stream is not to be trusted, a fresh one runs the rest
+      self.inflight.remove(cb)
+      self._handle_death()
+      raise
 
   def _read_one(self, timeout: float | None) -> bool:
     """Reads one completion (or notices the worker's death). False when timeout passed first."""

@@ -75,6 +75,11 @@ class Buffer(NSObject):
   def storageMode(self): return (self._options >> 4) & 0xF
   def resourceOptions(self): return self._options
   def didModifyRange_(self, r): pass
+  @property
+  def finalized(self) -> bool:
+    """Not Metal's: the finaliser ran and closed the memory. The cycle collector can run it on a buffer that another
+    finaliser of the same cycle then keeps alive (an allocator's cache); such a buffer cannot be used again."""
+    return self._fd is None
   def gpuAddress(self) -> int:
     """Host address of the mapping (the worker maps the same memory at its own address)."""
     return ctypes.addressof(ctypes.c_char.from_buffer(self._mm))

@@ -61,6 +61,7 @@ class Worker:
   def map_buffers(self, npackets):
     for _ in range(npackets):
       msg, fds, _, _ = socket.recv_fds(self.fds, 1 << 20, 255)
+      if not msg: raise ConnectionResetError("the host closed the buffer socket")
       for (bid, size), fd in zip(pickle.loads(msg), fds):
         addr = self.libc.mmap(None, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
         if addr in (None, ctypes.c_void_p(-1).value):
@@ -112,24 +113,27 @@ class Worker:
         ctypes.memset(self.bufs[dst][0] + off, value, n)
     return None
   def serve(self):
-    while True:
-      msg = recv_msg(self.data)
-      if msg is None: return
-      _, seq, npackets, frees, new_psos, items = msg
-      for bid in frees:
-        addr, size = self.bufs.pop(bid)
-        self.libc.munmap(addr, size)
-      self.map_buffers(npackets)
-      err = None
-      try:
-        for p in new_psos: self.add_pso(*p)
-      except (OSError, AttributeError) as e:
-        err = f"loading kernel object failed: {e}"
-      t0 = time.clock_gettime(time.CLOCK_MONOTONIC)
-      if err is None: err = self.run(seq, items)
-      t1 = time.clock_gettime(time.CLOCK_MONOTONIC)
-      self.set_status(0, 0, "")
-      send_msg(self.data, ("done", seq, err, t0, t1))
+    """Runs messages until the host closes its end: at its exit (or shutdown) work may still be queued here, and its
+    socket may be closed with completions unread (a reset), so a vanished host is the normal end, not an error."""
+    try:
+      while (msg := recv_msg(self.data)) is not None: self.handle(msg)
+    except (BrokenPipeError, ConnectionResetError): pass
+  def handle(self, msg):
+    _, seq, npackets, frees, new_psos, items = msg
+    for bid in frees:
+      addr, size = self.bufs.pop(bid)
+      self.libc.munmap(addr, size)
+    self.map_buffers(npackets)
+    err = None
+    try:
+      for p in new_psos: self.add_pso(*p)
+    except (OSError, AttributeError) as e:
+      err = f"loading kernel object failed: {e}"
+    t0 = time.clock_gettime(time.CLOCK_MONOTONIC)
+    if err is None: err = self.run(seq, items)
+    t1 = time.clock_gettime(time.CLOCK_MONOTONIC)
+    self.set_status(0, 0, "")
+    send_msg(self.data, ("done", seq, err, t0, t1))
 
 def main(argv):
   rt_path, data_fd, fds_fd, status_fd, nthreads, stack_kb = argv[1:7]
