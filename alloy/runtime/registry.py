@@ -1,6 +1,6 @@
 """Which devices exist, their canonical names, the default one, and the one Device object per name."""
 from __future__ import annotations
-import functools, importlib, os
+import functools, importlib, os, threading
 from alloy.runtime.device import Device
 
 DEVICE_MODULES = {"CPU": "cpu", "CUDA": "cuda", "METAL": "metal"}
@@ -19,8 +19,11 @@ def canonical_device(name: str) -> str:
 
 _by_name: dict = {}   # any spelling already seen -> its device (canonicalizing costs more than the lookup)
 
+_making = threading.Lock()   # two threads asking for a new device at once must get one object, not two
+
 def get_device(name: str) -> Device:
-  if (dev := _by_name.get(name)) is None: dev = _by_name[name] = _get_device(canonical_device(name))
+  if (dev := _by_name.get(name)) is None:
+    with _making: dev = _by_name[name] = _get_device(canonical_device(name))
   return dev
 
 # what a device needs beyond alloy itself, for the error that says it is missing

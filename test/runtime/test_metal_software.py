@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 try:
-    from alloy.runtime.metal.software import binding as Metal
+  from alloy.runtime.metal.software import binding as Metal
 except ImportError:  # run from outside the repository root
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from alloy.runtime.metal.software import binding as Metal
+  sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+  from alloy.runtime.metal.software import binding as Metal
 from alloy.runtime.metal.software import compiler
 
 HEADER = "#include <metal_stdlib>\nusing namespace metal;\n"
@@ -193,384 +193,384 @@ kernel void mm_f16(device float* C, device const half* A, device const half* B, 
 
 @pytest.fixture(scope="module")
 def dev():
-    return Metal.MTLCreateSystemDefaultDevice()
+  return Metal.MTLCreateSystemDefaultDevice()
 
 
 @pytest.fixture(scope="module")
 def queue(dev):
-    return dev.newCommandQueue()
+  return dev.newCommandQueue()
 
 
 @pytest.fixture(scope="module")
 def psos(dev):
-    """All test libraries, compiled in parallel (the disk cache makes reruns fast)."""
-    with ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as ex:
-        datas = dict(zip(SOURCES, ex.map(compiler.compile_library, SOURCES.values())))
-    out = {}
-    for data in datas.values():
-        lib, err = dev.newLibraryWithData_error_(data, None)
-        assert err is None, err
-        for name in lib.functionNames():
-            pso, err = dev.newComputePipelineStateWithFunction_error_(lib.newFunctionWithName_(name), None)
-            out[name] = pso if err is None else err
-    return out
+  """All test libraries, compiled in parallel (the disk cache makes reruns fast)."""
+  with ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as ex:
+    datas = dict(zip(SOURCES, ex.map(compiler.compile_library, SOURCES.values())))
+  out = {}
+  for data in datas.values():
+    lib, err = dev.newLibraryWithData_error_(data, None)
+    assert err is None, err
+    for name in lib.functionNames():
+      pso, err = dev.newComputePipelineStateWithFunction_error_(lib.newFunctionWithName_(name), None)
+      out[name] = pso if err is None else err
+  return out
 
 
 def new_buffer(dev, arr):
-    arr = np.ascontiguousarray(arr)
-    b = dev.newBufferWithLength_options_(arr.nbytes, Metal.MTLResourceStorageModeShared)
-    view(b, arr.dtype)[:] = arr.ravel()
-    return b
+  arr = np.ascontiguousarray(arr)
+  b = dev.newBufferWithLength_options_(arr.nbytes, Metal.MTLResourceStorageModeShared)
+  view(b, arr.dtype)[:] = arr.ravel()
+  return b
 
 
 def view(b, dtype):
-    return np.frombuffer(b.contents().as_buffer(b.length()), dtype)
+  return np.frombuffer(b.contents().as_buffer(b.length()), dtype)
 
 
 def encode(queue, pso, args, groups, tg, threads=False):
-    cb = queue.commandBuffer()
-    enc = cb.computeCommandEncoder()
-    enc.setComputePipelineState_(pso)
-    for i, a in enumerate(args):
-        if isinstance(a, bytes): enc.setBytes_length_atIndex_(a, len(a), i)
-        else: enc.setBuffer_offset_atIndex_(a, 0, i)
-    size = enc.dispatchThreads_threadsPerThreadgroup_ if threads else enc.dispatchThreadgroups_threadsPerThreadgroup_
-    size(Metal.MTLSizeMake(*groups), Metal.MTLSizeMake(*tg))
-    enc.endEncoding()
-    return cb
+  cb = queue.commandBuffer()
+  enc = cb.computeCommandEncoder()
+  enc.setComputePipelineState_(pso)
+  for i, a in enumerate(args):
+    if isinstance(a, bytes): enc.setBytes_length_atIndex_(a, len(a), i)
+    else: enc.setBuffer_offset_atIndex_(a, 0, i)
+  size = enc.dispatchThreads_threadsPerThreadgroup_ if threads else enc.dispatchThreadgroups_threadsPerThreadgroup_
+  size(Metal.MTLSizeMake(*groups), Metal.MTLSizeMake(*tg))
+  enc.endEncoding()
+  return cb
 
 
 def run(queue, pso, args, groups, tg, threads=False, check=True):
-    cb = encode(queue, pso, args, groups, tg, threads)
-    cb.commit()
-    cb.waitUntilCompleted()
-    if check:
-        assert cb.error() is None, cb.error()
-        assert cb.status() == Metal.MTLCommandBufferStatusCompleted
-    return cb
+  cb = encode(queue, pso, args, groups, tg, threads)
+  cb.commit()
+  cb.waitUntilCompleted()
+  if check:
+    assert cb.error() is None, cb.error()
+    assert cb.status() == Metal.MTLCommandBufferStatusCompleted
+  return cb
 
 
 def rand(rng, *shape):
-    x = rng.uniform(-2, 2, size=shape).astype(np.float32)
-    x[x == 0] = 0.5
-    return x
+  x = rng.uniform(-2, 2, size=shape).astype(np.float32)
+  x[x == 0] = 0.5
+  return x
 
 
 def test_elementwise_float4_with_tail(dev, queue, psos):
-    rng = np.random.default_rng(0)
-    n = 1003
-    a, b = rand(rng, n), rand(rng, n)
-    out = new_buffer(dev, np.zeros(n, np.float32))
-    cb = run(queue, psos["E_ew"], [out, new_buffer(dev, a), new_buffer(dev, b), np.int32(n).tobytes()],
-             (-(-n // 256), 1, 1), (64, 1, 1))
-    c = np.tile(np.array([1, 2, 3, 0], np.float32), n // 4 + 1)[:n]
-    c[3::4] = b[3::4]
-    c[1000:] = [1, 2, 3]
-    ref = a * 2 + np.maximum(b, 0) * np.tanh(a) - c / 8
-    np.testing.assert_allclose(view(out, np.float32), ref, rtol=2e-6, atol=1e-6)
-    assert cb.GPUEndTime() >= cb.GPUStartTime() > 0
+  rng = np.random.default_rng(0)
+  n = 1003
+  a, b = rand(rng, n), rand(rng, n)
+  out = new_buffer(dev, np.zeros(n, np.float32))
+  cb = run(queue, psos["E_ew"], [out, new_buffer(dev, a), new_buffer(dev, b), np.int32(n).tobytes()],
+           (-(-n // 256), 1, 1), (64, 1, 1))
+  c = np.tile(np.array([1, 2, 3, 0], np.float32), n // 4 + 1)[:n]
+  c[3::4] = b[3::4]
+  c[1000:] = [1, 2, 3]
+  ref = a * 2 + np.maximum(b, 0) * np.tanh(a) - c / 8
+  np.testing.assert_allclose(view(out, np.float32), ref, rtol=2e-6, atol=1e-6)
+  assert cb.GPUEndTime() >= cb.GPUStartTime() > 0
 
 
 @pytest.mark.parametrize("order", ["forward", "reverse", "shuffled"])
 def test_threadgroup_row_sum(dev, queue, psos, order):
-    rng = np.random.default_rng(1)
-    rows, n = 50, 300
-    x = rand(rng, rows, n)
-    out = new_buffer(dev, np.zeros(rows, np.float32))
-    with Metal.options(order=order, poison=True, strict=True):
-        run(queue, psos["r_rows"], [out, new_buffer(dev, x), np.int32(n).tobytes()], (rows, 1, 1), (64, 1, 1))
-    np.testing.assert_allclose(view(out, np.float32), x.sum(1), rtol=1e-5, atol=1e-5)
-    assert psos["r_rows"].staticThreadgroupMemoryLength() == 256
+  rng = np.random.default_rng(1)
+  rows, n = 50, 300
+  x = rand(rng, rows, n)
+  out = new_buffer(dev, np.zeros(rows, np.float32))
+  with Metal.options(order=order, poison=True, strict=True):
+    run(queue, psos["r_rows"], [out, new_buffer(dev, x), np.int32(n).tobytes()], (rows, 1, 1), (64, 1, 1))
+  np.testing.assert_allclose(view(out, np.float32), x.sum(1), rtol=1e-5, atol=1e-5)
+  assert psos["r_rows"].staticThreadgroupMemoryLength() == 256
 
 
 def test_simd_sum_and_max(dev, queue, psos):
-    rng = np.random.default_rng(2)
-    rows, n = 40, 1000
-    x = rand(rng, rows, n)
-    s, m = new_buffer(dev, np.zeros(rows, np.float32)), new_buffer(dev, np.zeros(rows, np.float32))
-    with Metal.options(order="shuffled", strict=True):
-        run(queue, psos["r_simd"], [s, m, new_buffer(dev, x), np.int32(n).tobytes()], (rows, 1, 1), (64, 1, 1))
-    np.testing.assert_allclose(view(s, np.float32), x.sum(1), rtol=1e-5, atol=2e-5)
-    np.testing.assert_array_equal(view(m, np.float32), x.max(1))
+  rng = np.random.default_rng(2)
+  rows, n = 40, 1000
+  x = rand(rng, rows, n)
+  s, m = new_buffer(dev, np.zeros(rows, np.float32)), new_buffer(dev, np.zeros(rows, np.float32))
+  with Metal.options(order="shuffled", strict=True):
+    run(queue, psos["r_simd"], [s, m, new_buffer(dev, x), np.int32(n).tobytes()], (rows, 1, 1), (64, 1, 1))
+  np.testing.assert_allclose(view(s, np.float32), x.sum(1), rtol=1e-5, atol=2e-5)
+  np.testing.assert_array_equal(view(m, np.float32), x.max(1))
 
 
 def test_simd_shuffles(dev, queue, psos):
-    n = 48  # a full simdgroup and a partial one
-    out = new_buffer(dev, np.zeros(n * 6, np.int32))
-    run(queue, psos["simd_misc"], [out], (1, 1, 1), (n, 1, 1))
-    o = view(out, np.int32).reshape(n, 6)
-    v = np.arange(n) * 3 + 1
-    for t in range(n):
-        base, size, lane = t // 32 * 32, min(32, n - t // 32 * 32), t % 32
-        assert o[t, 0] == (v[t + 1] if lane + 1 < size else v[t])
-        assert o[t, 1] == (v[base + (lane ^ 5)] if (lane ^ 5) < size else v[t])
-        assert o[t, 2] == v[base:t].sum()
-        assert o[t, 3] == v[base + 7]
-        assert o[t, 4] == (lane == 0)
-        assert o[t, 5] == (t // 32) * 100 + lane
+  n = 48  # a full simdgroup and a partial one
+  out = new_buffer(dev, np.zeros(n * 6, np.int32))
+  run(queue, psos["simd_misc"], [out], (1, 1, 1), (n, 1, 1))
+  o = view(out, np.int32).reshape(n, 6)
+  v = np.arange(n) * 3 + 1
+  for t in range(n):
+    base, size, lane = t // 32 * 32, min(32, n - t // 32 * 32), t % 32
+    assert o[t, 0] == (v[t + 1] if lane + 1 < size else v[t])
+    assert o[t, 1] == (v[base + (lane ^ 5)] if (lane ^ 5) < size else v[t])
+    assert o[t, 2] == v[base:t].sum()
+    assert o[t, 3] == v[base + 7]
+    assert o[t, 4] == (lane == 0)
+    assert o[t, 5] == (t // 32) * 100 + lane
 
 
 def bf16_round(x):
-    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint32) << 16).view(np.float32)
+  u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+  return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint32) << 16).view(np.float32)
 
 
 def test_half_and_bfloat(dev, queue, psos):
-    rng = np.random.default_rng(3)
-    n = 256
-    h1, h2 = rand(rng, n).astype(np.float16), rand(rng, n).astype(np.float16)
-    b1 = bf16_round(rand(rng, n))
-    b1_bits = (b1.view(np.uint32) >> 16).astype(np.uint16)
-    oh, ob, of = (new_buffer(dev, np.zeros(n, t)) for t in (np.float16, np.uint16, np.float32))
-    run(queue, psos["hb"], [oh, ob, of, new_buffer(dev, h1), new_buffer(dev, h2), new_buffer(dev, b1_bits)],
-        (n // 4, 1, 1), (1, 1, 1))
-    ref_h = (h1 * h2) + np.float16(0.5)  # NumPy float16 rounds after every operation, like g++'s _Float16
-    got_h = view(oh, np.float16)
-    ulp = np.abs(got_h.view(np.int16).astype(np.int32) - ref_h.view(np.int16).astype(np.int32))
-    assert ulp.max() <= 1
-    ref_b = bf16_round(bf16_round(b1 * 2) + 1)
-    got_b = (view(ob, np.uint16).astype(np.uint32) << 16).view(np.float32)
-    np.testing.assert_array_equal(got_b, ref_b)
-    ref_f = b1 + h1.astype(np.float32) + (h1.view(np.uint16) & 1)
-    np.testing.assert_allclose(view(of, np.float32), ref_f, rtol=1e-6)
+  rng = np.random.default_rng(3)
+  n = 256
+  h1, h2 = rand(rng, n).astype(np.float16), rand(rng, n).astype(np.float16)
+  b1 = bf16_round(rand(rng, n))
+  b1_bits = (b1.view(np.uint32) >> 16).astype(np.uint16)
+  oh, ob, of = (new_buffer(dev, np.zeros(n, t)) for t in (np.float16, np.uint16, np.float32))
+  run(queue, psos["hb"], [oh, ob, of, new_buffer(dev, h1), new_buffer(dev, h2), new_buffer(dev, b1_bits)],
+      (n // 4, 1, 1), (1, 1, 1))
+  ref_h = (h1 * h2) + np.float16(0.5)  # NumPy float16 rounds after every operation, like g++'s _Float16
+  got_h = view(oh, np.float16)
+  ulp = np.abs(got_h.view(np.int16).astype(np.int32) - ref_h.view(np.int16).astype(np.int32))
+  assert ulp.max() <= 1
+  ref_b = bf16_round(bf16_round(b1 * 2) + 1)
+  got_b = (view(ob, np.uint16).astype(np.uint32) << 16).view(np.float32)
+  np.testing.assert_array_equal(got_b, ref_b)
+  ref_f = b1 + h1.astype(np.float32) + (h1.view(np.uint16) & 1)
+  np.testing.assert_allclose(view(of, np.float32), ref_f, rtol=1e-6)
 
 
 def test_integer_kernel(dev, queue, psos):
-    rng = np.random.default_rng(4)
-    n = 200
-    a = rng.integers(-100000, 100000, n).astype(np.int32)
-    b = rng.integers(-300, 300, n).astype(np.int32)
-    b[b == 0] = 7
-    u = rng.integers(1, 2**32 - 1, n, dtype=np.uint64).astype(np.uint32)
-    oi, ou = new_buffer(dev, np.zeros(n * 4, np.int32)), new_buffer(dev, np.zeros(n * 4, np.uint32))
-    oc, os_, ol = new_buffer(dev, np.zeros(n, np.int8)), new_buffer(dev, np.zeros(n, np.uint16)), \
-        new_buffer(dev, np.zeros(n, np.int64))
-    run(queue, psos["ints"], [oi, ou, oc, os_, ol, new_buffer(dev, a), new_buffer(dev, b), new_buffer(dev, u)],
-        (n, 1, 1), (1, 1, 1))
-    q = np.trunc(a / b).astype(np.int32)  # C division truncates toward zero
-    r = (a - q * b).astype(np.int32)
-    gi = view(oi, np.int32).reshape(n, 4)
-    np.testing.assert_array_equal(gi[:, 0], q + r)
-    np.testing.assert_array_equal(gi[:, 1], ((a >> 3) ^ (b & 0xff)) | (a << 2))
-    np.testing.assert_array_equal(gi[:, 2], np.maximum(a, b) - np.minimum(a, b) + np.abs(a))
-    np.testing.assert_array_equal(gi[:, 3], np.where(a > 0, np.clip(a, -5, 100000), np.where(b < 0, -b, b)))
-    gu = view(ou, np.uint32).reshape(n, 4)
-    clz = np.array([32 - int(x).bit_length() for x in u], np.uint32)
-    np.testing.assert_array_equal(gu[:, 0], clz)
-    np.testing.assert_array_equal(gu[:, 1], [bin(int(x)).count("1") for x in u])
-    np.testing.assert_array_equal(gu[:, 2], (u.astype(np.uint64) * 2654435761) >> 32)
-    np.testing.assert_array_equal(gu[:, 3], (u.astype(np.uint64) * 2654435761 + a.astype(np.uint32)).astype(np.uint32))
-    np.testing.assert_array_equal(view(oc, np.int8), a.astype(np.int8))
-    np.testing.assert_array_equal(view(os_, np.uint16), (u >> 7).astype(np.uint16))
-    np.testing.assert_array_equal(view(ol, np.int64), a.astype(np.int64) * b.astype(np.int64))
+  rng = np.random.default_rng(4)
+  n = 200
+  a = rng.integers(-100000, 100000, n).astype(np.int32)
+  b = rng.integers(-300, 300, n).astype(np.int32)
+  b[b == 0] = 7
+  u = rng.integers(1, 2**32 - 1, n, dtype=np.uint64).astype(np.uint32)
+  oi, ou = new_buffer(dev, np.zeros(n * 4, np.int32)), new_buffer(dev, np.zeros(n * 4, np.uint32))
+  oc, os_, ol = new_buffer(dev, np.zeros(n, np.int8)), new_buffer(dev, np.zeros(n, np.uint16)), \
+      new_buffer(dev, np.zeros(n, np.int64))
+  run(queue, psos["ints"], [oi, ou, oc, os_, ol, new_buffer(dev, a), new_buffer(dev, b), new_buffer(dev, u)],
+      (n, 1, 1), (1, 1, 1))
+  q = np.trunc(a / b).astype(np.int32)  # C division truncates toward zero
+  r = (a - q * b).astype(np.int32)
+  gi = view(oi, np.int32).reshape(n, 4)
+  np.testing.assert_array_equal(gi[:, 0], q + r)
+  np.testing.assert_array_equal(gi[:, 1], ((a >> 3) ^ (b & 0xff)) | (a << 2))
+  np.testing.assert_array_equal(gi[:, 2], np.maximum(a, b) - np.minimum(a, b) + np.abs(a))
+  np.testing.assert_array_equal(gi[:, 3], np.where(a > 0, np.clip(a, -5, 100000), np.where(b < 0, -b, b)))
+  gu = view(ou, np.uint32).reshape(n, 4)
+  clz = np.array([32 - int(x).bit_length() for x in u], np.uint32)
+  np.testing.assert_array_equal(gu[:, 0], clz)
+  np.testing.assert_array_equal(gu[:, 1], [bin(int(x)).count("1") for x in u])
+  np.testing.assert_array_equal(gu[:, 2], (u.astype(np.uint64) * 2654435761) >> 32)
+  np.testing.assert_array_equal(gu[:, 3], (u.astype(np.uint64) * 2654435761 + a.astype(np.uint32)).astype(np.uint32))
+  np.testing.assert_array_equal(view(oc, np.int8), a.astype(np.int8))
+  np.testing.assert_array_equal(view(os_, np.uint16), (u >> 7).astype(np.uint16))
+  np.testing.assert_array_equal(view(ol, np.int64), a.astype(np.int64) * b.astype(np.int64))
 
 
 def test_scalar_args_via_set_bytes(dev, queue, psos):
-    import ctypes
-    x = rand(np.random.default_rng(5), 100)
-    out = new_buffer(dev, np.zeros(100, np.float32))
+  import ctypes
+  x = rand(np.random.default_rng(5), 100)
+  out = new_buffer(dev, np.zeros(100, np.float32))
+  cb = queue.commandBuffer()
+  enc = cb.computeCommandEncoder()
+  enc.setComputePipelineState_(psos["scal"])
+  enc.setBuffer_offset_atIndex_(out, 0, 0)
+  enc.setBuffer_offset_atIndex_(new_buffer(dev, x), 0, 1)
+  enc.setBytes_length_atIndex_(np.float32(1.5).tobytes(), 4, 2)
+  enc.setBytes_length_atIndex_(ctypes.c_uint32(90), 4, 3)  # ctypes objects work, as with PyObjC
+  enc.setBytes_length_atIndex_(np.int32(-3), 4, 4)
+  enc.dispatchThreads_threadsPerThreadgroup_(Metal.MTLSizeMake(100, 1, 1), Metal.MTLSizeMake(32, 1, 1))
+  enc.endEncoding()
+  cb.commit()
+  cb.waitUntilCompleted()
+  assert cb.error() is None
+  got = view(out, np.float32)
+  np.testing.assert_allclose(got[:90], x[:90] * 1.5 - 3, rtol=1e-6)
+  assert (got[90:] == 0).all()
+
+
+def test_missing_barrier_caught_by_order_and_poison(dev, queue, psos):
+  x = rand(np.random.default_rng(6), 4 * 64)
+  ref = x.reshape(4, 64)[:, (np.arange(64) + 1) % 64].ravel()
+  out = new_buffer(dev, np.zeros(4 * 64, np.float32))
+  with Metal.options(order="shuffled", poison=True):
+    run(queue, psos["withbar"], [out, new_buffer(dev, x)], (4, 1, 1), (64, 1, 1))
+    np.testing.assert_array_equal(view(out, np.float32), ref)
+    run(queue, psos["nobar"], [out, new_buffer(dev, x)], (4, 1, 1), (64, 1, 1))
+  got = view(out, np.float32)
+  wrong = ~(got == ref)
+  assert wrong.sum() >= 32 and np.isnan(got).sum() >= 32  # unwritten threadgroup memory reads as NaN
+
+
+def test_strict_mode_divergent_barrier(dev, queue, psos):
+  out = new_buffer(dev, np.zeros(64, np.float32))
+  run(queue, psos["divbar"], [out], (1, 1, 1), (64, 1, 1))  # tolerated outside strict mode
+  assert (view(out, np.float32)[:48] == 1).all()
+  with Metal.options(strict=True):
+    cb = run(queue, psos["divbar"], [out], (1, 1, 1), (64, 1, 1), check=False)
+  assert cb.status() == Metal.MTLCommandBufferStatusError
+  assert isinstance(cb.error(), Metal.MetalExecutionError)
+  assert "divbar" in str(cb.error()) and "divergent barrier" in str(cb.error())
+
+
+def test_division_by_zero_crash_is_isolated(dev, queue, psos):
+  a = np.arange(1, 65, dtype=np.int32)
+  b = np.ones(64, np.int32)
+  b[17] = 0
+  out = new_buffer(dev, np.zeros(64, np.int32))
+  run(queue, psos["add1"], [new_buffer(dev, np.zeros(4, np.float32)), new_buffer(dev, np.ones(4, np.float32))],
+      (4, 1, 1), (1, 1, 1))
+  pid = Metal.worker_pid()
+  cb = run(queue, psos["idiv"], [out, new_buffer(dev, a), new_buffer(dev, b)], (2, 1, 1), (32, 1, 1), check=False)
+  assert cb.status() == Metal.MTLCommandBufferStatusError
+  err = cb.error()
+  assert isinstance(err, Metal.MetalKernelCrash)
+  assert "kernel 'idiv'" in str(err) and "SIGFPE" in str(err)
+  with pytest.raises(Metal.MetalKernelCrash, match="idiv"):
+    raise err
+  # later work runs on a fresh worker
+  b[17] = 1
+  run(queue, psos["idiv"], [out, new_buffer(dev, a), new_buffer(dev, b)], (2, 1, 1), (32, 1, 1))
+  np.testing.assert_array_equal(view(out, np.int32), a)
+  assert Metal.worker_pid() != pid
+
+
+def test_limits(dev, queue, psos):
+  pso = psos["scal"]
+  cb = queue.commandBuffer()
+  enc = cb.computeCommandEncoder()
+  enc.setComputePipelineState_(pso)
+  with pytest.raises(Metal.MetalLimitError, match="setBytes"):
+    enc.setBytes_length_atIndex_(bytes(4096), 4096, 0)
+  with pytest.raises(Metal.MetalLimitError, match="at most 31"):
+    enc.setBuffer_offset_atIndex_(new_buffer(dev, np.zeros(4, np.float32)), 0, 31)
+  for i in range(5): enc.setBytes_length_atIndex_(bytes(4), 4, i)
+  with pytest.raises(Metal.MetalLimitError, match="1025 threads"):
+    enc.dispatchThreadgroups_threadsPerThreadgroup_(Metal.MTLSizeMake(1, 1, 1), Metal.MTLSizeMake(1025, 1, 1))
+  enc2 = queue.commandBuffer().computeCommandEncoder()
+  enc2.setComputePipelineState_(pso)
+  enc2.setBytes_length_atIndex_(bytes(4), 4, 0)
+  with pytest.raises(Metal.MetalValidationError, match="index 1 is not bound"):
+    enc2.dispatchThreadgroups_threadsPerThreadgroup_(Metal.MTLSizeMake(1, 1, 1), Metal.MTLSizeMake(1, 1, 1))
+  err = psos["bigtg"]
+  assert isinstance(err, Metal.MetalLimitError) and "32768" in str(err) and "36000" in str(err)
+  assert pso.maxTotalThreadsPerThreadgroup() == 1024 and pso.threadExecutionWidth() == 32
+
+
+def test_indirect_command_buffer_replays_dependent_dispatches(dev, queue, psos):
+  n = 100
+  b = rand(np.random.default_rng(7), n)
+  bb, a, c, d = (new_buffer(dev, z) for z in (b, np.zeros(n, np.float32), np.zeros(n, np.float32),
+                                               np.zeros(n, np.float32)))
+  desc = Metal.MTLIndirectCommandBufferDescriptor.new()
+  desc.setCommandTypes_(Metal.MTLIndirectCommandTypeConcurrentDispatch)
+  desc.setInheritBuffers_(False)
+  desc.setInheritPipelineState_(False)
+  desc.setMaxKernelBufferBindCount_(31)
+  icb = dev.newIndirectCommandBufferWithDescriptor_maxCommandCount_options_(desc, 3, Metal.MTLResourceOptions(0))
+  for i, (name, bufs) in enumerate([("add1", [a, bb]), ("mul2", [c, a]), ("sub3", [d, c, a])]):
+    cmd = icb.indirectComputeCommandAtIndex_(i)
+    cmd.setComputePipelineState_(psos[name])
+    for j, buf in enumerate(bufs): cmd.setKernelBuffer_offset_atIndex_(buf, 0, j)
+    cmd.concurrentDispatchThreadgroups_threadsPerThreadgroup_(Metal.MTLSizeMake(n, 1, 1), Metal.MTLSizeMake(1, 1, 1))
+    cmd.setBarrier()
+  for scale in (1.0, -3.0):
+    view(bb, np.float32)[:] = b * scale
     cb = queue.commandBuffer()
     enc = cb.computeCommandEncoder()
-    enc.setComputePipelineState_(psos["scal"])
-    enc.setBuffer_offset_atIndex_(out, 0, 0)
-    enc.setBuffer_offset_atIndex_(new_buffer(dev, x), 0, 1)
-    enc.setBytes_length_atIndex_(np.float32(1.5).tobytes(), 4, 2)
-    enc.setBytes_length_atIndex_(ctypes.c_uint32(90), 4, 3)  # ctypes objects work, as with PyObjC
-    enc.setBytes_length_atIndex_(np.int32(-3), 4, 4)
-    enc.dispatchThreads_threadsPerThreadgroup_(Metal.MTLSizeMake(100, 1, 1), Metal.MTLSizeMake(32, 1, 1))
+    enc.useResources_count_usage_([bb, a, c, d], 4, Metal.MTLResourceUsageRead | Metal.MTLResourceUsageWrite)
+    enc.executeCommandsInBuffer_withRange_(icb, Metal.NSMakeRange(0, 3))
     enc.endEncoding()
     cb.commit()
     cb.waitUntilCompleted()
     assert cb.error() is None
-    got = view(out, np.float32)
-    np.testing.assert_allclose(got[:90], x[:90] * 1.5 - 3, rtol=1e-6)
-    assert (got[90:] == 0).all()
-
-
-def test_missing_barrier_caught_by_order_and_poison(dev, queue, psos):
-    x = rand(np.random.default_rng(6), 4 * 64)
-    ref = x.reshape(4, 64)[:, (np.arange(64) + 1) % 64].ravel()
-    out = new_buffer(dev, np.zeros(4 * 64, np.float32))
-    with Metal.options(order="shuffled", poison=True):
-        run(queue, psos["withbar"], [out, new_buffer(dev, x)], (4, 1, 1), (64, 1, 1))
-        np.testing.assert_array_equal(view(out, np.float32), ref)
-        run(queue, psos["nobar"], [out, new_buffer(dev, x)], (4, 1, 1), (64, 1, 1))
-    got = view(out, np.float32)
-    wrong = ~(got == ref)
-    assert wrong.sum() >= 32 and np.isnan(got).sum() >= 32  # unwritten threadgroup memory reads as NaN
-
-
-def test_strict_mode_divergent_barrier(dev, queue, psos):
-    out = new_buffer(dev, np.zeros(64, np.float32))
-    run(queue, psos["divbar"], [out], (1, 1, 1), (64, 1, 1))  # tolerated outside strict mode
-    assert (view(out, np.float32)[:48] == 1).all()
-    with Metal.options(strict=True):
-        cb = run(queue, psos["divbar"], [out], (1, 1, 1), (64, 1, 1), check=False)
-    assert cb.status() == Metal.MTLCommandBufferStatusError
-    assert isinstance(cb.error(), Metal.MetalExecutionError)
-    assert "divbar" in str(cb.error()) and "divergent barrier" in str(cb.error())
-
-
-def test_division_by_zero_crash_is_isolated(dev, queue, psos):
-    a = np.arange(1, 65, dtype=np.int32)
-    b = np.ones(64, np.int32)
-    b[17] = 0
-    out = new_buffer(dev, np.zeros(64, np.int32))
-    run(queue, psos["add1"], [new_buffer(dev, np.zeros(4, np.float32)), new_buffer(dev, np.ones(4, np.float32))],
-        (4, 1, 1), (1, 1, 1))
-    pid = Metal.worker_pid()
-    cb = run(queue, psos["idiv"], [out, new_buffer(dev, a), new_buffer(dev, b)], (2, 1, 1), (32, 1, 1), check=False)
-    assert cb.status() == Metal.MTLCommandBufferStatusError
-    err = cb.error()
-    assert isinstance(err, Metal.MetalKernelCrash)
-    assert "kernel 'idiv'" in str(err) and "SIGFPE" in str(err)
-    with pytest.raises(Metal.MetalKernelCrash, match="idiv"):
-        raise err
-    # later work runs on a fresh worker
-    b[17] = 1
-    run(queue, psos["idiv"], [out, new_buffer(dev, a), new_buffer(dev, b)], (2, 1, 1), (32, 1, 1))
-    np.testing.assert_array_equal(view(out, np.int32), a)
-    assert Metal.worker_pid() != pid
-
-
-def test_limits(dev, queue, psos):
-    pso = psos["scal"]
-    cb = queue.commandBuffer()
-    enc = cb.computeCommandEncoder()
-    enc.setComputePipelineState_(pso)
-    with pytest.raises(Metal.MetalLimitError, match="setBytes"):
-        enc.setBytes_length_atIndex_(bytes(4096), 4096, 0)
-    with pytest.raises(Metal.MetalLimitError, match="at most 31"):
-        enc.setBuffer_offset_atIndex_(new_buffer(dev, np.zeros(4, np.float32)), 0, 31)
-    for i in range(5): enc.setBytes_length_atIndex_(bytes(4), 4, i)
-    with pytest.raises(Metal.MetalLimitError, match="1025 threads"):
-        enc.dispatchThreadgroups_threadsPerThreadgroup_(Metal.MTLSizeMake(1, 1, 1), Metal.MTLSizeMake(1025, 1, 1))
-    enc2 = queue.commandBuffer().computeCommandEncoder()
-    enc2.setComputePipelineState_(pso)
-    enc2.setBytes_length_atIndex_(bytes(4), 4, 0)
-    with pytest.raises(Metal.MetalValidationError, match="index 1 is not bound"):
-        enc2.dispatchThreadgroups_threadsPerThreadgroup_(Metal.MTLSizeMake(1, 1, 1), Metal.MTLSizeMake(1, 1, 1))
-    err = psos["bigtg"]
-    assert isinstance(err, Metal.MetalLimitError) and "32768" in str(err) and "36000" in str(err)
-    assert pso.maxTotalThreadsPerThreadgroup() == 1024 and pso.threadExecutionWidth() == 32
-
-
-def test_indirect_command_buffer_replays_dependent_dispatches(dev, queue, psos):
-    n = 100
-    b = rand(np.random.default_rng(7), n)
-    bb, a, c, d = (new_buffer(dev, z) for z in (b, np.zeros(n, np.float32), np.zeros(n, np.float32),
-                                                 np.zeros(n, np.float32)))
-    desc = Metal.MTLIndirectCommandBufferDescriptor.new()
-    desc.setCommandTypes_(Metal.MTLIndirectCommandTypeConcurrentDispatch)
-    desc.setInheritBuffers_(False)
-    desc.setInheritPipelineState_(False)
-    desc.setMaxKernelBufferBindCount_(31)
-    icb = dev.newIndirectCommandBufferWithDescriptor_maxCommandCount_options_(desc, 3, Metal.MTLResourceOptions(0))
-    for i, (name, bufs) in enumerate([("add1", [a, bb]), ("mul2", [c, a]), ("sub3", [d, c, a])]):
-        cmd = icb.indirectComputeCommandAtIndex_(i)
-        cmd.setComputePipelineState_(psos[name])
-        for j, buf in enumerate(bufs): cmd.setKernelBuffer_offset_atIndex_(buf, 0, j)
-        cmd.concurrentDispatchThreadgroups_threadsPerThreadgroup_(Metal.MTLSizeMake(n, 1, 1), Metal.MTLSizeMake(1, 1, 1))
-        cmd.setBarrier()
-    for scale in (1.0, -3.0):
-        view(bb, np.float32)[:] = b * scale
-        cb = queue.commandBuffer()
-        enc = cb.computeCommandEncoder()
-        enc.useResources_count_usage_([bb, a, c, d], 4, Metal.MTLResourceUsageRead | Metal.MTLResourceUsageWrite)
-        enc.executeCommandsInBuffer_withRange_(icb, Metal.NSMakeRange(0, 3))
-        enc.endEncoding()
-        cb.commit()
-        cb.waitUntilCompleted()
-        assert cb.error() is None
-        x = b * scale + 1
-        np.testing.assert_allclose(view(d, np.float32), x * 2 - 3 * x, rtol=1e-6, atol=1e-6)
+    x = b * scale + 1
+    np.testing.assert_allclose(view(d, np.float32), x * 2 - 3 * x, rtol=1e-6, atol=1e-6)
 
 
 def test_compile_error(dev):
-    src = HEADER + "kernel void broken(device float* a, uint i [[thread_position_in_grid]]) {\n  a[i] = b;\n}\n"
-    lib, err = dev.newLibraryWithSource_options_error_(src, Metal.MTLCompileOptions.new(), None)
-    assert lib is None and isinstance(err, Metal.MetalCompileError) and isinstance(err, RuntimeError)
-    assert "kernel.metal:4" in str(err) and "'b' was not declared" in str(err)
-    assert err.source == src and "error" in err.log
-    with pytest.raises(Metal.MetalCompileError):
-        compiler.compile_library(src)
+  src = HEADER + "kernel void broken(device float* a, uint i [[thread_position_in_grid]]) {\n  a[i] = b;\n}\n"
+  lib, err = dev.newLibraryWithSource_options_error_(src, Metal.MTLCompileOptions.new(), None)
+  assert lib is None and isinstance(err, Metal.MetalCompileError) and isinstance(err, RuntimeError)
+  assert "kernel.metal:4" in str(err) and "'b' was not declared" in str(err)
+  assert err.source == src and "error" in err.log
+  with pytest.raises(Metal.MetalCompileError):
+    compiler.compile_library(src)
 
 
 def test_disk_cache_and_library_data(dev, queue, monkeypatch):
-    src = SOURCES["scal"] + f"\n// {uuid.uuid4()}\n"
-    before = dict(compiler.compile_stats)
-    data = compiler.compile_library(src)
-    assert compiler.compile_stats["compiles"] == before["compiles"] + 1
-    assert data[:4] == compiler.LIB_MAGIC
-    calls = []
-    monkeypatch.setattr(compiler.subprocess, "run", lambda *a, **k: calls.append(a))
-    assert compiler.compile_library(src) == data  # served from disk: the compiler does not run
-    assert calls == [] and compiler.compile_stats["cache_hits"] == before["cache_hits"] + 1
-    lib, err = dev.newLibraryWithData_error_(data, None)
-    assert err is None and lib.functionNames() == ["scal"] and lib.newFunctionWithName_("nope") is None
-    lib, err = dev.newLibraryWithData_error_(b"MTLB" + data[4:], None)
-    assert lib is None and "magic" in str(err)
+  src = SOURCES["scal"] + f"\n// {uuid.uuid4()}\n"
+  before = dict(compiler.compile_stats)
+  data = compiler.compile_library(src)
+  assert compiler.compile_stats["compiles"] == before["compiles"] + 1
+  assert data[:4] == compiler.LIB_MAGIC
+  calls = []
+  monkeypatch.setattr(compiler.subprocess, "run", lambda *a, **k: calls.append(a))
+  assert compiler.compile_library(src) == data  # served from disk: the compiler does not run
+  assert calls == [] and compiler.compile_stats["cache_hits"] == before["cache_hits"] + 1
+  lib, err = dev.newLibraryWithData_error_(data, None)
+  assert err is None and lib.functionNames() == ["scal"] and lib.newFunctionWithName_("nope") is None
+  lib, err = dev.newLibraryWithData_error_(b"MTLB" + data[4:], None)
+  assert lib is None and "magic" in str(err)
 
 
 def test_dispatch_threads_nonuniform(dev, queue, psos):
-    out = new_buffer(dev, np.zeros(10 * 6 * 3, np.uint32))
-    run(queue, psos["nonuni"], [out], (10, 6, 1), (4, 4, 1), threads=True)
-    o = view(out, np.uint32).reshape(6, 10, 3)
-    ax = np.where(np.arange(10) >= 8, 2, 4)
-    ay = np.where(np.arange(6) >= 4, 2, 4)
-    np.testing.assert_array_equal(o[:, :, 0], ay[:, None] * ax[None, :])
-    assert (o[:, :, 1] == 16).all() and (o[:, :, 2] == 60).all()
+  out = new_buffer(dev, np.zeros(10 * 6 * 3, np.uint32))
+  run(queue, psos["nonuni"], [out], (10, 6, 1), (4, 4, 1), threads=True)
+  o = view(out, np.uint32).reshape(6, 10, 3)
+  ax = np.where(np.arange(10) >= 8, 2, 4)
+  ay = np.where(np.arange(6) >= 4, 2, 4)
+  np.testing.assert_array_equal(o[:, :, 0], ay[:, None] * ax[None, :])
+  assert (o[:, :, 1] == 16).all() and (o[:, :, 2] == 60).all()
 
 
 def test_atomics_and_async_order(dev, queue, psos):
-    rng = np.random.default_rng(8)
-    n = 4096
-    x = rng.integers(0, 1000, n).astype(np.uint32)
-    w = rng.integers(1, 5, n).astype(np.float32)
-    hist, total = new_buffer(dev, np.zeros(8, np.uint32)), new_buffer(dev, np.zeros(1, np.float32))
-    cbs = [encode(queue, psos["atom"], [hist, total, new_buffer(dev, x), new_buffer(dev, w)], (n // 64, 1, 1),
-                  (64, 1, 1)) for _ in range(3)]
-    for cb in cbs: cb.commit()  # asynchronous; executed in commit order
-    cbs[-1].waitUntilCompleted()
-    assert all(cb.status() == Metal.MTLCommandBufferStatusCompleted for cb in cbs)
-    np.testing.assert_array_equal(view(hist, np.uint32), 3 * np.bincount(x % 8, minlength=8))
-    assert view(total, np.float32)[0] == 3 * w.sum()
+  rng = np.random.default_rng(8)
+  n = 4096
+  x = rng.integers(0, 1000, n).astype(np.uint32)
+  w = rng.integers(1, 5, n).astype(np.float32)
+  hist, total = new_buffer(dev, np.zeros(8, np.uint32)), new_buffer(dev, np.zeros(1, np.float32))
+  cbs = [encode(queue, psos["atom"], [hist, total, new_buffer(dev, x), new_buffer(dev, w)], (n // 64, 1, 1),
+                (64, 1, 1)) for _ in range(3)]
+  for cb in cbs: cb.commit()  # asynchronous; executed in commit order
+  cbs[-1].waitUntilCompleted()
+  assert all(cb.status() == Metal.MTLCommandBufferStatusCompleted for cb in cbs)
+  np.testing.assert_array_equal(view(hist, np.uint32), 3 * np.bincount(x % 8, minlength=8))
+  assert view(total, np.float32)[0] == 3 * w.sum()
 
 
 def test_device_surface(dev):
-    assert dev.name() == "Apple7 (software)"
-    assert dev.supportsFamily_(Metal.MTLGPUFamilyApple7) and not dev.supportsFamily_(Metal.MTLGPUFamilyApple8)
-    assert tuple(dev.maxThreadsPerThreadgroup()) == (1024, 1024, 1024)
-    assert (Metal.MTLCommandBufferStatusCompleted, Metal.MTLCommandBufferStatusError) == (4, 5)
-    buf = dev.newBufferWithLength_options_(64, Metal.MTLResourceStorageModeShared)
-    mv = buf.contents().as_buffer(64)
-    mv[:4] = b"abcd"
-    assert buf.length() == 64 and bytes(buf.contents().as_buffer(4)) == b"abcd" and buf.gpuAddress() != 0
+  assert dev.name() == "Apple7 (software)"
+  assert dev.supportsFamily_(Metal.MTLGPUFamilyApple7) and not dev.supportsFamily_(Metal.MTLGPUFamilyApple8)
+  assert tuple(dev.maxThreadsPerThreadgroup()) == (1024, 1024, 1024)
+  assert (Metal.MTLCommandBufferStatusCompleted, Metal.MTLCommandBufferStatusError) == (4, 5)
+  buf = dev.newBufferWithLength_options_(64, Metal.MTLResourceStorageModeShared)
+  mv = buf.contents().as_buffer(64)
+  mv[:4] = b"abcd"
+  assert buf.length() == 64 and bytes(buf.contents().as_buffer(4)) == b"abcd" and buf.gpuAddress() != 0
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_simdgroup_matrix_matmul(dev, queue, psos, dtype):
-    rng = np.random.default_rng(9)
-    M, N, K = 16, 32, 24
-    a, b = rand(rng, M, K).astype(dtype), rand(rng, K, N).astype(dtype)
-    c = new_buffer(dev, np.zeros((M, N), np.float32))
-    name = "mm_f32" if dtype == np.float32 else "mm_f16"
-    with Metal.options(order="shuffled", strict=True):
-        run(queue, psos[name], [c, new_buffer(dev, a), new_buffer(dev, b), np.uint32(K).tobytes(),
-                                np.uint32(N).tobytes()], (N // 16, M // 8, 1), (64, 1, 1))
-    ref = a.astype(np.float32) @ b.astype(np.float32)
-    np.testing.assert_allclose(view(c, np.float32).reshape(M, N), ref, rtol=1e-5, atol=1e-5)
+  rng = np.random.default_rng(9)
+  M, N, K = 16, 32, 24
+  a, b = rand(rng, M, K).astype(dtype), rand(rng, K, N).astype(dtype)
+  c = new_buffer(dev, np.zeros((M, N), np.float32))
+  name = "mm_f32" if dtype == np.float32 else "mm_f16"
+  with Metal.options(order="shuffled", strict=True):
+    run(queue, psos[name], [c, new_buffer(dev, a), new_buffer(dev, b), np.uint32(K).tobytes(),
+                            np.uint32(N).tobytes()], (N // 16, M // 8, 1), (64, 1, 1))
+  ref = a.astype(np.float32) @ b.astype(np.float32)
+  np.testing.assert_allclose(view(c, np.float32).reshape(M, N), ref, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("source", ["runtime.cpp", "shim/mtl_shim.h"])
 def test_cxx_sources_compile_without_warnings(tmp_path, source):
-    """The C++ runtime (built with -Wall -Wextra) and the shim every kernel includes stay free of warnings."""
-    import subprocess
-    if source.endswith(".h"):  # the shim as a kernel sees it: through the include path, with the kernel flags
-        (tmp_path / "t.cpp").write_text("#include <mtl_shim.h>\n")
-        flags = [f for f in compiler.KERNEL_FLAGS if f != "-shared"]
-        cmd = [compiler.compiler(), *flags, "-fsyntax-only", "-I", str(compiler.SHIM_DIR), str(tmp_path / "t.cpp")]
-    else:
-        cmd = [compiler.compiler(), *compiler.RUNTIME_FLAGS, "-o", str(tmp_path / "rt.so"), str(compiler.HERE / source), "-ldl"]
-    r = subprocess.run([*cmd, "-Wall", "-Wextra", "-Werror"], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+  """The C++ runtime (built with -Wall -Wextra) and the shim every kernel includes stay free of warnings."""
+  import subprocess
+  if source.endswith(".h"):  # the shim as a kernel sees it: through the include path, with the kernel flags
+    (tmp_path / "t.cpp").write_text("#include <mtl_shim.h>\n")
+    flags = [f for f in compiler.KERNEL_FLAGS if f != "-shared"]
+    cmd = [compiler.compiler(), *flags, "-fsyntax-only", "-I", str(compiler.SHIM_DIR), str(tmp_path / "t.cpp")]
+  else:
+    cmd = [compiler.compiler(), *compiler.RUNTIME_FLAGS, "-o", str(tmp_path / "rt.so"), str(compiler.HERE / source), "-ldl"]
+  r = subprocess.run([*cmd, "-Wall", "-Wextra", "-Werror"], capture_output=True, text=True)
+  assert r.returncode == 0, r.stderr
