@@ -1,4 +1,10 @@
-"""The user API: a lazy, NumPy/PyTorch-style Tensor. Nothing runs until a value is needed."""
+"""The user API: a lazy, NumPy/PyTorch-style Tensor. Nothing runs until a value is needed.
+
+Longer than the house's 400 lines on purpose: it is one class, the whole user-facing API, in sections that each read
+alone (creation, host access, movement, elementwise, reductions, linear algebra, then the module-level functions).
+Splitting one class across mixin files would make a reader chase the method order instead; op groups that grow a
+machinery of their own (indexing.py already) move out.
+"""
 from __future__ import annotations
 import collections, math
 from typing import Sequence

@@ -24,3 +24,12 @@ def test_two_space_blocks(path):
 
 def test_the_check_catches_four_spaces():
   assert bad_indents("if x:\n    y = 1\n") and not bad_indents("if x:\n  y = 1\n  if y:\n    z = 2\n")
+
+SOURCES = sorted(p for p in (ROOT / "alloy").rglob("*") if p.suffix in (".py", ".c", ".h", ".cpp") or p.parent.name == "shim")
+LIMIT = 420   # "about 400 lines"
+
+@pytest.mark.parametrize("path", [p for p in SOURCES if p.is_file()], ids=lambda p: str(p.relative_to(ROOT)))
+def test_long_files_say_why_at_their_top(path):
+  lines = path.read_text().splitlines()
+  if len(lines) <= LIMIT: return
+  assert "400 lines" in "\n".join(lines[:12]), f"{path.relative_to(ROOT)} has {len(lines)} lines: split it, or say why at its top"

@@ -1,5 +1,9 @@
 """Lowering one kernel AST to a linear program.
 
+Longer than the house's 400 lines: one pass whose parts share the Lowerer's state (open loops, lanes, packed panels).
+Making the opts typed transforms and the shared passes (hoisting, address stepping, unrolling) separate files is the
+codegen issue's work.
+
 Every node is evaluated at a symbolic index. Each instruction is placed in the innermost open
 loop whose variable it uses, so loop-invariant work (a broadcast row maximum, say) is computed
 once, above the loop that does not need it. A reduction opens its own loops at the level of its

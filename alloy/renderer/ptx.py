@@ -1,5 +1,9 @@
 """PTX for the CUDA device: the linear program straight to NVIDIA's virtual ISA, with no C++ compiler in the way.
 
+Longer than the house's 400 lines: besides printing, it hoists loop invariants, steps pointers and unrolls loops
+itself, which the C renderers leave to their compilers. Those transforms move into codegen passes shared by every
+renderer in the codegen issue, and this file shrinks to a printer.
+
 A new CUDA C kernel costs NVRTC's front end, NVVM (with libdevice linked in) and ptxas: 27-47 ms on an H200 host.
 PTX skips all but ptxas (nvJitLink, 8-9 ms): a first realize of a new kernel took 14.1 ms against 45.2 ms through
 NVRTC in one run of bench/gpu.py. Where PTX has no instruction for an op (float64 transcendentals,
