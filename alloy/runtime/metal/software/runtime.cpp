@@ -1,5 +1,5 @@
 // Software Metal runtime: launches an exported kernel entry over a grid of threadgroups.
-// (One translation unit of about 500 lines, past the house's 400: the fiber switch, barriers and dispatch share
+// (One translation unit of about 500 lines, past the house's 400 lines: the fiber switch, barriers and dispatch share
 // the per-threadgroup state, and splitting it would export that state across files.)
 // One OS worker runs one whole threadgroup at a time. Kernels without barriers or simd-group
 // functions run in loop mode (a plain call per GPU thread); the others run every GPU thread as a

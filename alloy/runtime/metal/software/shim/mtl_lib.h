@@ -1,6 +1,6 @@
 // Software Metal shim: the `metal` namespace (math, integer, relational, as_type, barriers,
 // simd-group functions, atomics, numeric_limits, constants). Included by mtl_shim.h.
-// (About 550 lines, past the house's 400: it mirrors one header of Apple's, metal_stdlib, name for name.)
+// (About 550 lines, past the house's 400 lines: it mirrors one header of Apple's, metal_stdlib, name for name.)
 #ifndef ALLOY_MTL_LIB_H
 #define ALLOY_MTL_LIB_H
 #pragma GCC system_header
