@@ -79,3 +79,15 @@ def test_new_kernels_of_one_schedule_compile_side_by_side(rng, monkeypatch):
   monkeypatch.setattr(type(dev.compiler), "compile", broken)
   with pytest.raises(CompileError, match="no compiler today"):
     realize([(t * (c + 9)).exp(), (t + c).sum(0)])
+
+def test_processes_share_a_cold_cache(tmp_path):
+  # several processes compiling the same kernels into one empty cache at once: each gets right values, none a torn entry
+  env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path), DEBUG="0", PYTHONPATH=str(ROOT))
+  env.pop("DEV", None)
+  code = "import runpy; runpy.run_path('example.py')"
+  procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+           for _ in range(4)]
+  for p in procs:
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    assert "max abs difference from NumPy:" in out and float(out.split("max abs difference from NumPy:")[1]) < 1e-4

@@ -1,6 +1,6 @@
 """Buffers of results nobody holds go back to the allocator."""
 import gc, weakref
-import numpy as np
+import numpy as np, pytest
 import alloy
 from alloy import Tensor
 
@@ -95,3 +95,19 @@ def test_tensor_work_from_several_threads(device, rng):
     for j in range(30): want = np.sin(want * 0.9 + 0.1 * j) - want.mean(1, keepdims=True) * 0.5
     assert np.isfinite(want).all()
     np.testing.assert_allclose(results[i], want, rtol=1e-4, atol=1e-4)
+
+def test_an_impossible_allocation_fails_cleanly(device):
+  # a MemoryError where the allocation is refused; the software Metal device maps memory lazily and refuses the launch
+  # instead (its grid passes 32-bit thread positions): either way an error at the call, never a crash
+  with pytest.raises((MemoryError, RuntimeError), match=r"allocate|memory|does not fit"):
+    (Tensor.zeros(10**12, dtype="uint8", device=device) + 1).realize()
+  assert (Tensor(np.ones(4, np.float32), device=device) + 1).numpy().tolist() == [2.0] * 4   # the device still works
+
+def test_many_realizes_leave_rss_flat(device, rng):
+  import resource
+  x = Tensor(rng.uniform(1, 2, (64,)).astype(np.float32), device=device)
+  for _ in range(300): ((x * 2 + 1).sum()).item()   # warm: every cache filled
+  before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+  for _ in range(3000): ((x * 2 + 1).sum()).item()
+  grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+  assert grown_kb < 16 * 1024, f"RSS grew by {grown_kb} KB over 3000 realizes"
