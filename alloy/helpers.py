@@ -93,7 +93,8 @@ def write_entry(path: str, payload: bytes) -> bool:
     return False
 
 def _cache_path(table: str, key: str) -> str:
-  return os.path.join(cache_dir(), table, hashlib.sha256(key.encode()).hexdigest())
+  # the entry format is part of the name: versions of alloy sharing a cache never read each other's files
+  return os.path.join(cache_dir(), table, hashlib.sha256(f"entry {ENTRY_VERSION}\0{key}".encode()).hexdigest())
 
 def disk_cache_get(table: str, key: str) -> bytes | None:
   return read_entry(_cache_path(table, key)) if disk_cache_enabled() else None

@@ -11,8 +11,8 @@ cannot be written (warned once), everything is built in a temporary folder of th
 from __future__ import annotations
 import atexit, hashlib, os, re, shutil, struct, subprocess, tempfile, threading, time
 from pathlib import Path
-from alloy.helpers import (atomic_write, cache_unusable, discard_bad, disk_cache_enabled, folder_usable, pack_entry, read_entry,
-                           remove_stale_temps, report_bad, temp_prefix, write_entry)
+from alloy.helpers import (ENTRY_VERSION, atomic_write, cache_unusable, discard_bad, disk_cache_enabled, folder_usable, pack_entry,
+                           read_entry, remove_stale_temps, report_bad, temp_prefix, write_entry)
 from alloy.runtime.metal.software import elf
 from alloy.runtime.metal.software.errors import MetalCompileError, MetalError
 
@@ -87,13 +87,13 @@ def _holds(path: Path, data: bytes) -> bool:
   return same
 
 def _verified(path: Path) -> bool:
-  """Whether path holds the bytes its checksum file (<path>.sum, a cache entry) names; a file that does not is reported
-  and deleted, so it is rebuilt and never dlopened or read by the C++ compiler."""
+  """Whether path holds the bytes its checksum file (<path>.sum, a cache entry) names. A file that does not is reported,
+  never dlopened or given to the C++ compiler, and rebuilt over (not deleted first: another process may be loading it)."""
   if not path.exists(): return False
   digest = read_entry(f"{path}.sum")
   try: ok = digest is not None and hashlib.sha256(path.read_bytes()).digest() == digest
   except OSError: return False
-  if not ok: discard_bad(str(path), "no valid checksum file" if digest is None else "checksum mismatch")
+  if not ok: report_bad(str(path), "no valid checksum file" if digest is None else "checksum mismatch")
   return ok
 
 def _seal(tmp: str, path: Path) -> None:
@@ -191,7 +191,9 @@ def compile_library(source: str, defines: dict | None = None) -> bytes:
   """MSL source -> library data (magic header + shared object). Raises MetalCompileError."""
   cxx = compiler()
   flags = list(KERNEL_FLAGS) + [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in sorted((defines or {}).items())]
-  key = hashlib.sha256("\0".join([str(FORMAT_VERSION), shim_hash(), _compiler_identity(cxx), " ".join(flags), source]).encode()).hexdigest()
+  # the entry format is part of the key, as in helpers: versions sharing the folder never read each other's entries
+  parts = [str(FORMAT_VERSION), f"entry {ENTRY_VERSION}", shim_hash(), _compiler_identity(cxx), " ".join(flags), source]
+  key = hashlib.sha256("\0".join(parts).encode()).hexdigest()
   path = cache_dir() / "lib" / f"{key}.mswl"
   if (data := read_entry(str(path))) is not None:   # a damaged entry is reported, deleted and compiled again
     try:
