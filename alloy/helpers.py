@@ -1,6 +1,6 @@
 """Small shared utilities: environment knobs, the on-disk cache, timing."""
 from __future__ import annotations
-import functools, hashlib, math, os, tempfile, time
+import functools, hashlib, math, os, re, shutil, struct, sys, tempfile, threading, time, warnings
 from typing import Iterable
 
 def getenv(key: str, default=0):
@@ -21,30 +21,131 @@ def cache_dir() -> str:
   return os.path.join(base, "alloy")
 
 def disk_cache_enabled() -> bool:
+  """ALLOY_CACHE=0 turns off every disk cache: this one and the software Metal device's."""
   return getenv("ALLOY_CACHE", 1) != 0
 
+# A cache entry: a header (magic, format version, payload length, blake2b-256 of the payload), then the payload.
+# A file that does not check out (truncated, overwritten, from another format) is never returned.
+ENTRY_MAGIC, ENTRY_VERSION = b"ALYC", 1
+_ENTRY = struct.Struct("<4sIQ32s")
+
+def _digest(payload: bytes) -> bytes: return hashlib.blake2b(payload, digest_size=32).digest()
+
+def pack_entry(payload: bytes) -> bytes:
+  return _ENTRY.pack(ENTRY_MAGIC, ENTRY_VERSION, len(payload), _digest(payload)) + payload
+
+def unpack_entry(data: bytes) -> bytes:
+  """The payload of a cache entry; ValueError saying what is wrong with it."""
+  if len(data) < _ENTRY.size: raise ValueError(f"{len(data)} bytes, shorter than the {_ENTRY.size}-byte header")
+  magic, version, n, digest = _ENTRY.unpack_from(data)
+  if magic != ENTRY_MAGIC: raise ValueError(f"magic {magic!r}, expected {ENTRY_MAGIC!r}")
+  if version != ENTRY_VERSION: raise ValueError(f"format {version}, expected {ENTRY_VERSION}")
+  if len(data) != _ENTRY.size + n: raise ValueError(f"{len(data) - _ENTRY.size} payload bytes, expected {n}")
+  payload = data[_ENTRY.size:]
+  if _digest(payload) != digest: raise ValueError("checksum mismatch")
+  return payload
+
+def report_bad(path: str, why: str) -> None:
+  """A damaged cache file, at DEBUG=1: it is not used, and is replaced by a rebuilt one."""
+  if DEBUG >= 1: print(f"alloy: bad cache file {path} ({why}): rebuilding it", file=sys.stderr)
+
+def discard_bad(path: str, why: str) -> None:
+  """A damaged cache file: reported (report_bad) and deleted, so the next lookup rebuilds it."""
+  report_bad(path, why)
+  try:
+    if os.path.isdir(path) and not os.path.islink(path): shutil.rmtree(path)
+    else: os.unlink(path)
+  except OSError: pass   # a read-only cache: the file stays, but is never used
+
+_unusable: dict[str, str] = {}   # cache folder -> why it cannot be used; each is warned about once, then skipped
+_warn_lock = threading.Lock()
+
+def cache_unusable(folder: str, err: BaseException) -> None:
+  """Give up on a cache folder for this process, with one warning naming it and the reason."""
+  with _warn_lock:
+    if folder in _unusable: return
+    _unusable[folder] = why = f"{type(err).__name__}: {getattr(err, 'strerror', None) or err}"
+  msg = f"alloy: cache folder {folder} is unusable ({why}); running without it"
+  warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+def folder_usable(folder: str) -> bool: return folder not in _unusable
+
+def read_entry(path: str) -> bytes | None:
+  """The payload cached at path, or None when there is none, it is damaged (then deleted) or the folder is unusable."""
+  folder = os.path.dirname(path)
+  if folder in _unusable: return None
+  try:
+    with open(path, "rb") as f: data = f.read()
+  except FileNotFoundError: return None
+  except IsADirectoryError: return discard_bad(path, "a folder in its place")
+  except OSError as e: return cache_unusable(folder, e)
+  try: return unpack_entry(data)
+  except ValueError as e: return discard_bad(path, str(e))
+
+def write_entry(path: str, payload: bytes) -> bool:
+  """Cache payload at path (atomically); False, after one warning per folder, where the folder cannot take it."""
+  folder = os.path.dirname(path)
+  if folder in _unusable: return False
+  try:
+    remove_stale_temps(folder)
+    atomic_write(path, pack_entry(payload))
+    return True
+  except OSError as e:
+    cache_unusable(folder, e)
+    return False
+
 def _cache_path(table: str, key: str) -> str:
-  return os.path.join(cache_dir(), table, hashlib.sha256(key.encode()).hexdigest())
+  # the entry format is part of the name: versions of alloy sharing a cache never read each other's files
+  return os.path.join(cache_dir(), table, hashlib.sha256(f"entry {ENTRY_VERSION}\0{key}".encode()).hexdigest())
 
 def disk_cache_get(table: str, key: str) -> bytes | None:
-  if not disk_cache_enabled(): return None
-  try:
-    with open(_cache_path(table, key), "rb") as f: return f.read()
-  except OSError: return None
+  return read_entry(_cache_path(table, key)) if disk_cache_enabled() else None
+
+def disk_cache_put(table: str, key: str, value: bytes) -> None:
+  if disk_cache_enabled(): write_entry(_cache_path(table, key), value)
+
+# Temporary files and folders in a cache are named .tmp-<pid>-...: a writer killed before its rename leaves one behind,
+# which is never read (no lookup names it) and is removed once its process is gone. The age limit spares the files
+# of a live process this one cannot see (another host or PID namespace sharing the folder).
+STALE_SECONDS = 300
+_swept: set[str] = set()
+
+def temp_prefix() -> str: return f".tmp-{os.getpid()}-{threading.get_ident()}-"
+
+def _alive(pid: int) -> bool:
+  if pid == os.getpid(): return True
+  try: os.kill(pid, 0)
+  except ProcessLookupError: return False
+  except OSError: pass   # EPERM: someone else's process
+  return True
+
+_OLD_TEMP = re.compile(r"\.(\d+)\.\d+\.tmp$")   # the software Metal device's earlier name: <file>.<pid>.<thread>.tmp
+
+def remove_stale_temps(folder: str) -> None:
+  """Remove the leftover temporary files of dead processes in folder, once per folder and process."""
+  if folder in _swept: return
+  _swept.add(folder)
+  try: names = [n for n in os.listdir(folder) if n.startswith(".tmp-") or _OLD_TEMP.search(n)]
+  except OSError: return
+  for name in names:
+    pid = name[5:].split("-", 1)[0] if name.startswith(".tmp-") else _OLD_TEMP.search(name).group(1)
+    path = os.path.join(folder, name)
+    try:
+      if (pid.isdigit() and _alive(int(pid))) or time.time() - os.lstat(path).st_mtime < STALE_SECONDS: continue
+      if os.path.isdir(path) and not os.path.islink(path): shutil.rmtree(path)
+      else: os.unlink(path)
+    except OSError: pass   # gone already, or not ours to remove
 
 def atomic_write(path: str, data: bytes) -> None:
   """Write via a temp file and rename: readers see the whole file or none, even across processes."""
   os.makedirs(os.path.dirname(path), exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+  fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=temp_prefix())
   try:
     with os.fdopen(fd, "wb") as f: f.write(data)
     os.replace(tmp, path)
   except BaseException:
     if os.path.exists(tmp): os.unlink(tmp)
     raise
-
-def disk_cache_put(table: str, key: str, value: bytes) -> None:
-  if disk_cache_enabled(): atomic_write(_cache_path(table, key), value)
 
 class Timer:
   """Context manager measuring host wall time in seconds."""

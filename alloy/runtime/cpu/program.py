@@ -28,11 +28,12 @@ def native(buffers, scalars) -> bool:
 class CPUProgram(Program):
   def __init__(self, device: CPUDevice, name: str, binary: bytes):
     self.device, self.name = device, name
-    # dlopen needs a file; the binary is content-addressed so one file per binary is enough
-    fd, self.path = tempfile.mkstemp(suffix=".so", prefix=f"alloy-{name}-")
-    with os.fdopen(fd, "wb") as f: f.write(binary)
-    self.lib = ctypes.CDLL(self.path)
-    os.unlink(self.path)
+    # dlopen needs a file: a temporary one, removed once loaded (the mapping outlives its name) or when loading fails
+    fd, path = tempfile.mkstemp(suffix=".so", prefix=f"alloy-{name}-")
+    try:
+      with os.fdopen(fd, "wb") as f: f.write(binary)
+      self.lib = ctypes.CDLL(path)
+    finally: os.unlink(path)
     self.fn = getattr(self.lib, name)
     self.fn.restype = None
     self.address = ctypes.cast(self.fn, ctypes.c_void_p)   # what the queue calls
