@@ -129,6 +129,12 @@ class MetalDevice(Device):
     if err is not None or cb.status() == self.mtl.MTLCommandBufferStatusError:
       raise RuntimeError(f"{self.name}: kernel {what} failed on {self.target}: {describe_error(err)}")
 
+  def fence(self):
+    """The last committed command buffer (Metal runs a queue's command buffers in commit order)."""
+    with self.lock: return next(reversed(self.inflight), None)
+  def wait_fence(self, fence) -> None:
+    if fence is not None: self.wait_for(fence)
+
   def synchronize(self) -> None:
     with self.lock: pending = list(self.inflight)
     first = None
