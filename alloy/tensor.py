@@ -16,8 +16,9 @@ from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker, View
 from alloy.runtime.buffer import Buffer
-from alloy.runtime.registry import canonical_device, default_device, get_device, unsupported_dtype
+from alloy.runtime.registry import canonical_device, default_device, unsupported_dtype
 from alloy.engine.realize import buffer_view as _buffer_view, buffer_of, realize as _realize
+from alloy import dlpack
 
 # listener(key_tensor) for every random key made (the jit's capture: a key is an implicit input refreshed per replay)
 rng_key_listeners: list = []
@@ -255,16 +256,13 @@ class Tensor:
   def cpu(self): return self.to("CPU")
   def cuda(self, device=None): return self.to("CUDA" if device is None else f"CUDA:{device}")
   def astype(self, dtype) -> "Tensor": return self.cast(dtype)
-  def __dlpack_device__(self) -> tuple:
-    if self.device != "CPU": raise BufferError(f"DLPack export is implemented for CPU tensors only, this one is on {self.device}")
-    return (1, 0)   # kDLCPU
+  def __dlpack_device__(self) -> tuple: return dlpack.device_of(self.device)
   def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
-    """Zero-copy export of a CPU tensor's buffer (NumPy's exporter does the format). The buffer stays alive, and unused
-    by alloy, while the consumer holds it."""
-    self.__dlpack_device__()
-    if self.dtype is dt.bfloat16: raise BufferError("DLPack export of bfloat16 is not implemented (NumPy has no bfloat16)")
-    kw = {"max_version": max_version} if max_version is not None else {}
-    return host_array(self).__dlpack__(**kw)
+    """Zero-copy export of a CPU or CUDA tensor's buffer (alloy/dlpack.py). The device first finishes the work
+    writing it, so the consumer's stream, whichever it is, sees the values."""
+    dlpack.device_of(self.device)
+    if copy: raise BufferError("__dlpack__(copy=True) is not supported: export shares the buffer; call .clone() on the consumer's side")
+    return dlpack.export(buffer_of(self), self.shape, self.device)
 
   # ---- internals
   def _new(self, node: Node) -> "Tensor":
@@ -743,23 +741,15 @@ def _shape_arg(shape) -> tuple:
 
 def _rebuild(values: np.ndarray, dtype: str, device: str) -> Tensor: return Tensor(values, dtype=dtype, device=device)
 
-class _HostView:
-  """A CPU buffer's memory as NumPy sees it (__array_interface__), holding the Buffer so that alloy does not reuse the
-  memory while an array over it lives. The CPU device's buffer handles are uint8 NumPy arrays."""
-  def __init__(self, buf: Buffer, shape: tuple, dtype: DType):
-    self.buffer = buf
-    self.__array_interface__ = {"data": (buf.handle.ctypes.data, False), "shape": shape, "typestr": np.dtype(dtype.np).str, "version": 3}
-
-def host_array(t: Tensor) -> np.ndarray:
-  """A CPU tensor's values as a NumPy array over its own buffer (no copy): realized, contiguous, finished."""
-  buf = buffer_of(t)
-  get_device(t.device).synchronize()   # the kernel writing the buffer may still be queued
-  return np.asarray(_HostView(buf, t.shape, t.dtype))
-
 def from_dlpack(x, device=None) -> Tensor:
-  """A Tensor of a DLPack producer's values (NumPy, PyTorch, ...). CPU memory is copied into an alloy buffer."""
-  arr = np.from_dlpack(x)
-  return Tensor(arr, device=device)
+  """A Tensor holding a copy of a DLPack producer's values (NumPy, PyTorch, ...): a CUDA array is copied device to
+  device on its GPU, a CPU array into a CPU buffer; `device` moves the result."""
+  device_type, index = x.__dlpack_device__()
+  if device_type == dlpack.KDL_CUDA:
+    buf, shape, name = dlpack.import_cuda(x, device_type, index)
+    t = Tensor(_buffer_view(buf, shape), device=name)
+  else: t = Tensor(np.from_dlpack(x), device="CPU")
+  return t.to(device) if device is not None else t
 
 def _size_arg(shape, what: str) -> tuple:
   """The shape of a tensor being made: _shape_arg, and no negative size."""

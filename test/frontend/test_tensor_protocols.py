@@ -76,13 +76,25 @@ def test_dlpack_to_and_from_numpy_without_a_copy():
   back = alloy.from_dlpack(np.arange(4, dtype=np.int32), device="CPU")
   assert back.dtype.name == "int32" and back.numpy().tolist() == [0, 1, 2, 3]
 
-def test_dlpack_to_and_from_torch():
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool", "bfloat16", "float16"])
+def test_dlpack_to_and_from_torch(device, dtype):
   torch = pytest.importorskip("torch")
-  t = Tensor(np.arange(6, dtype=np.float32), device="CPU") + 1
-  np.testing.assert_array_equal(torch.from_dlpack(t).numpy(), np.arange(6) + 1)
-  assert alloy.from_dlpack(torch.arange(3, dtype=torch.int64), device="CPU").numpy().tolist() == [0, 1, 2]
+  if device == "METAL" or (device.startswith("CUDA") and not torch.cuda.is_available()): pytest.skip(f"no DLPack exchange with torch on {device}")
+  x = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+  t = (Tensor(x, device=device) * 2).cast(dtype)
+  shared = torch.from_dlpack(t)                      # a view of alloy's buffer on the same device
+  assert str(shared.dtype) == f"torch.{dtype}" and tuple(shared.shape) == (3, 4)
+  assert shared.device.type == ("cuda" if device.startswith("CUDA") else "cpu")
+  np.testing.assert_array_equal(shared.float().cpu().numpy(), (x * 2).astype(np.float32) if dtype != "bool" else (x * 2 != 0))
+  del t
+  for _ in range(20): (Tensor(np.ones((3, 4), np.float32), device=device) + 5).numpy()   # freed buffers are reused: not this one
+  np.testing.assert_array_equal(shared.float().cpu().numpy(), (x * 2).astype(np.float32) if dtype != "bool" else (x * 2 != 0))
+  src = torch.arange(12, dtype=torch.float32).reshape(3, 4).to(getattr(torch, dtype)).to("cuda" if device.startswith("CUDA") else "cpu")
+  back = alloy.from_dlpack(src)
+  assert back.device == ("CPU" if src.device.type == "cpu" else "CUDA") and back.dtype.name == dtype
+  np.testing.assert_array_equal(back.float().numpy(), src.float().cpu().numpy())
 
 def test_dlpack_refuses_what_it_cannot_export(device):
-  if device != "CPU":
-    with pytest.raises(BufferError, match="CPU tensors only"): np.from_dlpack(Tensor(np.ones(2, np.float32), device=device))
-  with pytest.raises(BufferError, match="bfloat16"): Tensor(np.ones(2, np.float32), dtype="bfloat16", device="CPU").__dlpack__()
+  if device == "METAL":
+    with pytest.raises(BufferError, match="CPU and CUDA tensors"): np.from_dlpack(Tensor(np.ones(2, np.float32), device=device))
+  with pytest.raises(BufferError, match="copy=True"): Tensor(np.ones(2, np.float32), device="CPU").__dlpack__(copy=True)

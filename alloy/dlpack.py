@@ -1,0 +1,103 @@
+"""DLPack: CPU and CUDA tensors handed to other frameworks (PyTorch, NumPy, JAX, CuPy) without a copy, and theirs taken in.
+
+Export (`Tensor.__dlpack__`) hands out a DLManagedTensor over the tensor's own buffer. The capsule holds the Buffer,
+so alloy neither frees nor reuses that memory until the consumer calls the deleter (or the capsule dies unused).
+Before handing it out, the device finishes the work that writes the buffer, so any stream the consumer uses sees it.
+
+Import (`from_dlpack`) copies: alloy's buffers belong to its allocators, which reuse them once dropped, so foreign
+memory cannot become one. A CUDA producer is asked to order its work before alloy's stream, and the copy is device
+to device. The structures follow dlpack.h (version 0.8, the unversioned capsule every consumer accepts).
+"""
+from __future__ import annotations
+import ctypes
+import numpy as np
+from alloy import dtype as dt
+from alloy.dtype import DType
+from alloy.runtime.buffer import Buffer
+from alloy.runtime.registry import get_device
+
+class DLDevice(ctypes.Structure): _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+class DLDataType(ctypes.Structure): _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+class DLTensor(ctypes.Structure):
+  _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32), ("dtype", DLDataType),
+              ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+class DLManagedTensor(ctypes.Structure): pass
+DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
+DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", DELETER)]
+
+KDL_CPU, KDL_CUDA = 1, 2
+CODES = {"i": 0, "u": 1, "f": 2, "b": 6}   # kDLInt, kDLUInt, kDLFloat, kDLBool; bfloat16 is kDLBfloat, 4
+NAME, USED = b"dltensor", b"used_dltensor"
+
+# The capsule API with the capsule as a plain pointer: its destructor runs while the capsule is being freed, when
+# making a Python reference to it would revive a dying object.
+_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(("PyCapsule_New", ctypes.pythonapi))
+_capsule_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_IsValid", ctypes.pythonapi))
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_GetPointer", ctypes.pythonapi))
+_capsule_rename = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_SetName", ctypes.pythonapi))
+
+_alive: dict = {}   # address of a handed-out DLManagedTensor -> (the struct, its shape and strides, the Buffer)
+
+@DELETER
+def _delete(managed) -> None: _alive.pop(ctypes.addressof(managed.contents), None)
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _capsule_freed(capsule) -> None:
+  # a consumer renames the capsule and calls the deleter itself; one still named "dltensor" was never consumed
+  if _capsule_valid(capsule, NAME): _alive.pop(_capsule_pointer(capsule, NAME), None)
+
+def _dl_dtype(d: DType) -> DLDataType:
+  if d is dt.bfloat16: return DLDataType(4, 16, 1)
+  return DLDataType(CODES[d.kind], 8 * d.itemsize, 1)
+
+def _alloy_dtype(code: int, bits: int, lanes: int) -> DType:
+  if lanes != 1: raise BufferError(f"DLPack: vector dtypes (lanes={lanes}) are not supported")
+  if (code, bits) == (4, 16): return dt.bfloat16
+  kind = {v: k for k, v in CODES.items()}.get(code)
+  if kind is None: raise BufferError(f"DLPack: dtype code {code} is not supported")
+  return dt.to_dtype("bool" if kind == "b" else np.dtype(f"{kind}{bits // 8}"))
+
+def device_of(device: str) -> tuple[int, int]:
+  """(DLPack device type, index) of an alloy device that can export."""
+  base, _, index = device.partition(":")
+  if base == "CPU": return (KDL_CPU, 0)
+  if base == "CUDA": return (KDL_CUDA, int(index or 0))
+  raise BufferError(f"DLPack export is implemented for CPU and CUDA tensors, this one is on {device}")
+
+def export(buf: Buffer, shape: tuple, device: str):
+  """A DLPack capsule over `buf` (contiguous, holding `shape`), once the device has finished writing it."""
+  device_type, index = device_of(device)
+  dev = get_device(device)
+  dev.synchronize()
+  pointer = buf.handle.ctypes.data if device_type == KDL_CPU else int(buf.handle)
+  strides = [1] * len(shape)
+  for k in range(len(shape) - 2, -1, -1): strides[k] = strides[k + 1] * shape[k + 1]
+  shape_arr, strides_arr = (ctypes.c_int64 * len(shape))(*shape), (ctypes.c_int64 * len(shape))(*strides)
+  managed = DLManagedTensor()
+  managed.dl_tensor = DLTensor(pointer, DLDevice(device_type, index), len(shape), _dl_dtype(buf.dtype),
+                               ctypes.cast(shape_arr, ctypes.POINTER(ctypes.c_int64)), ctypes.cast(strides_arr, ctypes.POINTER(ctypes.c_int64)), 0)
+  managed.deleter = _delete
+  address = ctypes.addressof(managed)
+  _alive[address] = (managed, shape_arr, strides_arr, buf)
+  return _capsule_new(address, NAME, ctypes.cast(_capsule_freed, ctypes.c_void_p))
+
+def import_cuda(x, device_type: int, index: int) -> tuple[Buffer, tuple, str]:
+  """Copy a CUDA producer's array into a new alloy buffer on the same GPU: (buffer, shape, device name)."""
+  name = "CUDA" if index == 0 else f"CUDA:{index}"
+  cuda = get_device(name)
+  capsule = x.__dlpack__(stream=int(cuda.stream))   # the producer makes our stream wait for its work
+  managed = DLManagedTensor.from_address(_capsule_pointer(ctypes.c_void_p(id(capsule)), NAME))
+  t = managed.dl_tensor
+  shape = tuple(t.shape[k] for k in range(t.ndim))
+  d = _alloy_dtype(t.dtype.code, t.dtype.bits, t.dtype.lanes)
+  compact = [1] * len(shape)
+  for k in range(len(shape) - 2, -1, -1): compact[k] = compact[k + 1] * shape[k + 1]
+  if t.strides and any(t.strides[k] != compact[k] for k in range(t.ndim) if shape[k] != 1):
+    raise BufferError("from_dlpack: the CUDA array is not contiguous; make it contiguous first (e.g. .contiguous())")
+  n = int(np.prod(shape, dtype=np.int64))
+  buf = Buffer(name, n, d)
+  if n: cuda.allocator.transfer(buf.handle, t.data + t.byte_offset, n * d.itemsize)
+  cuda.synchronize()                     # the producer's memory is released below: the copy must have landed
+  _capsule_rename(capsule, USED)
+  if managed.deleter: managed.deleter(ctypes.pointer(managed))
+  return buf, shape, name
