@@ -1,7 +1,8 @@
 """DLPack: CPU and CUDA tensors handed to other frameworks (PyTorch, NumPy, JAX, CuPy) without a copy, and theirs taken in.
 
-Export (`Tensor.__dlpack__`) hands out a DLManagedTensor over the tensor's own buffer. The capsule holds the Buffer,
-so alloy neither frees nor reuses that memory until the consumer calls the deleter (or the capsule dies unused).
+Export (`Tensor.__dlpack__`) hands out a DLManagedTensor over the tensor's own buffer. The struct holds the Buffer,
+so alloy neither frees nor reuses that memory until the consumer calls the deleter (or the capsule dies unused); the
+deleter and the capsule's destructor are C (dlpack.c), since they run where Python code cannot.
 Before handing it out, the device finishes the work that writes the buffer, so any stream the consumer uses sees it.
 
 Import (`from_dlpack`) copies: alloy's buffers belong to its allocators, which reuse them once dropped, so foreign
@@ -9,7 +10,8 @@ memory cannot become one. A CUDA producer is asked to order its work before allo
 to device. The structures follow dlpack.h (version 0.8, the unversioned capsule every consumer accepts).
 """
 from __future__ import annotations
-import ctypes
+import ctypes, functools
+from pathlib import Path
 import numpy as np
 from alloy import dtype as dt
 from alloy.dtype import DType
@@ -29,22 +31,27 @@ KDL_CPU, KDL_CUDA = 1, 2
 CODES = {"i": 0, "u": 1, "f": 2, "b": 6}   # kDLInt, kDLUInt, kDLFloat, kDLBool; bfloat16 is kDLBfloat, 4
 NAME, USED = b"dltensor", b"used_dltensor"
 
-# The capsule API with the capsule as a plain pointer: its destructor runs while the capsule is being freed, when
-# making a Python reference to it would revive a dying object.
-_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(("PyCapsule_New", ctypes.pythonapi))
-_capsule_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_IsValid", ctypes.pythonapi))
-_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_GetPointer", ctypes.pythonapi))
-_capsule_rename = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_SetName", ctypes.pythonapi))
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype, _capsule_new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+_capsule_rename = ctypes.pythonapi.PyCapsule_SetName
+_capsule_rename.restype, _capsule_rename.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
+_incref = ctypes.pythonapi.Py_IncRef
+_incref.restype, _incref.argtypes = None, [ctypes.py_object]
 
-_alive: dict = {}   # address of a handed-out DLManagedTensor -> (the struct, its shape and strides, the Buffer)
+SOURCE = Path(__file__).with_name("dlpack.c")
 
-@DELETER
-def _delete(managed) -> None: _alive.pop(ctypes.addressof(managed.contents), None)
-
-@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _capsule_freed(capsule) -> None:
-  # a consumer renames the capsule and calls the deleter itself; one still named "dltensor" was never consumed
-  if _capsule_valid(capsule, NAME): _alive.pop(_capsule_pointer(capsule, NAME), None)
+@functools.lru_cache(None)
+def callbacks() -> tuple[int, int]:
+  """(the deleter's address, the capsule destructor's address) from dlpack.c, built once by the CPU device's compiler."""
+  cpu = get_device("CPU")
+  lib = cpu.load("alloy_dlpack_init", cpu.compiler.compile_cached(SOURCE.read_text())).lib
+  address = lambda f: ctypes.cast(f, ctypes.c_void_p).value
+  lib.alloy_dlpack_init.argtypes = [ctypes.c_void_p] * 5
+  lib.alloy_dlpack_init(*[address(getattr(ctypes.pythonapi, n)) for n in ("PyCapsule_IsValid", "PyCapsule_GetPointer",
+                                                                          "PyGILState_Ensure", "PyGILState_Release", "Py_DecRef")])
+  return address(lib.alloy_dlpack_delete), address(lib.alloy_dlpack_capsule_freed)
 
 def _dl_dtype(d: DType) -> DLDataType:
   if d is dt.bfloat16: return DLDataType(4, 16, 1)
@@ -76,17 +83,18 @@ def export(buf: Buffer, shape: tuple, device: str):
   managed = DLManagedTensor()
   managed.dl_tensor = DLTensor(pointer, DLDevice(device_type, index), len(shape), _dl_dtype(buf.dtype),
                                ctypes.cast(shape_arr, ctypes.POINTER(ctypes.c_int64)), ctypes.cast(strides_arr, ctypes.POINTER(ctypes.c_int64)), 0)
-  managed.deleter = _delete
-  address = ctypes.addressof(managed)
-  _alive[address] = (managed, shape_arr, strides_arr, buf)
-  return _capsule_new(address, NAME, ctypes.cast(_capsule_freed, ctypes.c_void_p))
+  delete, capsule_freed = callbacks()
+  holder = (managed, shape_arr, strides_arr, buf)   # alive, through the reference taken here, until the deleter runs
+  _incref(holder)
+  managed.manager_ctx, managed.deleter = id(holder), ctypes.cast(delete, DELETER)
+  return _capsule_new(ctypes.addressof(managed), NAME, capsule_freed)
 
 def import_cuda(x, device_type: int, index: int) -> tuple[Buffer, tuple, str]:
   """Copy a CUDA producer's array into a new alloy buffer on the same GPU: (buffer, shape, device name)."""
   name = "CUDA" if index == 0 else f"CUDA:{index}"
   cuda = get_device(name)
   capsule = x.__dlpack__(stream=int(cuda.stream))   # the producer makes our stream wait for its work
-  managed = DLManagedTensor.from_address(_capsule_pointer(ctypes.c_void_p(id(capsule)), NAME))
+  managed = DLManagedTensor.from_address(_capsule_pointer(capsule, NAME))
   t = managed.dl_tensor
   shape = tuple(t.shape[k] for k in range(t.ndim))
   d = _alloy_dtype(t.dtype.code, t.dtype.bits, t.dtype.lanes)
