@@ -7,7 +7,8 @@ Before handing it out, the device finishes the work that writes the buffer, so a
 
 Import (`from_dlpack`) copies: alloy's buffers belong to its allocators, which reuse them once dropped, so foreign
 memory cannot become one. A CUDA producer is asked to order its work before alloy's stream, and the copy is device
-to device. The structures follow dlpack.h (version 0.8, the unversioned capsule every consumer accepts).
+to device; a CPU array (bfloat16 too, which NumPy cannot take) is copied into a CPU buffer.
+The structures follow dlpack.h (version 0.8, the unversioned capsule every consumer accepts).
 """
 from __future__ import annotations
 import ctypes, functools
@@ -89,11 +90,15 @@ def export(buf: Buffer, shape: tuple, device: str):
   managed.manager_ctx, managed.deleter = id(holder), ctypes.cast(delete, DELETER)
   return _capsule_new(ctypes.addressof(managed), NAME, capsule_freed)
 
-def import_cuda(x, device_type: int, index: int) -> tuple[Buffer, tuple, str]:
-  """Copy a CUDA producer's array into a new alloy buffer on the same GPU: (buffer, shape, device name)."""
-  name = "CUDA" if index == 0 else f"CUDA:{index}"
-  cuda = get_device(name)
-  capsule = x.__dlpack__(stream=int(cuda.stream))   # the producer makes our stream wait for its work
+def import_array(x) -> tuple[Buffer, tuple, str]:
+  """Copy a DLPack producer's array into a new alloy buffer: on its GPU (device to device) for CUDA, else on the CPU.
+  Returns (buffer, shape, device name)."""
+  device_type, index = x.__dlpack_device__()
+  if device_type not in (KDL_CPU, KDL_CUDA): raise BufferError(f"from_dlpack: DLPack device type {device_type} is not supported")
+  name = "CPU" if device_type == KDL_CPU else "CUDA" if index == 0 else f"CUDA:{index}"
+  dev = get_device(name)
+  # a CUDA producer makes alloy's stream wait for its work; a CPU producer's memory is ready now
+  capsule = x.__dlpack__(stream=int(dev.stream)) if device_type == KDL_CUDA else x.__dlpack__()
   managed = DLManagedTensor.from_address(_capsule_pointer(capsule, NAME))
   t = managed.dl_tensor
   shape = tuple(t.shape[k] for k in range(t.ndim))
@@ -101,11 +106,13 @@ def import_cuda(x, device_type: int, index: int) -> tuple[Buffer, tuple, str]:
   compact = [1] * len(shape)
   for k in range(len(shape) - 2, -1, -1): compact[k] = compact[k + 1] * shape[k + 1]
   if t.strides and any(t.strides[k] != compact[k] for k in range(t.ndim) if shape[k] != 1):
-    raise BufferError("from_dlpack: the CUDA array is not contiguous; make it contiguous first (e.g. .contiguous())")
+    raise BufferError("from_dlpack: the array is not contiguous; make it contiguous first (e.g. .contiguous())")
   n = int(np.prod(shape, dtype=np.int64))
   buf = Buffer(name, n, d)
-  if n: cuda.allocator.transfer(buf.handle, t.data + t.byte_offset, n * d.itemsize)
-  cuda.synchronize()                     # the producer's memory is released below: the copy must have landed
+  if n and device_type == KDL_CUDA:
+    dev.allocator.transfer(buf.handle, t.data + t.byte_offset, n * d.itemsize)
+    dev.synchronize()                    # the producer's memory is released below: the copy must have landed
+  elif n: ctypes.memmove(buf.handle.ctypes.data, t.data + t.byte_offset, n * d.itemsize)
   _capsule_rename(capsule, USED)
   if managed.deleter: managed.deleter(ctypes.pointer(managed))
   return buf, shape, name

@@ -744,11 +744,8 @@ def _rebuild(values: np.ndarray, dtype: str, device: str) -> Tensor: return Tens
 def from_dlpack(x, device=None) -> Tensor:
   """A Tensor holding a copy of a DLPack producer's values (NumPy, PyTorch, ...): a CUDA array is copied device to
   device on its GPU, a CPU array into a CPU buffer; `device` moves the result."""
-  device_type, index = x.__dlpack_device__()
-  if device_type == dlpack.KDL_CUDA:
-    buf, shape, name = dlpack.import_cuda(x, device_type, index)
-    t = Tensor(_buffer_view(buf, shape), device=name)
-  else: t = Tensor(np.from_dlpack(x), device="CPU")
+  buf, shape, name = dlpack.import_array(x)
+  t = Tensor(_buffer_view(buf, shape), device=name)
   return t.to(device) if device is not None else t
 
 def _size_arg(shape, what: str) -> tuple:
