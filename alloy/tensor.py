@@ -584,11 +584,11 @@ class Tensor:
     return t if keepdim else t._reshaped(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def sum(self, dim=None, keepdim=False, dtype=None):
     d = dt.to_dtype(dtype) if dtype is not None else (dt.int64 if self.dtype.is_int or self.dtype.is_bool else self.dtype)
-    acc = dt.float32 if d in (dt.float16, dt.bfloat16) else d
+    acc = _accumulator(d)
     return self.cast(acc)._reduce(Op.ADD, dim, keepdim).cast(d)
   def prod(self, dim=None, keepdim=False, dtype=None):
     d = dt.to_dtype(dtype) if dtype is not None else (dt.int64 if self.dtype.is_int or self.dtype.is_bool else self.dtype)
-    acc = dt.float32 if d in (dt.float16, dt.bfloat16) else d
+    acc = _accumulator(d)
     return self.cast(acc)._reduce(Op.MUL, dim, keepdim).cast(d)
   def mean(self, dim=None, keepdim=False, dtype=None):
     d = dt.to_dtype(dtype) if dtype is not None else self.dtype
@@ -692,7 +692,7 @@ class Tensor:
       raise ValueError(f"matmul: shapes {self.shape} and {other.shape} are not aligned: {a.shape[-1]} (dim -1) != {b.shape[-2]} (dim -2)")
     batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
     n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
-    acc = dt.float32 if d in (dt.float16, dt.bfloat16) else d
+    acc = _accumulator(d)
     x = a._broadcast_to(batch + (n, k)).reshape(batch + (n, 1, k))
     y = b._broadcast_to(batch + (k, m)).transpose(-1, -2).reshape(batch + (1, m, k))
     out = (x.cast(acc) * y.cast(acc))._reduce(Op.ADD, -1, False).cast(d) if k else Tensor.zeros(*(batch + (n, m)), dtype=d, device=self.device)
