@@ -84,18 +84,24 @@ class Program:
 class LaunchList:
   """Captured launches replayed one by one, in order: what the jit runs where it uses no graph.
   LaunchList(launches, device) takes launches as a Graph does, [(program, buffers, scalars, global_size, local_size), ...];
-  __call__(buffers_per_launch=None, wait=False): an entry of buffers_per_launch that is not None rebinds that launch's
-  buffers, for this call and the later ones. Each launch writes its first buffer, as a Program call with one output.
+  __call__(buffers_per_launch=None, wait=False, scalars_per_launch=None): an entry of buffers_per_launch (or
+  scalars_per_launch) that is not None rebinds that launch's buffers (or int32 scalars), for this call and the later
+  ones. Each launch writes its first buffer, as a Program call with one output.
   wait=True blocks and returns device seconds. This one calls each Program; a device subclasses it to check every
   launch once, here, and keep its encoded arguments between calls, re-encoding only the rebound ones."""
   def __init__(self, launches: list, device: "Device"):
     if not launches: raise ValueError("a launch list needs at least one launch")
     self.device = device
     self.launches = [list(launch[:5]) for launch in launches]
-  def __call__(self, buffers_per_launch=None, wait: bool = False) -> float | None:
+  def __call__(self, buffers_per_launch=None, wait: bool = False, scalars_per_launch=None) -> float | None:
     if buffers_per_launch is not None:
       for launch, buffers in zip(self.launches, buffers_per_launch):
         if buffers is not None: launch[1] = buffers
+    if scalars_per_launch is not None:
+      for i, (launch, scalars) in enumerate(zip(self.launches, scalars_per_launch)):
+        if scalars is None: continue
+        if len(scalars) != len(launch[2]): raise ValueError(f"launch {i}: takes {len(launch[2])} scalars, given {len(scalars)}")
+        launch[2] = tuple(scalars)
     elapsed = [prog(buffers, scalars, global_size, local_size, wait=wait) for prog, buffers, scalars, global_size, local_size in self.launches]
     return sum(elapsed) if wait else None
 

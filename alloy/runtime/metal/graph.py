@@ -6,13 +6,17 @@ from alloy.runtime.metal.program import MAX_BUFFER_BINDINGS, MetalProgram
 if TYPE_CHECKING: from alloy.runtime.metal import MetalDevice
 
 MAX_ICB_COMMANDS = 16384   # executeCommandsInBuffer's documented range limit (mac2 family)
+# a kernel's scalars are `constant int&` bindings, one per word (MetalRenderer): on macOS a constant-space binding's
+# offset must be a multiple of 256 bytes, so each word has a slot of its own
+SCALAR_SLOT = 256
 
 class MetalGraph:
   """The captured launches as one indirect command buffer, a barrier before each command.
   MetalGraph(launches, device=None) with launches [(program, buffers, scalars, global_size, local_size), ...].
   __call__(buffers_per_launch=None, wait=False, scalars_per_launch=None) replays it; a non-None entry rebinds
-  that command's buffers (or rewrites its scalars, which live in one int32 buffer: an indirect command has no
-  setBytes). Commands are changed only after the previous replay has completed. wait=True returns device seconds."""
+  that command's buffers (or rewrites its scalars, which live in one buffer, a slot per int32: an indirect command
+  has no setBytes). Commands are changed only after the previous replay has completed. wait=True returns device seconds."""
+  updates_scalars = True   # the jit may rebind scalars per replay (see jit.py)
   def __init__(self, launches: list, device: "MetalDevice | None" = None):
     if not launches: raise ValueError("a Metal graph needs at least one launch")
     self.device = device = device if device is not None else launches[0][0].device
@@ -27,7 +31,7 @@ class MetalGraph:
     if self.icb is None: raise RuntimeError(f"{device.name}: the system could not create an indirect command buffer of {len(launches)} commands")
     self.programs = [launch[0] for launch in launches]
     self.scalar_base = [sum(len(launch[2]) for launch in launches[:i]) for i in range(len(launches))]
-    self.scalar_buf = device.allocator._alloc(4 * max(1, sum(len(launch[2]) for launch in launches)))
+    self.scalar_buf = device.allocator._alloc(SCALAR_SLOT * max(1, sum(len(launch[2]) for launch in launches)))
     self.cur_bufs, self.cur_scalars, self.last = [], [], None
     for i, (prog, buffers, scalars, global_size, local_size) in enumerate(launch[:5] for launch in launches):
       if not isinstance(prog, MetalProgram) or prog.device is not device: raise ValueError(f"launch {i}: not a MetalProgram of {device.name}")
@@ -35,7 +39,7 @@ class MetalGraph:
         raise ValueError(f"launch {i} ({prog.name}): {len(buffers)} buffers and {len(scalars)} scalars exceed {MAX_BUFFER_BINDINGS} bindings")
       cmd = self.icb.indirectComputeCommandAtIndex_(i)
       cmd.setComputePipelineState_(prog.pso)
-      for j in range(len(scalars)): cmd.setKernelBuffer_offset_atIndex_(self.scalar_buf, 4 * (self.scalar_base[i] + j), len(buffers) + j)
+      for j in range(len(scalars)): cmd.setKernelBuffer_offset_atIndex_(self.scalar_buf, SCALAR_SLOT * (self.scalar_base[i] + j), len(buffers) + j)
       cmd.concurrentDispatchThreadgroups_threadsPerThreadgroup_(*prog.dims(global_size, local_size))
       cmd.setBarrier()
       self.cur_bufs.append(None)
@@ -53,8 +57,9 @@ class MetalGraph:
       if self.cur_scalars[i] is not None and len(scalars) != len(self.cur_scalars[i]):
         raise ValueError(f"graph launch {i}: takes {len(self.cur_scalars[i])} scalars")
       if scalars:
-        base = 4 * self.scalar_base[i]
-        self.scalar_buf.contents().as_buffer(base + 4 * len(scalars))[base:] = struct.pack(f"<{len(scalars)}i", *scalars)
+        base = SCALAR_SLOT * self.scalar_base[i]
+        memory = self.scalar_buf.contents().as_buffer(base + SCALAR_SLOT * len(scalars))
+        for j, word in enumerate(scalars): memory[base + SCALAR_SLOT * j:base + SCALAR_SLOT * j + 4] = struct.pack("<i", word)
       self.cur_scalars[i] = scalars
 
   def __call__(self, buffers_per_launch=None, wait: bool = False, scalars_per_launch=None) -> float | None:
