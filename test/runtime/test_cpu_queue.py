@@ -32,7 +32,8 @@ void nap_copy(float *out, const float *in, const int32_t *ms) {   /* reads in on
 void inc(int32_t *count) { count[0] += 1; }
 void affine(float *out, const float *in, int32_t a, int32_t b) { for (int i = 0; i < N; i++) out[i] = in[i] * a + b; }
 /* full: as many scalars as the native queue takes; beyond: one more (called through ctypes on the caller's thread) */
-void full(int32_t *out""" + "".join(f", int32_t s{i}" for i in range(MAX_SCALARS)) + ") {" + "".join(f" out[{i}] = s{i};" for i in range(MAX_SCALARS)) + r""" }
+void full(int32_t *out""" + "".join(f", int32_t s{i}" for i in range(MAX_SCALARS)) + ") {" + \
+  "".join(f" out[{i}] = s{i};" for i in range(MAX_SCALARS)) + r""" }
 void beyond(int32_t *out""" + "".join(f", int32_t s{i}" for i in range(MAX_SCALARS + 1)) + ") {" + \
   "".join(f" out[{i}] = s{i};" for i in range(MAX_SCALARS + 1)) + r""" }
 void sum40(float *out""" + "".join(f", const float *a{i}" for i in range(40)) + r""") {
