@@ -1,16 +1,19 @@
 """Python scalars reach kernels as arguments: a loop over values compiles a handful of kernels, keeps its memory flat
-and computes every value right, on every device; @jit replays take new number arguments without capturing again."""
+and computes every value right, on every device; @jit replays take new number arguments without capturing again;
+loaded programs are bounded, and unloaded when they go."""
 import os
 import numpy as np, pytest
 from alloy import Tensor, jit, JitError
 from alloy.engine import compiled
+from alloy.runtime import device as device_module
+from alloy.runtime.registry import get_device
 from alloy.schedule import fusion
 from conftest import assert_close
 
 def _rss_mib() -> float:
   with open("/proc/self/statm") as f: return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
-def _kernels() -> int: return len(compiled._compiled)
+def _kernels() -> int: return compiled.compiles   # kernels through the stages so far
 
 def test_scalar_loop_compiles_a_handful_of_kernels(device):
   x = Tensor(np.ones(16, np.float32), device=device)
@@ -116,6 +119,25 @@ def test_jit_baked_numbers_raise():
   assert_close(f(x, 2, True).numpy(), np.full((2, 3), 6, np.float32))
   with pytest.raises(JitError, match=r"argument n is 3, captured with 2; .*\(an index or size\)"): f(x, 3, True)
   with pytest.raises(JitError, match=r"argument flag is False, captured with True; .*\(bool\(\) or a condition\)"): f(x, 2, False)
+
+def test_program_cache_is_bounded(device, monkeypatch):
+  monkeypatch.setattr(device_module, "PROGRAM_CACHE_SIZE", 6)
+  monkeypatch.setattr(compiled, "COMPILED_CACHE_SIZE", 6)
+  dev = get_device(device)
+  compiled._compiled.clear()
+  dev._programs.clear()
+  before, peak = _kernels(), 0
+  for size in list(range(3, 30)) + list(range(3, 8)):   # more kernels than the bound, then the first few again
+    x = Tensor(np.arange(size, dtype=np.float32), device=device)
+    assert_close((x * 3 + 1).exp().numpy(), np.exp(np.arange(size, dtype=np.float32) * 3 + 1), rtol=1e-5)
+    peak = max(peak, dev.loaded_programs())
+  assert _kernels() - before >= 32   # every kernel compiled, the evicted ones again (from the disk cache)
+  assert len(compiled._compiled) <= 6 and len(dev._programs) <= 6
+  assert peak <= 14   # both caches' programs (the queue's own on the CPU), not every kernel
+  if device == "CPU":
+    from alloy.runtime.cpu import program
+    dev.synchronize()
+    assert program.open_libraries <= 14   # the evicted kernels' libraries were closed
 
 def test_kernel_with_many_buffers_and_scalars(device):
   # 28 inputs and as many scalars: beyond Metal's bindings for one each (they share one) and the CPU queue's limit

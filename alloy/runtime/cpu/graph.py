@@ -41,6 +41,7 @@ class CPUBatch:
       ranges.append(prog.parallel.value)
       self.cur.append(list(buffers))
     self.n = len(launches)
+    self.programs = [launch[0] for launch in launches]   # held: fns point into their libraries
     self.fns = (ctypes.c_void_p * self.n)(*fns)
     self.nargs = (ctypes.c_int32 * self.n)(*nargs)
     self.nscalars = (ctypes.c_int32 * self.n)(*nscalars)

@@ -20,6 +20,7 @@ class CUDAGraph:
     device.activate()
     self.graph = check(driver.cuGraphCreate(0), "cuGraphCreate")
     self.nodes, self.params, self.blocks, self.cur_bufs, self.cur_scalars = [], [], [], [], []
+    self.programs = [launch[0] for launch in launches]   # held: the nodes run functions of their modules
     prev = None
     for i, launch in enumerate(launches):
       prog, buffers, scalars, global_size, local_size = launch[:5]

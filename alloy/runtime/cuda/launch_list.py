@@ -23,12 +23,13 @@ def cu_launch_kernel_address() -> int:
 
 @functools.lru_cache(None)
 def native_launch_loop():
-  """(loop, cuLaunchKernel's address): LOOP_SOURCE_FILE built by the CPU device's C compiler, or (None, why not)."""
+  """(loop, cuLaunchKernel's address, the CPU program holding the loop): LOOP_SOURCE_FILE built by the CPU device's C
+  compiler, or (None, why not, None). The program is held here: its library goes when it does."""
   try:
     cpu = get_device("CPU")
     prog = cpu.load("alloy_cuda_launch_loop", cpu.compiler.compile_cached(LOOP_SOURCE_FILE.read_text()))
-    return _LOOP_TYPE(ctypes.cast(prog.fn, ctypes.c_void_p).value), cu_launch_kernel_address()
-  except Exception as e: return None, f"{type(e).__name__}: {e}"
+    return _LOOP_TYPE(ctypes.cast(prog.fn, ctypes.c_void_p).value), cu_launch_kernel_address(), prog
+  except Exception as e: return None, f"{type(e).__name__}: {e}", None
 
 class CUDALaunchList(LaunchList):
   """Captured launches submitted one by one (see LaunchList) with everything but cuLaunchKernel done once: launch
@@ -59,7 +60,7 @@ class CUDALaunchList(LaunchList):
       self.scalars.append(tuple(int(x) for x in scalars))
       self.programs.append(prog)
     self.written = [bufs[0] for bufs in self.cur]   # as CUDAProgram: a launch writes its first buffer
-    self.loop, self.launch = native_launch_loop() if NATIVE_LOOP else (None, "ALLOY_CUDA_NATIVE_LOOP=0")
+    self.loop, self.launch, _ = native_launch_loop() if NATIVE_LOOP else (None, "ALLOY_CUDA_NATIVE_LOOP=0", None)
     if self.loop is not None:   # the loop's arrays; blocks are repacked in place, so params never changes
       n = len(self.calls)
       self.loop_args = (self.launch, n, (ctypes.c_void_p * n)(*[int(c[0]) for c in self.calls]),
