@@ -87,6 +87,8 @@ class Scalar:
   def __rmod__(self, o): return self._apply(operator.mod, o, self)
   def __pow__(self, o): return self._apply(operator.pow, self, o)
   def __rpow__(self, o): return self._apply(operator.pow, o, self)
+  def __divmod__(self, o): return (self // o, self % o)
+  def __rdivmod__(self, o): return (o // self, o % self)
   def __neg__(self): return self._apply(operator.neg, self)
   def __pos__(self): return self
   def __abs__(self): return self._apply(abs, self)
@@ -109,6 +111,9 @@ class Scalar:
   def __le__(self, o): return self.bake("a comparison") <= (o.bake("a comparison") if type(o) is Scalar else o)
   def __gt__(self, o): return self.bake("a comparison") > (o.bake("a comparison") if type(o) is Scalar else o)
   def __ge__(self, o): return self.bake("a comparison") >= (o.bake("a comparison") if type(o) is Scalar else o)
+  def __getattr__(self, name: str):   # anything else a number has (.real, .is_integer(), ...): the plain value's, baked
+    if name.startswith("__") or not hasattr(self.value, name): raise AttributeError(name)
+    return getattr(self.bake(f".{name}"), name)
   def scalar_category(self) -> str: return "b" if type(self.value) is bool else "i" if type(self.value) is int else "f"
   # shown, not baked
   def __repr__(self): return repr(self.value)

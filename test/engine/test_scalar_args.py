@@ -156,3 +156,16 @@ def test_kernel_with_many_buffers_and_scalars(device):
   for graph in (True, False):
     g = jit(f, graph=graph)
     for c in (0.5, 0.5, 1.5, 3.25): check(g(ts, c), c)
+
+def test_jit_numbers_used_as_plain_numbers_still_work():
+  # uses the trace cannot follow give the plain value (baked) and run as without @jit
+  import math
+  @jit
+  def f(x, lr, n):
+    y = x[n - 1] + Tensor([lr, 2 * lr]).sum() + x.sum(n - 2) * math.sqrt(lr)
+    return y * float(lr).is_integer() + y * divmod(n, 2)[1], f"{lr:.1f}"
+  x = Tensor(np.ones((2, 2), np.float32))
+  plain = f.fn(x, 0.25, 2)[0].numpy()
+  for _ in range(3): out, text = f(x, 0.25, 2)
+  assert_close(out.numpy(), plain)
+  assert text == "0.2" and f.replay.baked.keys() == {0, 1}
