@@ -83,6 +83,7 @@ def scalar_category(x) -> str:
   if isinstance(x, (bool, np.bool_)): return "b"
   if isinstance(x, (int, np.integer)): return "i"
   if isinstance(x, (float, np.floating)): return "f"
+  if hasattr(x, "scalar_category"): return x.scalar_category()   # a number traced by the jit (alloy/scalar.py)
   raise TypeError(f"unsupported scalar {x!r} of type {type(x).__name__}")
 
 def result_type(tensor_dtypes: list[DType], scalars: list) -> DType:

@@ -4,6 +4,7 @@ import numpy as np
 from alloy import dtype as dt
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
+from alloy.scalar import plain
 
 def _is_advanced(x) -> bool:
   from alloy.tensor import Tensor
@@ -39,6 +40,7 @@ def _expand_masks(t, idx: tuple) -> tuple:
 def getitem(t, idx):
   from alloy.tensor import Tensor, broadcast_shape, where
   if not isinstance(idx, tuple): idx = (idx,)
+  idx = tuple(plain(i) for i in idx)   # a jit's traced number indexes as a plain one (and is baked)
   if any(_is_mask(i) for i in idx): idx = _expand_masks(t, idx)
   for i in idx:
     if not (i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice)) or _is_advanced(i)):

@@ -5,7 +5,14 @@ and submits them, in batches of growing size as device graphs where the device h
 the device's LaunchList (launch by launch, arguments encoded at capture); it schedules, lowers and compiles
 nothing. An output buffer is made anew unless the result a recent call returned in it has been dropped by
 everyone: then the call writes into it again (see engine/results.py). What a replay may not change is checked: every Tensor argument
-must have the shape, dtype, device and memory layout it had at capture, every other argument must be equal.
+must have the shape, dtype, device and memory layout it had at capture, every other argument must be equal, but for
+Python numbers.
+
+An int, float or bool argument is a replay argument: the capture traces it (alloy/scalar.py's Scalar) into the
+kernels' scalar arguments, through Tensor ops and Python arithmetic on it (`x * lr`, `1 - beta ** step`,
+`Tensor.full(shape, v)`), so a call with another value replays with that value, graphs and all. It keeps its
+Python type. Where the function used the number otherwise (a size, an index, a condition, float() or math on it),
+its value is baked into the capture, and a call with another value raises JitError saying how it was used.
 
 Buffers a captured launch reads that are neither arguments nor made by the function (weights reached through
 a closure or `self`, constants built inside) are bound as they were at capture: pass tensors that change
@@ -24,7 +31,10 @@ from alloy.schedule.fusion import forget_realized
 from alloy.engine import realize as engine
 from alloy.engine.results import Results
 from alloy.engine.backpressure import throttle
+from alloy.codegen.program import scalar_words
+from alloy.scalar import TRACED, cast_number
 from alloy.tensor import Tensor, rng_key_listeners
+from alloy import jit_args
 
 JIT = getenv("JIT", 1)
 FIRST_BATCH, MAX_BATCH = 2, 1024   # graph batch sizes double from FIRST_BATCH up to MAX_BATCH launches
@@ -34,96 +44,17 @@ class JitError(RuntimeError):
 
 _capturing: "_Capture | None" = None   # the capture in progress (a jitted call inside it runs its function)
 
-# ---- arguments and results
-
-_TENSOR = object()   # marks a Tensor's place among the other arguments
-
-def _walk(obj, label: str, tensors: list, others: list, labels: list | None) -> None:
-  """Collect the Tensors of nested lists/tuples/dicts; others gets one entry per item (a mark for a Tensor),
-  labels (when given) the item's name beside each entry of others."""
-  if labels is not None: labels.append(label)
-  if type(obj) is Tensor:
-    tensors.append(obj)
-    others.append(_TENSOR)
-  elif type(obj) in (list, tuple):
-    others.append((type(obj), len(obj)))
-    for i, o in enumerate(obj): _walk(o, f"{label}[{i}]", tensors, others, labels)
-  elif type(obj) is dict:
-    others.append((dict, tuple(obj)))
-    for k, o in obj.items(): _walk(o, f"{label}[{k!r}]", tensors, others, labels)
-  else: others.append(obj)
-
-def _flatten_args(names: list[str], args: tuple, kwargs: dict, labels: list | None = None):
-  tensors, others = [], []
-  for i, a in enumerate(args): _walk(a, names[i] if i < len(names) else f"args[{i}]", tensors, others, labels)
-  for k, a in kwargs.items():
-    if labels is not None: labels.append(f"keyword {k}")
-    others.append(k)
-    _walk(a, k, tensors, others, labels)
-  return tensors, others
-
-def _tensor_labels(others: list, labels: list) -> list[str]:
-  return [label for o, label in zip(others, labels) if o is _TENSOR]
-
-def _same(a: list, b: list) -> bool:
-  try: return a == b
-  except Exception: return False   # values whose == is not a bool (arrays): compared one by one on error
-
-def _rebuild(template, values):
-  """The returned structure with its Tensors replaced, in order, by values (an iterator)."""
-  if template is _TENSOR: return next(values)
-  if isinstance(template, _Seq): return template.kind(_rebuild(t, values) for t in template.items)
-  if isinstance(template, _Map): return {k: _rebuild(t, values) for k, t in template.items.items()}
-  return template
-
-class _Seq:
-  def __init__(self, kind, items): self.kind, self.items = kind, items
-class _Map:
-  def __init__(self, items): self.items = items
-
-def _template(obj, tensors: list):
-  """The shape of a returned value: Tensors become _TENSOR (collected in order), containers are kept."""
-  if type(obj) is Tensor:
-    tensors.append(obj)
-    return _TENSOR
-  if type(obj) in (list, tuple): return _Seq(type(obj), [_template(o, tensors) for o in obj])
-  if type(obj) is dict: return _Map({k: _template(o, tensors) for k, o in obj.items()})
-  return obj
-
-def _bound_buffer(t: Tensor) -> Node:
-  """t's node as a view of a buffer (any layout), realizing t first when it is lazy."""
-  n = t.node
-  if n.op is Op.VIEW and n.src[0].op is Op.BUFFER: return n
-  engine.realize([t])
-  n = t.node
-  if n.op is Op.BUFFER: n = t.node = engine.buffer_view(n.arg, n.shape)
-  return n
-
-def _spec(t: Tensor, n: Node) -> tuple:
-  return (n.shape, n.dtype, t.device, n.arg, n.src[0].arg.size)
-
-def _describe_layout(st, size: int) -> str:
-  views = "; ".join(f"strides {v.strides} offset {v.offset}" + (f" mask {v.mask}" if v.mask else "") for v in st.views)
-  return f"{views} into a buffer of {size}"
-
-def _picker(idx: tuple):
-  """h -> tuple of h[i] for i in idx, in C where possible."""
-  if len(idx) == 1:
-    i = idx[0]
-    return lambda h: (h[i],)
-  if not idx: return lambda h: ()
-  import operator
-  return operator.itemgetter(*idx)
-
 # ---- capture
 
 class _Capture:
   """Listens while the function runs the second time: every launch, every random key, any host read."""
   def __init__(self, name: str):
     self.name = name
-    self.launches: list = []   # (CompiledKernel, [Buffer])
+    self.launches: list = []   # (CompiledKernel, [Buffer], its scalar arguments' values)
     self.rng_keys: list = []   # the key Buffers, in the order they were made
-  def on_launch(self, ck, buffers, elapsed, t_submit) -> None: self.launches.append((ck, list(buffers)))
+    self.baked: dict = {}      # number argument -> how the function used its value as a plain number
+  def on_launch(self, ck, buffers, elapsed, t_submit, consts=()) -> None:
+    self.launches.append((ck, list(buffers), [c.arg for c in consts]))
   def on_rng_key(self, key: Tensor) -> None: self.rng_keys.append(key.node.src[0].arg)
   def on_host_read(self, t: Tensor) -> None:
     raise JitError(f"jit {self.name}: a tensor of shape {t.shape} is read on the host (numpy(), item(), tolist(), bool() "
@@ -139,14 +70,15 @@ class _Capture:
     try:
       # work already done for equal graphs (same input buffers as the first call) must launch again to be captured
       with forget_realized():
-        ret = fn(*args, **kwargs)
+        count = [0]
+        ret = fn(*jit_args.trace_numbers(args, self.baked, count), **jit_args.trace_numbers(kwargs, self.baked, count))
         outs: list = []
-        template = _template(ret, outs)
+        template = jit_args.template(ret, outs)
         engine.realize(outs)
     finally:
       _capturing = None
       for where, listener in listeners: where.remove(listener)
-    return ret, template, outs
+    return jit_args.rebuild(template, iter(outs)), template, outs
 
 class _Slots:
   """Numbers every buffer the captured launches touch; fixed ones keep their Buffer, the others are bound per call."""
@@ -173,13 +105,14 @@ class Replay:
                inputs: list[Node], graph_mode: bool):
     self.name, self.arg_names = name, arg_names
     labels: list = []
-    tensors, self.others = _flatten_args(arg_names, args, kwargs, labels)
-    self.other_labels, self.labels = labels, _tensor_labels(self.others, labels)
-    self.plain = all(o is _TENSOR for o in self.others)   # Tensors only, by position: checked without flattening
-    self.specs = [_spec(t, n) for t, n in zip(tensors, inputs)]
+    tensors, self.others = jit_args.flatten_args(arg_names, args, kwargs, labels)
+    self.other_labels, self.labels = labels, jit_args.tensor_labels(self.others, labels)
+    self.plain = all(o is jit_args.TENSOR for o in self.others)   # Tensors only, by position: checked without flattening
+    self.specs = [jit_args.spec(t, n) for t, n in zip(tensors, inputs)]
     slots = _Slots()
-    self.launches = [(ck, tuple(slots.slot(b) for b in bufs)) for ck, bufs in cap.launches]
-    made = {id(bufs[0]) for _, bufs in cap.launches}
+    self.launches = [(ck, tuple(slots.slot(b) for b in bufs)) for ck, bufs, _ in cap.launches]
+    made = {id(bufs[0]) for _, bufs, _ in cap.launches}
+    self._trace_numbers(cap)
     # inputs: the first argument holding a buffer binds it; a later argument holding the same buffer must again
     self.input_slots: list = []
     self.aliases: list = []    # (argument, earlier argument sharing its buffer at capture)
@@ -221,12 +154,23 @@ class Replay:
     self.buffers = slots.buffers
     self.handles = [b.handle for b in slots.buffers]
     self.variable = {s for s in self.input_slots if s is not None} | {s for s, _ in self.fresh} | {r[0] for r in self.rng if r[0] is not None}
-    self.direct = [(ck.runner, _picker(idx), ck.meta.global_size, ck.meta.local_size) for ck, idx in self.launches]
+    self.direct = [(ck.runner, jit_args.picker(idx), ck.meta.global_size, ck.meta.local_size) for ck, idx in self.launches]
     self.batches, self.graph_off = self._build_batches(graph_mode)
     self.graphs = [(runner if is_graph else None, i, j, var) for runner, i, j, var, is_graph in self.batches] if graph_mode else []
     for slot in self.variable:   # bound anew on every call: do not keep the capture call's buffers alive
       self.buffers[slot] = self.handles[slot] = None
     if DEBUG >= 1: print(self.describe())
+
+  def _trace_numbers(self, cap: _Capture) -> None:
+    """Where the number arguments went: per launch its scalar values and words, and which values are traced numbers."""
+    self.number_at = [k for k, o in enumerate(self.others) if type(o) in jit_args.NUMBERS]   # number argument -> place in others
+    self.numbers = [self.others[k] for k in self.number_at]
+    self.baked = cap.baked
+    self.values = [list(values) for _, _, values in cap.launches]
+    self.words = [scalar_words(ck.meta.scalar_dtypes, values) for ck, _, values in cap.launches]
+    traced = [(i, [(j, v.source) for j, v in enumerate(values) if type(v) in TRACED]) for i, (_, _, values) in enumerate(cap.launches)]
+    self.traced = [(i, found) for i, found in traced if found]
+    self.stale: set = set()   # launches whose batch runner holds older words than self.words
 
   def _build_batches(self, graph_mode: bool):
     """Consecutive launches on one device, as (runner, first, end, [(launch in batch, picker)] for launches that
@@ -241,10 +185,14 @@ class Replay:
       j = i
       while j < len(self.launches) and j - i < size and self.buffers[self.launches[j][1][0]].device == device.name: j += 1
       batch = self.launches[i:j]
-      launches = [(ck.runner, [self.handles[s] for s in idx], (), ck.meta.global_size, ck.meta.local_size) for ck, idx in batch]
-      var = [(k, _picker(idx)) for k, (ck, idx) in enumerate(batch) if any(s in self.variable for s in idx)]
+      launches = [(ck.runner, [self.handles[s] for s in idx], self.words[i + k], ck.meta.global_size, ck.meta.local_size)
+                  for k, (ck, idx) in enumerate(batch)]
+      var = [(k, jit_args.picker(idx)) for k, (ck, idx) in enumerate(batch) if any(s in self.variable for s in idx)]
       runner = None
+      numbers = any(i <= t < j for t, _ in self.traced)
       if graph_mode and device.graph is None: reasons.add(f"{device.name}: {device.graph_unavailable or 'no Graph class'}")
+      elif graph_mode and numbers and not getattr(device.graph, "updates_scalars", False):
+        reasons.add(f"{device.name}: its graphs cannot change a launch's scalars, which number arguments set")
       elif graph_mode and j - i > 1:
         try: runner = device.graph(launches, device)
         except Exception as e: reasons.add(f"{device.name}: {type(e).__name__}: {e}")   # replayed one by one instead
@@ -263,6 +211,9 @@ class Replay:
     how = f"replays as {len(graphs)} graph{'s' if len(graphs) != 1 else ''} of {graphs} launches" if graphs else "replays"
     if alone: how += f"{' and' if graphs else ''} {alone} launch{'es' if alone != 1 else ''} one by one"
     if self.graph_off: how += f" ({self.graph_off})"
+    if self.numbers:
+      how += (f"; {len(self.numbers)} number argument{'s' if len(self.numbers) != 1 else ''} "
+              f"({len(self.numbers) - len(self.baked)} replayed, into {len(self.traced)} launches; {len(self.baked)} baked)")
     n_fresh = len(self.fresh)
     return (f"jit {self.name}: captured {len(names)} kernel{'s' if len(names) != 1 else ''} [{shown}]; inputs {ins}; "
             f"{n_fresh} output buffer{'s' if n_fresh != 1 else ''} per call (reused once its results are dropped), "
@@ -270,14 +221,15 @@ class Replay:
 
   # ---- one call
 
-  def _check_others(self, others) -> None:
+  def _check_others(self, others, skip=()) -> None:
     for k, (got, want) in enumerate(zip(others, self.others)):
+      if k in skip: continue
       try: same = got is want or bool(got == want)
       except Exception: same = False
       if not same:
-        if got is _TENSOR or want is _TENSOR:
-          raise JitError(f"jit {self.name}: argument {self.other_labels[k]} was {'a Tensor' if want is _TENSOR else repr(want)} at capture, "
-                         f"now {'a Tensor' if got is _TENSOR else repr(got)}")
+        if got is jit_args.TENSOR or want is jit_args.TENSOR:
+          raise JitError(f"jit {self.name}: argument {self.other_labels[k]} was {'a Tensor' if want is jit_args.TENSOR else repr(want)} at capture, "
+                         f"now {'a Tensor' if got is jit_args.TENSOR else repr(got)}")
         raise JitError(f"jit {self.name}: argument {self.other_labels[k]} is {got!r}, captured with {want!r}; a value that is not a "
                        f"Tensor is baked into the captured kernels: pass it as a Tensor or use one jitted function per value")
     raise JitError(f"jit {self.name}: called with {len(others)} argument items, captured with {len(self.others)}")
@@ -287,18 +239,48 @@ class Replay:
     what = (f"shape {n.shape}, captured with {shape}" if n.shape != shape else
             f"dtype {n.dtype.name}, captured with {dtype.name}" if n.dtype != dtype else
             f"device {t.device}, captured on {device}" if t.device != device else
-            f"memory layout {_describe_layout(n.arg, n.src[0].arg.size)}, captured with {_describe_layout(st, size)}")
+            f"memory layout {jit_args.describe_layout(n.arg, n.src[0].arg.size)}, captured with {jit_args.describe_layout(st, size)}")
     return JitError(f"jit {self.name}: argument {self.labels[i]} has {what}")
 
   def _tensors(self, args, kwargs) -> list:
-    """The Tensor arguments, in capture order, once every other argument is checked equal to the capture's."""
+    """The Tensor arguments, in capture order, once every other argument is checked equal to the capture's (number
+    arguments: of the same type; new values give the launches they reach new scalar words)."""
     if self.plain and not kwargs and len(args) == len(self.others):
       for a in args:
         if type(a) is not Tensor: break
       else: return args
-    tensors, others = _flatten_args(self.arg_names, args, kwargs)
-    if not _same(others, self.others): self._check_others(others)
+    tensors, others = jit_args.flatten_args(self.arg_names, args, kwargs)
+    if not jit_args.same(others, self.others) or any(type(others[k]) is not type(self.others[k]) for k in self.number_at):
+      if not self.number_at or len(others) != len(self.others): self._check_others(others)
+      self._new_numbers(others)
     return tensors
+
+  def _new_numbers(self, others: list) -> None:
+    """Check a call whose number arguments may differ from the last call's; compute the words of the launches they reach."""
+    at = set(self.number_at)
+    for k, (got, want) in enumerate(zip(others, self.others)):
+      if k in at: continue
+      try: same = got is want or bool(got == want)
+      except Exception: same = False
+      if not same: self._check_others(others, at)
+    numbers = [others[k] for k in self.number_at]
+    for n, (got, want) in enumerate(zip(numbers, self.numbers)):
+      label = self.other_labels[self.number_at[n]]
+      if type(got) is not type(want):
+        raise JitError(f"jit {self.name}: argument {label} is {got!r} of type {type(got).__name__}, captured as {type(want).__name__}; "
+                       f"a replay keeps a number argument's type (another type may make other kernels)")
+      if n in self.baked and not (got == want or (got != got and want != want)):
+        raise JitError(f"jit {self.name}: argument {label} is {got!r}, captured with {want!r}; the function used its value as a "
+                       f"plain number ({self.baked[n]}), so that value is baked into the captured kernels. Use it only in Tensor ops "
+                       f"and + - * / // % ** on it, pass it as a Tensor, or use one jitted function per value")
+    memo: dict = {}
+    for i, found in self.traced:
+      values, dtypes = self.values[i], self.launches[i][0].meta.scalar_dtypes
+      for j, source in found: values[j] = cast_number(source.evaluate(numbers, memo), dtypes[j])
+      if (words := scalar_words(dtypes, values)) != self.words[i]:
+        self.words[i] = words
+        self.stale.add(i)
+    self.numbers, self.others = numbers, others
 
   def __call__(self, args, kwargs):
     tensors = self._tensors(args, kwargs)
@@ -306,7 +288,7 @@ class Replay:
     bound: list = []
     for i, t in enumerate(tensors):
       n = t.node
-      if n.op is not Op.VIEW or n.src[0].op is not Op.BUFFER: n = _bound_buffer(t)
+      if n.op is not Op.VIEW or n.src[0].op is not Op.BUFFER: n = jit_args.bound_buffer(t)
       if (n.shape, n.dtype, t.device, n.arg, n.src[0].arg.size) != self.specs[i]: raise self._input_error(i, t, n)
       bound.append(n)
       if (s := self.input_slots[i]) is not None: h[s] = n.src[0].arg.handle
@@ -325,19 +307,26 @@ class Replay:
         h[s] = b.handle
     if engine.launch_listeners: self._launch_observed(h, bound, results, keys)
     else:
+      stale = self.stale
       for runner, i, j, var, _ in self.batches:
+        scalars = None
+        if stale and any(i <= k < j for k in stale):   # new numbers: this batch's launches get their new words
+          scalars = [self.words[k] if k in stale else None for k in range(i, j)]
         if var:
           per_launch = [None] * (j - i)
           for k, pick in var: per_launch[k] = pick(h)
-          runner(per_launch)
-        else: runner()
+          if scalars is None: runner(per_launch)
+          else: runner(per_launch, scalars_per_launch=scalars)
+        elif scalars is None: runner()
+        else: runner(scalars_per_launch=scalars)
+      stale.clear()
     for pressure, nbytes in self.pressure: pressure.launched(nbytes)
     if DEBUG >= 2:
       n_graphs = sum(1 for g, *_ in self.graphs if g is not None)
       print(f"jit {self.name}: replayed {len(self.launches)} kernels in {n_graphs} graph{'s' if n_graphs != 1 else ''}"
             + (f"; one by one: {self.graph_off}" if self.graph_off else ""))
-    if self.template is _TENSOR: return self._result(0, results, bound)
-    return _rebuild(self.template, iter([self._result(k, results, bound) for k in range(len(self.outputs))]))
+    if self.template is jit_args.TENSOR: return self._result(0, results, bound)
+    return jit_args.rebuild(self.template, iter([self._result(k, results, bound) for k in range(len(self.outputs))]), self.numbers)
 
   def _launch_observed(self, h, bound, results, keys) -> None:
     """Launch by launch, telling the listeners (the trace) about each, with device time when it is asked for."""
@@ -347,11 +336,11 @@ class Replay:
     for (s, _), entry in zip(self.fresh, results): buffers[s] = entry[0]
     for s, b in zip([r[0] for r in self.rng if r[0] is not None], keys): buffers[s] = b
     wait = engine.device_time_requests > 0
-    for (ck, idx), (prog, pick, gs, ls) in zip(self.launches, self.direct):
+    for i, ((ck, idx), (prog, pick, gs, ls)) in enumerate(zip(self.launches, self.direct)):
       t0 = time.perf_counter()
-      elapsed = prog(pick(h), (), gs, ls, wait=wait)
+      elapsed = prog(pick(h), self.words[i], gs, ls, wait=wait)   # the batches keep their stale words for a later call
       t_submit = time.perf_counter() - t0
-      for listener in engine.launch_listeners: listener(ck, [buffers[s] for s in idx], elapsed, t_submit)
+      for listener in engine.launch_listeners: listener(ck, [buffers[s] for s in idx], elapsed, t_submit, ())
 
   def _result(self, k: int, results: list, bound: list) -> Tensor:
     """The k-th returned Tensor: a view of this call's output buffer, of an argument, or a constant as captured."""
@@ -397,12 +386,12 @@ class Jit:
     if self.replay is not None and _capturing is None: return self.replay(args, kwargs)
     if JIT == 0 or _capturing is not None: return self.fn(*args, **kwargs)
     self.calls += 1
-    tensors, _ = _flatten_args(self.arg_names, args, kwargs)
-    inputs = [_bound_buffer(t) for t in tensors]
+    tensors, _ = jit_args.flatten_args(self.arg_names, args, kwargs)
+    inputs = [jit_args.bound_buffer(t) for t in tensors]
     if self.calls == 1:
       ret = self.fn(*args, **kwargs)
       outs: list = []
-      _template(ret, outs)
+      jit_args.template(ret, outs)
       engine.realize(outs)
       return ret
     cap = _Capture(self.name)

@@ -19,6 +19,7 @@ from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import canonical_device, default_device, unsupported_dtype
 from alloy.engine.realize import buffer_view as _buffer_view, buffer_of, realize as _realize
 from alloy import dlpack
+from alloy.scalar import Scalar, cast_number as _cast_scalar, plain
 
 # listener(key_tensor) for every random key made (the jit's capture: a key is an implicit input refreshed per replay)
 rng_key_listeners: list = []
@@ -26,6 +27,7 @@ rng_key_listeners: list = []
 MaxResult = collections.namedtuple("MaxResult", ["values", "indices"])
 
 def _norm_axis(axis: int, ndim: int, what="dimension") -> int:
+  axis = plain(axis)
   if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
     raise TypeError(f"{what} must be an int, got {type(axis).__name__}")
   if not -max(ndim, 1) <= axis < max(ndim, 1):
@@ -70,7 +72,7 @@ class Tensor:
       t = data.to(device).cast(dtype or data.dtype)
       self.node, self.device = t.node, t.device
       return
-    if isinstance(data, (bool, int, float, np.bool_, np.integer, np.floating)) and not isinstance(data, np.ndarray):
+    if isinstance(data, (bool, int, float, np.bool_, np.integer, np.floating, Scalar)) and not isinstance(data, np.ndarray):
       d = dtype or (dt.to_dtype(data.dtype) if isinstance(data, np.generic) else dt.result_type([], [data]))
       _check_dtype(device, d)
       self.node, self.device = Node(Op.CONST, (), _cast_scalar(data, d), d, ()), device
@@ -353,14 +355,14 @@ class Tensor:
     return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
   def pad(self, pad_width, value=0) -> "Tensor":
     """NumPy-style ((before, after), ...) per axis, with a constant value."""
-    pw = tuple(tuple(p) for p in pad_width)
+    pw = tuple(tuple(plain(x) for x in p) for p in pad_width)
     if len(pw) != self.ndim or any(len(p) != 2 or p[0] < 0 or p[1] < 0 for p in pw):
       raise ValueError(f"pad: expected {self.ndim} non-negative (before, after) pairs for shape {self.shape}, got {pad_width}")
     t = self._view("pad", pw)
     if value == 0: return t
     inside = Tensor.ones(*self.shape, dtype=dt.bool_, device=self.device)._view("pad", pw)
     return where(inside, t, value)
-  def shrink(self, arg) -> "Tensor": return self._view("shrink", tuple(arg))
+  def shrink(self, arg) -> "Tensor": return self._view("shrink", tuple(tuple(plain(x) for x in a) for a in arg))
   def flip(self, *dims) -> "Tensor":
     """flip(0, 1) or flip((0, 1)), as PyTorch takes either."""
     given = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
@@ -375,6 +377,7 @@ class Tensor:
     t = t.expand(tuple(x for r, s in zip(sizes, base) for x in (r, s)))
     return t.reshape(tuple(r * s for r, s in zip(sizes, base)))
   def split(self, split_size, dim=0) -> list["Tensor"]:
+    split_size = plain(split_size)
     d = _norm_axis(dim, self.ndim)
     n = self.shape[d]
     sizes = [split_size] * (n // split_size) + ([n % split_size] if n % split_size else []) if isinstance(split_size, int) else list(split_size)
@@ -735,6 +738,7 @@ def _shape_arg(shape) -> tuple:
   if isinstance(shape, int): shape = (shape,)
   out = tuple(shape)
   if all(type(s) is int for s in out): return out
+  out = tuple(plain(s) for s in out)
   for s in out:
     if not isinstance(s, (int, np.integer)) or isinstance(s, bool): raise TypeError(f"shape entries must be ints, got {out}")
   return tuple(int(s) for s in out)
@@ -758,18 +762,6 @@ def _accumulator(d: DType) -> DType:
   """The dtype sums of d accumulate in: 16-bit floats in float32, as PyTorch does, so a long sum cannot overflow."""
   return dt.float32 if d in (dt.float16, dt.bfloat16) else d
 
-def _cast_scalar(v, d: DType):
-  if d.kind == "f": return v if type(v) is float else float(v)
-  if d.is_bool: return bool(v)
-  # an integer dtype: out-of-range values wrap as NumPy's cast does
-  if isinstance(v, float) and not math.isfinite(v): raise ValueError(f"cannot convert {v} to integer dtype {d.name}")
-  iv = int(v)
-  lo, hi = dt.min_value(d), dt.max_value(d)
-  if not lo <= iv <= hi:
-    wrapped = np.array(iv & ((1 << (8 * d.itemsize)) - 1), dtype=np.uint64) if iv >= 0 else np.array(iv, dtype=np.int64)
-    iv = int(wrapped.astype(d.np))
-  return iv
-
 def _check_int_divisor(a: Tensor, o, reverse: bool, what: str) -> None:
   """An integer division by a Python 0 raises at the call, as PyTorch's does; a divisor tensor holding 0 gives 0 (see
   docs/reliability.md): checking it would read the tensor back."""
@@ -778,6 +770,7 @@ def _check_int_divisor(a: Tensor, o, reverse: bool, what: str) -> None:
 
 def _index_tensor(n: int, device=None) -> Tensor:
   """0..n-1 as int32, computed where it is used (no buffer, O(n))."""
+  n = plain(n)
   device = canonical_device(device) if device else default_device()
   return Tensor(Node(Op.ARANGE, (), None, dt.int32, (n,)), device=device)
 

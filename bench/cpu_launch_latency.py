@@ -54,7 +54,7 @@ def run(iterations: int = 60) -> None:
   dev = alloy.get_device("CPU")
   m = Tensor(np.random.default_rng(0).uniform(0.5, 1.5, (4096, 4096)).astype(np.float32), device="CPU").realize()
   seen = []
-  engine.launch_listeners.append(lambda ck, bufs, elapsed, t: seen.append((ck, bufs)))
+  engine.launch_listeners.append(lambda ck, bufs, elapsed, t, consts: seen.append((ck, bufs)))
   m.sum(1).realize(); dev.synchronize()
   engine.launch_listeners.clear()
   (ck, bufs), = seen

@@ -1,5 +1,6 @@
 import os, numpy as np, pytest
 from alloy.runtime.registry import device_available, unsupported_dtype
+from alloy.engine import compiled
 
 def present_devices() -> list[str]:
   """CPU, CUDA and METAL where present; METAL includes the software device (it needs only a C++ compiler)."""
@@ -53,8 +54,13 @@ def assert_close(got, want, dtype="float32", atol=None, rtol=None):
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), atol=atol, rtol=rtol, equal_nan=True)
 
 # Every kernel the op suite builds is also rendered as CUDA C and compiled by NVRTC, and rendered as PTX and assembled
-# by nvJitLink's ptxas, so a syntax or type error in either CUDA renderer fails CI on machines without a GPU.
+# by nvJitLink's ptxas, so a syntax or type error in either CUDA renderer fails CI on machines without a GPU. The ASTs
+# are collected as they compile (engine/compiled.py keeps only so many kernels).
 _nvrtc_checked: set = set()
+_compiled_asts: dict = {}
+
+def _collect(ck): _compiled_asts.setdefault((ck.ast.root, ck.ast.n_buffers), ck.ast)
+compiled.compiled_listeners.append(_collect)
 
 def _nvrtc_compiler():
   try:
@@ -68,8 +74,8 @@ def _nvrtc_compiler():
 def cuda_source_compiles():
   yield
   if os.environ.get("ALLOY_SKIP_NVRTC_CHECK"): return
-  from alloy.engine.compiled import _compiled
-  fresh = [ck for key, ck in list(_compiled.items()) if (ck.ast.root, ck.ast.n_buffers) not in _nvrtc_checked]
+  fresh = [ast for key, ast in list(_compiled_asts.items()) if key not in _nvrtc_checked]
+  _compiled_asts.clear()
   if not fresh: return
   compiler = _nvrtc_compiler()
   if compiler is None: return
@@ -78,9 +84,9 @@ def cuda_source_compiles():
   from alloy.renderer.cuda import CUDARenderer
   from alloy.renderer.ptx import PTXRenderer, Unsupported
   cuda, ptx = CUDARenderer(), PTXRenderer("sm_90")
-  for ck in fresh:
-    _nvrtc_checked.add((ck.ast.root, ck.ast.n_buffers))
-    prog = lower(ck.ast, DeviceCaps(threads=True))
+  for ast in fresh:
+    _nvrtc_checked.add((ast.root, ast.n_buffers))
+    prog = lower(ast, DeviceCaps(threads=True))
     compiler.compile_cached(cuda.render(prog))
     if compiler.assembles_ptx:
       try: source = ptx.render(prog)

@@ -146,6 +146,7 @@ class Lowerer:
       return tuple(self.emit("load", n.dtype, (self.params[0],), (flat, sym.Cond()), exprs=[flat])
                    for flat in (self._output_flat(idx) for idx in lanes))
     if n.op is Op.CONST: return (self.emit("const", n.dtype, arg=n.arg),) * len(lanes)
+    if n.op is Op.VAR: return (self.emit("var", n.dtype, arg=n.arg),) * len(lanes)   # a scalar argument, read once
     if n.op is Op.ARANGE: return tuple(self.emit("index", n.dtype, arg=idx[0], exprs=[idx[0]]) for idx in lanes)
     if n.op is Op.INPUT: return tuple(self._load(n, idx[0], sym.Cond()) for idx in lanes)
     if n.op is Op.VIEW: return self._view(n, lanes)
@@ -318,7 +319,8 @@ class Lowerer:
     instrs = _flatten(self.stack[0].body)
     for p, d in zip(self.params, self.buffer_dtypes): p.dtype = d or dt.uint8
     meta = KernelMeta(name=kernel_name(self.ast), global_size=opts.global_size, local_size=opts.local_size,
-                      flops=estimate_flops(self.ast), bytes=estimate_bytes(self.ast), opts=opts.applied)
+                      flops=estimate_flops(self.ast), bytes=estimate_bytes(self.ast), opts=opts.applied,
+                      scalar_dtypes=self.ast.scalar_dtypes)
     return LinearProgram(instrs, meta, self.buffer_dtypes)
 
   def _output_flat(self, idx) -> sym.Expr:

@@ -2,15 +2,17 @@
 
 Each stage is timed and cached on its input: the same AST lowers once per device kind,
 the same source compiles once per machine (on disk), the same binary loads once per device.
+The kernels kept here are bounded as the devices' loaded programs are (PROGRAM_CACHE_SIZE): one pushed out goes
+through the stages again when it is needed, its binary then read from the disk cache.
 """
 from __future__ import annotations
-import os, time
+import collections, os, time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from alloy.helpers import DEBUG
 from alloy.codegen.lower import lower
 from alloy.codegen.program import KernelMeta, LinearProgram
-from alloy.runtime.device import Device, Program
+from alloy.runtime.device import PROGRAM_CACHE_SIZE, Device, Program
 from alloy.ir.kernel import KernelAST
 
 @dataclass
@@ -23,7 +25,10 @@ class CompiledKernel:
   meta: KernelMeta
   stage_seconds: dict = field(default_factory=dict)   # lower, render, compile, load
 
-_compiled: dict = {}
+_compiled: collections.OrderedDict = collections.OrderedDict()   # least recently used first
+COMPILED_CACHE_SIZE = PROGRAM_CACHE_SIZE
+compiles = 0                   # kernels through the stages so far (what a test of the caches counts)
+compiled_listeners: list = []  # listener(ck) for each kernel through the stages (the tests' CUDA source check)
 
 # host-stage hooks (the trace recorder listens): listener(stage, start, seconds, detail), perf_counter seconds
 stage_listeners: list = []
@@ -33,7 +38,10 @@ def emit_stage(stage: str, start: float, seconds: float, detail: str = "") -> No
 
 def compile_kernel(ast: KernelAST, device: Device) -> CompiledKernel:
   key = (device.name, ast.root, ast.n_buffers)
-  if (hit := _compiled.get(key)) is not None: return hit
+  if (hit := _compiled.get(key)) is not None:
+    try: _compiled.move_to_end(key)
+    except KeyError: pass   # pushed out by another thread meanwhile
+    return hit
   prog, source, times = _lower_and_render(ast, device)
   return _load(key, ast, device, prog, source, _compile(device, source, times, prog.meta.name), times)
 
@@ -82,5 +90,9 @@ def _load(key: tuple, ast: KernelAST, device: Device, prog: LinearProgram, sourc
   if DEBUG >= 4: print(f"--- kernel {prog.meta.name} source ({device.name}, {device.target})\n{source}")
   if DEBUG >= 6 and hasattr(device, "disassemble"):
     if (asm := device.disassemble(binary)): print(asm)
+  global compiles
+  compiles += 1
   _compiled[key] = ck
+  while len(_compiled) > COMPILED_CACHE_SIZE: _compiled.popitem(last=False)
+  for listener in compiled_listeners: listener(ck)
   return ck

@@ -8,11 +8,13 @@ from alloy.ir.view import ShapeTracker
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import get_device
 from alloy.schedule.fusion import schedule, realized, set_realized, is_buffer_view
+from alloy.codegen.program import scalar_words
 from alloy.engine.compiled import compile_kernel, compile_kernels, emit_stage, stage_listeners
 from alloy.engine.results import Results
 from alloy.engine.backpressure import throttle
 
-# launch hooks (the jit's capture and the trace recorder listen here): listener(ck, buffers, elapsed, t_submit)
+# launch hooks (the jit's capture and the trace recorder listen here): listener(ck, buffers, elapsed, t_submit, consts),
+# consts: the CONST nodes whose values the launch passed as its scalar arguments
 launch_listeners: list = []
 kernels_launched = 0
 # while above zero every launch waits and reports device time (the trace recorder asks for it)
@@ -59,12 +61,12 @@ def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
   device = get_device(device_name)
   if DEBUG >= 1:
     print(f"realize on {device.name} ({device.target}): scheduled {len(items)} kernel{'s' if len(items) != 1 else ''} in {t_sched*1e3:.2f} ms")
-  if len(items) > 1: compile_kernels([ast for node, ast, _ in items if 0 not in node.shape], device)   # new ones side by side
+  if len(items) > 1: compile_kernels([ast for node, ast, *_ in items if 0 not in node.shape], device)   # new ones side by side
   made: dict[int, Buffer] = {}
   pressure = throttle(device)
   timed = bool(stage_listeners or launch_listeners)   # the host clock is read only for someone who listens
   wait = DEBUG >= 2 or device_time_requests > 0
-  for node, ast, inputs in items:
+  for node, ast, inputs, consts in items:
     out, view = _output(device.name, node)
     made[id(node)] = out
     if 0 in node.shape:   # an empty result: nothing to compute, no kernel (codegen divides by the output's sizes)
@@ -76,14 +78,15 @@ def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
       if b.device != device.name: raise ValueError(f"kernel {ast} mixes devices {b.device} and {device.name}")
       bufs.append(b)
     ck = compile_kernel(ast, device)
+    scalars = scalar_words(ck.meta.scalar_dtypes, [c.arg for c in consts]) if consts else ()
     t_launch = time.perf_counter() if timed else 0.0
-    elapsed = ck.runner([b.handle for b in bufs], (), ck.meta.global_size, ck.meta.local_size, wait=wait)
+    elapsed = ck.runner([b.handle for b in bufs], scalars, ck.meta.global_size, ck.meta.local_size, wait=wait)
     kernels_launched += 1
     pressure.launched(out.nbytes)
     if timed:
       t_submit = time.perf_counter() - t_launch
       if stage_listeners: emit_stage("submit", t_launch, t_submit, ck.meta.name)
-      for listener in launch_listeners: listener(ck, bufs, elapsed, t_submit)
+      for listener in launch_listeners: listener(ck, bufs, elapsed, t_submit, consts)
     if DEBUG >= 2:
       m = ck.meta
       gbs = m.bytes / elapsed / 1e9 if elapsed else 0

@@ -40,7 +40,7 @@ class TraceRecorder:
   def on_stage(self, stage: str, start: float, seconds: float, detail: str) -> None:
     self._slice(HOST_TRACK, stage, "host", start, seconds, {"detail": detail} if detail else {})
 
-  def on_launch(self, ck, buffers, elapsed, t_submit) -> None:
+  def on_launch(self, ck, buffers, elapsed, t_submit, consts=()) -> None:
     m = ck.meta
     end = time.perf_counter()
     seconds = elapsed if elapsed is not None else t_submit

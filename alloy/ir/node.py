@@ -30,6 +30,18 @@ def _signature(n: "Node") -> int:
   n.sig = sig
   return sig
 
+_ANY_VALUE = object()   # in place of a constant's value: see constant_signature
+
+def constant_signature(n: "Node", with_value: bool) -> int:
+  """A constant's signature, or (with_value False) an int equal for constants of equal dtype and shape whatever
+  their values, never equal to a signature: how the schedule cache keys a constant its kernel takes as an argument.
+  Not kept on the node: the schedule keeps what it uses in n.sig."""
+  key = (_CONST, n.key[2] if with_value else _ANY_VALUE, n.dtype, n.shape, 0)
+  if (sig := _signatures.get(key)) is None:
+    if len(_signatures) >= 1 << 20: _signatures.clear()
+    sig = _signatures[key] = next(_numbers)
+  return sig
+
 class Node:
   __slots__ = ("op", "src", "arg", "dtype", "shape", "key", "realized", "sig", "__weakref__")
 
@@ -46,7 +58,8 @@ class Node:
     self = object.__new__(cls)
     self.op, self.src, self.arg, self.dtype, self.shape, self.key = op, src, arg, dtype, shape, key
     self.realized = None   # (generation, view of the buffer holding this node's value) once computed
-    self.sig = None        # its signature (see _signature), made when a schedule first asks
+    self.sig = None        # its signature (see _signature), made when a schedule first asks; a constant's is the
+                           # schedule's (value-free where its kernels take it as an argument: see schedule/fusion.py)
     if len(_table) >= _sweep_at: _sweep()
     _table[key] = weakref.ref(self)
     return self

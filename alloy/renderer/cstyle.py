@@ -5,10 +5,11 @@ everything else (loops, loads, stores, index arithmetic, casts, reductions) is p
 """
 from __future__ import annotations
 import math
+from alloy import dtype as dt
 from alloy.dtype import DType
 from alloy.ir import symbolic as sym
 from alloy.ir.ops import Op, SELECTS
-from alloy.codegen.program import LinearProgram
+from alloy.codegen.program import LinearProgram, word_count, word_offsets
 
 def integer_helpers(qualifier: str) -> str:
   """Short integer type names and an exact integer power per type (C has no integer pow)."""
@@ -37,6 +38,8 @@ def floor_division_helpers(qualifier: str, types: list[str], float_suffix: str =
                f"  {t} r = floor{f}(d);\n"
                f"  return d - r > {half} ? r + 1 : r;\n}}\n")
   return "".join(out)
+
+def scalar_word_count(prog: LinearProgram) -> int: return sum(map(word_count, prog.meta.scalar_dtypes))
 
 class CStyleRenderer:
   language = "c"
@@ -291,6 +294,7 @@ class CStyleRenderer:
         rhs = self.load(names[id(buf)], self.expr(flat, names), None if valid.is_true else self.cond(valid, names), ins.dtype)
       elif ins.op == "index": rhs = f"({self.expr(ins.arg, names)})"
       elif ins.op == "cond": rhs = self.cond(ins.arg, names)
+      elif ins.op == "var": rhs = self.scalar_value(ins.arg, ins.dtype, prog)
       elif ins.op == "acc": rhs = self.const(ins.arg, ins.dtype)
       elif ins.op == "cast": rhs = self.rounded(self.cast(names[id(ins.src[0])], dtypes[id(ins.src[0])], ins.dtype), ins.dtype)
       elif ins.op == "bitcast": rhs = self.bitcast(names[id(ins.src[0])], dtypes[id(ins.src[0])], ins.dtype)
@@ -302,7 +306,23 @@ class CStyleRenderer:
       names[id(ins)], dtypes[id(ins)] = name, ins.dtype
       lines.append(f"{ind}{self.vtype(ins.dtype)} {name} = {rhs};")
     body = "\n".join(lines)
+    params += self.scalar_params(prog)
     return "\n".join(self.preamble(prog) + [self.signature(prog.meta.name, params, prog) + " {", body, "}", ""])
+
+  # ---- scalar arguments: int32 words after the buffers (codegen/program.py's scalar_words packs them)
+  def scalar_params(self, prog: LinearProgram) -> list[str]: return [f"int32_t alloy_s{w}" for w in range(scalar_word_count(prog))]
+  def scalar_word(self, w: int, prog: LinearProgram) -> str: return f"alloy_s{w}"
+  def scalar_value(self, index: int, d: DType, prog: LinearProgram) -> str:
+    """Scalar argument `index` as a value of d, from its words."""
+    w = word_offsets(prog.meta.scalar_dtypes)[index]
+    lo = self.scalar_word(w, prog)
+    if d.itemsize == 8:
+      bits = f"((((uint64)(uint32){self.scalar_word(w + 1, prog)}) << 32) | (uint64)(uint32){lo})"
+      return self.bitcast(bits, dt.uint64, d) if d.is_float else f"(({self.tname(d)}){bits})"
+    if d.is_bool: return f"({lo}!=0)"
+    if not d.is_float: return f"(({self.tname(d)}){lo})"
+    f = self.bitcast(lo, dt.int32, dt.float32)   # 16-bit floats come as float32, converted as their literals are
+    return f if d.name == "float32" else f"(({self.vtype(d)}){f})"
 
   def param_decl(self, slot: int, d: DType, written: bool) -> str:
     prefix = self.buffer_prefix if written else self.buffer_prefix + self.const_buffer_prefix

@@ -8,7 +8,7 @@ Grouped reductions combine through SIMD-group shuffles and threadgroup memory.
 from __future__ import annotations
 from alloy.dtype import DType
 from alloy.codegen.program import LinearProgram
-from alloy.renderer.cstyle import CStyleRenderer, floor_division_helpers, integer_helpers
+from alloy.renderer.cstyle import CStyleRenderer, floor_division_helpers, integer_helpers, scalar_word_count
 
 # Metal has no erf: below 0.84375 fdlibm's rational fit, above it the Chebyshev fit of erfc from Numerical
 # Recipes (relative error < 1.2e-7); both in float, which is all Metal has.
@@ -38,6 +38,8 @@ inline float alloy_erf(float x) {
 }
 """ + integer_helpers("inline") + floor_division_helpers("inline", ["float"], float_suffix="")
 
+MAX_BINDINGS = 31   # buffer bindings of a Metal kernel
+
 class MetalRenderer(CStyleRenderer):
   language = "metal"
   type_names = {"bool": "bool", "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort",
@@ -56,6 +58,14 @@ class MetalRenderer(CStyleRenderer):
     return f"kernel void {name}({', '.join(params + specials)})"
   def param_decl(self, slot: int, d: DType, written: bool) -> str:
     return f"device {'' if written else 'const '}{self.tname(d)}* data{slot} [[buffer({slot})]]"
+  # a binding per scalar word after the buffers, or all words in one where there are too few bindings for that: what
+  # MetalProgram's setBytes and MetalGraph's argument slots fill (runtime/metal/program.py's scalars_packed)
+  def scalar_params(self, prog: LinearProgram) -> list[str]:
+    n_buffers, n_words = len(prog.buffer_dtypes), scalar_word_count(prog)
+    if n_buffers + n_words > MAX_BINDINGS: return [f"constant int* alloy_s [[buffer({n_buffers})]]"]
+    return [f"constant int& alloy_s{w} [[buffer({n_buffers + w})]]" for w in range(n_words)]
+  def scalar_word(self, w: int, prog: LinearProgram) -> str:
+    return f"alloy_s[{w}]" if len(prog.buffer_dtypes) + scalar_word_count(prog) > MAX_BINDINGS else f"alloy_s{w}"
   def special(self, kind: str) -> str:
     return {"global": "(int)(gid.x*lsize.x+lid.x)", "group": "(int)gid.x", "lane": "(int)lid.x"}[kind]
   def local_decl(self, name: str, d: DType, size: int) -> str: return f"threadgroup {self.vtype(d)} {name}[{size}];"

@@ -20,7 +20,7 @@ import math
 from alloy.dtype import DType
 from alloy.ir import symbolic as sym
 from alloy.ir.ops import Op, COMPARE, SELECTS
-from alloy.codegen.program import LinearProgram
+from alloy.codegen.program import LinearProgram, word_count, word_offsets
 from alloy.renderer.cuda import CUDARenderer
 from alloy.renderer import ptx_math
 from alloy.renderer.ptx_math import float_literal
@@ -263,6 +263,20 @@ class _Kernel:
     else: self.head.append(f"\tmov.{cls} {out}, {_literal(v, cls)};")
     return out
 
+  def scalar(self, index: int, d: DType) -> str:
+    """A register holding scalar argument `index` (its words loaded in the head, as constants are)."""
+    first, name = word_offsets(self.prog.meta.scalar_dtypes)[index], self.prog.meta.name
+    words = [self.reg("b32") for _ in range(word_count(d))]
+    for k, w in enumerate(words): self.head.append(f"\tld.param.u32 {w}, [{name}_s{first + k}];")
+    cls = reg_class(d)
+    if cls == "b32": return words[0]
+    out = self.reg(cls)
+    if cls == "pred": self.head.append(f"\tsetp.ne.s32 {out}, {words[0]}, 0;")
+    elif cls == "b16": self.head.append(f"\tcvt.u16.u32 {out}, {words[0]};")   # an 8-bit value's low bits, extended as stored
+    elif len(words) == 2: self.head.append(f"\tmov.b64 {out}, {{{words[0]}, {words[1]}}};")
+    else: self.head.append(f"\tmov.b32 {out}, {words[0]};")   # float32 bits (16-bit floats come as float32)
+    return out
+
   def half_to_float(self, h: str, d: DType, out: str) -> None:
     if d.name == "float16": self.emit(f"cvt.f32.f16 {out}, {h};")
     else:   # bfloat16 is the top half of a float32
@@ -491,6 +505,8 @@ class _Kernel:
   def text(self) -> str:
     prog = self.prog
     self.block(prog.instrs)
+    # the scalar arguments' int32 words after the pointers, every one declared whether used or not (the launch passes all)
+    self.params += [f"\t.param .u32 {prog.meta.name}_s{w}" for w in range(sum(map(word_count, prog.meta.scalar_dtypes)))]
     threads = prog.meta.local_size[0]
     regs = [f"\t.reg .{cls} %{_REG_PREFIX[cls]}<{n}>;" for cls, n in self.counts.items() if n]
     return "\n".join([f".version {ptx_version(self.arch)}", f".target {self.arch}", ".address_size 64", "",
@@ -551,6 +567,7 @@ class _Kernel:
       self.head += [f"\tld.param.u64 {raw}, [{prog.meta.name}_p{ins.arg}];", f"\tcvta.to.global.u64 {ptr}, {raw};"]
       self.names[id(ins)] = ptr
     elif op == "const": self.names[id(ins)], self.dtypes[id(ins)] = self.const(ins.arg, ins.dtype), ins.dtype
+    elif op == "var": self.names[id(ins)], self.dtypes[id(ins)] = self.scalar(ins.arg, ins.dtype), ins.dtype
     elif op == "special":
       var, kind = ins.arg
       out = self.reg("b32")

@@ -6,7 +6,7 @@ and launching (Program.__call__) returns at once; completion is observed through
 or a launch with wait=True, which returns the time measured by the device's own clock.
 """
 from __future__ import annotations
-import collections, functools
+import collections, functools, threading, weakref
 from typing import Any
 from alloy.helpers import disk_cache_get, disk_cache_put, getenv
 
@@ -74,9 +74,14 @@ class Compiler:
     disk_cache_put("compile", key, binary)
     return binary
 
+# Loaded programs a device keeps by (name, binary), least recently loaded out first. A program nothing else holds is
+# unloaded when it goes (each device's Program frees its library once no queued launch uses it): every CPU kernel
+# is a mapped shared library, and a process runs out of memory maps after some ten thousand of them.
+PROGRAM_CACHE_SIZE = getenv("ALLOY_PROGRAM_CACHE", 1024)
+
 class Program:
   """A loaded kernel (pipeline). Calling it checks limits, submits and returns at once;
-  with wait=True it blocks and returns the device-measured seconds."""
+  with wait=True it blocks and returns the device-measured seconds. Its library is unloaded when the object goes."""
   def __init__(self, device: "Device", name: str, binary: bytes): raise NotImplementedError
   def __call__(self, buffers: list, scalars: tuple = (), global_size=(1, 1, 1), local_size=(1, 1, 1),
                wait: bool = False) -> float | None: raise NotImplementedError
@@ -84,18 +89,24 @@ class Program:
 class LaunchList:
   """Captured launches replayed one by one, in order: what the jit runs where it uses no graph.
   LaunchList(launches, device) takes launches as a Graph does, [(program, buffers, scalars, global_size, local_size), ...];
-  __call__(buffers_per_launch=None, wait=False): an entry of buffers_per_launch that is not None rebinds that launch's
-  buffers, for this call and the later ones. Each launch writes its first buffer, as a Program call with one output.
+  __call__(buffers_per_launch=None, wait=False, scalars_per_launch=None): an entry of buffers_per_launch (or
+  scalars_per_launch) that is not None rebinds that launch's buffers (or int32 scalars), for this call and the later
+  ones. Each launch writes its first buffer, as a Program call with one output.
   wait=True blocks and returns device seconds. This one calls each Program; a device subclasses it to check every
   launch once, here, and keep its encoded arguments between calls, re-encoding only the rebound ones."""
   def __init__(self, launches: list, device: "Device"):
     if not launches: raise ValueError("a launch list needs at least one launch")
     self.device = device
     self.launches = [list(launch[:5]) for launch in launches]
-  def __call__(self, buffers_per_launch=None, wait: bool = False) -> float | None:
+  def __call__(self, buffers_per_launch=None, wait: bool = False, scalars_per_launch=None) -> float | None:
     if buffers_per_launch is not None:
       for launch, buffers in zip(self.launches, buffers_per_launch):
         if buffers is not None: launch[1] = buffers
+    if scalars_per_launch is not None:
+      for i, (launch, scalars) in enumerate(zip(self.launches, scalars_per_launch)):
+        if scalars is None: continue
+        if len(scalars) != len(launch[2]): raise ValueError(f"launch {i}: takes {len(launch[2])} scalars, given {len(scalars)}")
+        launch[2] = tuple(scalars)
     elapsed = [prog(buffers, scalars, global_size, local_size, wait=wait) for prog, buffers, scalars, global_size, local_size in self.launches]
     return sum(elapsed) if wait else None
 
@@ -112,12 +123,26 @@ class Device:
     self.compiler: Compiler
     self.program_class: type[Program]
   @functools.cached_property
-  def _programs(self) -> dict: return {}
+  def _programs(self) -> collections.OrderedDict: return collections.OrderedDict()
+  @functools.cached_property
+  def _loaded(self) -> weakref.WeakValueDictionary: return weakref.WeakValueDictionary()   # every live one, held or not
+  @functools.cached_property
+  def _loading(self) -> threading.Lock: return threading.Lock()
   def load(self, name: str, binary: bytes) -> Program:
-    """Pipeline creation, once per (kernel name, binary) on this device."""
+    """Pipeline creation, once per (kernel name, binary) while the program lives; the last PROGRAM_CACHE_SIZE loaded
+    are kept alive here (the caller keeps any other it needs: a compiled kernel, a captured launch)."""
     key = (name, binary)
-    if (prog := self._programs.get(key)) is None: prog = self._programs[key] = self.program_class(self, name, binary)
+    with self._loading:
+      if (prog := self._programs.get(key)) is not None:
+        self._programs.move_to_end(key)
+        return prog
+      if (prog := self._loaded.get(key)) is None: prog = self._loaded[key] = self.program_class(self, name, binary)
+      self._programs[key] = prog
+      while len(self._programs) > PROGRAM_CACHE_SIZE: self._programs.popitem(last=False)
     return prog
+  def loaded_programs(self) -> int:
+    """How many of this device's programs are loaded (alive), whoever holds them."""
+    return len(self._loaded)
   def synchronize(self) -> None: raise NotImplementedError
   def fence(self) -> Any:
     """A point in this device's queue, after everything submitted so far (engine/backpressure.py waits on it)."""

@@ -4,11 +4,15 @@ Rules: movement ops are views and never cut; elementwise ops fuse with everythin
 a reduction fuses into its consumer when its result is only broadcast there and its kept axes
 lead the consumer's loop order (so it is computed once per output row, not once per element);
 otherwise, and when it feeds several kernels or a gather, it becomes a kernel of its own.
+
+Constants become kernel arguments (VAR leaves of the AST) where their value does not shape the code, so a new
+value reuses the kernel: the schedule cache keys those by dtype and shape only, and each kernel comes with the
+graph constants that give its arguments' values (see _lifted and _literal_use for the ones that stay literal).
 """
 from __future__ import annotations
 import contextlib
 from alloy.helpers import prod, strides_for_shape
-from alloy.ir.node import Node
+from alloy.ir.node import Node, constant_signature
 from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker
 from alloy.ir.kernel import KernelAST
@@ -67,19 +71,57 @@ def _fusable_reduce(reduce: Node, view: Node | None, consumer_root: Node, path_h
     if not varies[a]: seen_broadcast = True
   return True
 
-# schedules by graph structure: the same computation on other buffers reuses the kernels' cut and ASTs
-_schedules: dict = {}
-SCHEDULE_CACHE_SIZE = 4096
+# ---- constants as kernel arguments
+MAX_KERNEL_VARS = 8        # lifted constants per kernel (at most 16 int32 words); the ones beyond stay literal
+_PLAIN = (float, int, bool)
+_VALUE_OPS = {Op.SHL, Op.SHR, Op.IDIV, Op.MOD, Op.POW}
 
-def schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list]]:
-  """Kernels in dependency order: (node realized, its AST, the nodes bound as its inputs [0]=itself)."""
+def _forced(n: Node) -> bool:
+  """A constant whose value is not a plain Python number (a jit replay argument): always a kernel argument."""
+  return type(n.arg) not in _PLAIN
+
+def _lifted(n: Node) -> bool:
+  """Whether a constant becomes a kernel argument unless a consumer reads its value (_literal_use). Bools and
+  0, 1, -1 stay literal: the C compiler folds them away (x*1, x+0 on integers, selects against 0)."""
+  return _forced(n) or not (n.dtype.is_bool or n.arg in (0, 1, -1))
+
+def _literal_use(n: Node, k: int) -> bool:
+  """Whether source k of n is a plain constant whose value n's code depends on: a shift amount, an integer divisor
+  (division by a constant is a multiply), an integral exponent (the compiler unrolls it)."""
+  s = n.src[k]
+  if k != 1 or s.op is not Op.CONST or _forced(s): return False
+  if n.op is Op.SHL or n.op is Op.SHR: return True
+  if n.op is Op.POW: return float(s.arg).is_integer()
+  return (n.op is Op.IDIV or n.op is Op.MOD) and not s.dtype.is_float
+
+def _constant_part(n: Node) -> int:
+  """A constant's part of the structure key, kept as its sig: value-free where its kernels may take it as an argument
+  (_lifted, spelled out: every realize of a new constant comes here)."""
+  a = n.arg
+  n.sig = sig = constant_signature(n, with_value=type(a) in _PLAIN and (n.dtype.kind == "b" or a == 0 or a == 1 or a == -1))
+  return sig
+
+# schedules by graph structure: the same computation on other buffers (and other values of its lifted constants)
+# reuses the kernels' cut and ASTs. Per key, variants by the values of the constants kept literal past
+# MAX_KERNEL_VARS (usually none, so one variant).
+_schedules: dict = {}
+SCHEDULE_CACHE_SIZE, SCHEDULE_VARIANTS = 4096, 4
+
+def schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list, list]]:
+  """Kernels in dependency order: (node realized, its AST, the nodes bound as its inputs [0]=itself, the CONST nodes
+  whose values are its scalar arguments)."""
   targets = [realized(t) for t in targets]
   order, position, key = _structure(targets)
-  if (hit := _schedules.get(key)) is not None:
-    return [(order[k], ast, [order[i] for i in inputs]) for k, ast, inputs in hit]
-  items = _schedule(targets)
+  if (variants := _schedules.get(key)) is not None:
+    for pinned, hit in variants:
+      if not pinned or all(order[p].key[2] == v for p, v in pinned):
+        return [(order[k], ast, [order[i] for i in inputs], [order[c] for c in consts]) for k, ast, inputs, consts in hit]
+  items, pinned = _schedule(targets)
   if len(_schedules) >= SCHEDULE_CACHE_SIZE: _schedules.clear()
-  _schedules[key] = [(position[n], ast, [position[i] for i in inputs]) for n, ast, inputs in items]
+  variants = _schedules.setdefault(key, [])
+  if len(variants) >= SCHEDULE_VARIANTS: del variants[0]
+  variants.append((tuple((position[n], n.key[2]) for n in pinned),
+                   [(position[n], ast, [position[i] for i in inputs], [position[c] for c in consts]) for n, ast, inputs, consts in items]))
   return items
 
 def _structure(targets: list[Node]) -> tuple:
@@ -98,11 +140,14 @@ def _structure(targets: list[Node]) -> tuple:
           stack.append((s, iter(s.src)))
           break
         position[s] = len(position)   # a leaf goes straight in (pushing it costs 5% of a small realize)
-        parts.append(s.sig if s.sig is not None else s.signature)
+        parts.append(s.sig if s.sig is not None else _constant_part(s) if s.op is Op.CONST else s.signature)
       else:
         stack.pop()
-        parts.append(n.sig if n.sig is not None else n.signature)
+        parts.append(n.sig if n.sig is not None else _constant_part(n) if n.op is Op.CONST else n.signature)
         for s in n.src: parts.append(position[s])
+        if n.op in _VALUE_OPS:   # a constant kept literal for this use: its value, marked apart from places (< -1)
+          for k, s in enumerate(n.src):
+            if _literal_use(n, k) and _lifted(s): parts.append(-2 - constant_signature(s, with_value=True))
         position[n] = len(position)
   parts.append(-1)   # then the targets' places (a signature fixes its node's source count, so this parses one way)
   for t in targets: parts.append(position[t])
@@ -139,12 +184,13 @@ def _schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list]]:
       if len(roots) > 1 and red_id not in cut: cut.add(red_id); changed = True
   # 2. build an AST per cut node, children first
   order = [n for n in _structure(targets)[0] if id(n) in cut]
-  out = []
+  out, pinned = [], []
   for n in order:
     inputs: list[Node] = [n]
-    ast_root = _to_ast(_kernel_root(n), cut, inputs, {}, top=True)
-    out.append((n, KernelAST(ast_root, len(inputs)), inputs))
-  return out
+    consts: list[Node] = []
+    ast_root = _to_ast(_kernel_root(n), cut, inputs, {}, (consts, pinned), top=True)
+    out.append((n, KernelAST(ast_root, len(inputs)), inputs, consts))
+  return out, pinned
 
 def _kernel_root(n: Node) -> Node:
   return n.src[0] if n.op is Op.CONTIGUOUS else n
@@ -168,7 +214,9 @@ def _reduces_in_kernel(root: Node, cut: set):
     for s in n.src: stack.append((s, view, has_view, False))
   return found
 
-def _to_ast(n: Node, cut: set, inputs: list, memo: dict, top=False) -> Node:
+def _to_ast(n: Node, cut: set, inputs: list, memo: dict, lifted: tuple, top=False) -> Node:
+  """n inside its kernel's AST. lifted: (the kernel's constants that became VARs, in VAR order; the constants kept
+  literal past MAX_KERNEL_VARS, for the schedule cache to check)."""
   if id(n) in memo: return memo[id(n)]
   if not top and (id(n) in cut or n.op is Op.BUFFER):
     slot = _slot(inputs, n)
@@ -185,11 +233,20 @@ def _to_ast(n: Node, cut: set, inputs: list, memo: dict, top=False) -> Node:
   elif n.op is Op.VIEW and n.src[0].op is Op.VIEW:
     inner = n.src[0]
     merged = inner.arg.compose(n.arg)
-    out = _to_ast(Node(Op.VIEW, (inner.src[0],), merged, n.dtype, n.shape), cut, inputs, memo)
+    out = _to_ast(Node(Op.VIEW, (inner.src[0],), merged, n.dtype, n.shape), cut, inputs, memo, lifted)
   elif n.op is Op.CONTIGUOUS and not top:
-    out = _to_ast(n.src[0], cut, inputs, memo)
-  else:
-    out = Node(n.op, tuple(_to_ast(s, cut, inputs, memo) for s in n.src), n.arg, n.dtype, n.shape)
+    out = _to_ast(n.src[0], cut, inputs, memo, lifted)
+  elif n.op is Op.CONST and _lifted(n):
+    consts, pinned = lifted
+    if _forced(n) or len(consts) < MAX_KERNEL_VARS:
+      out = Node(Op.VAR, (), len(consts), n.dtype, n.shape)
+      consts.append(n)
+    else:
+      out = n
+      pinned.append(n)
+  else:   # a source whose value this node's code reads stays the literal constant it is
+    out = Node(n.op, tuple(s if _literal_use(n, k) else _to_ast(s, cut, inputs, memo, lifted) for k, s in enumerate(n.src)),
+               n.arg, n.dtype, n.shape)
   memo[id(n)] = out
   return out
 

@@ -14,7 +14,7 @@ def _kernel_slices(path):
 
 def test_trace_has_one_slice_per_launch(tmp_path, device):
   launches = []
-  count = lambda ck, bufs, e, t: launches.append(ck.meta.name)
+  count = lambda ck, bufs, e, t, *_: launches.append(ck.meta.name)
   path = tmp_path / "t.json"
   x = Tensor(np.ones((8, 8), np.float32), device=device)
   f = alloy.jit(lambda a: (a * 2).sum(0))

@@ -4,7 +4,12 @@ import numpy as np, pytest
 import alloy
 from alloy import Tensor, jit, JitError
 from alloy.engine import realize as engine
+from alloy.codegen.program import scalar_words
 from conftest import assert_close
+
+def _words(ck, consts) -> tuple:
+  """A recorded launch's scalar arguments (the values of its lifted constants) as Program takes them."""
+  return scalar_words(ck.meta.scalar_dtypes, [c.arg for c in consts])
 
 jit_module = importlib.import_module("alloy.jit")   # the module: `alloy.jit` itself names the decorator
 
@@ -79,11 +84,16 @@ def test_input_mismatch_raises():
   with pytest.raises(JitError, match="was a Tensor at capture"): f(a, 1.0)
 
 def test_non_tensor_argument_change_raises():
-  f = jit(lambda x, k: x * k)
+  f = jit(lambda x, mode: x * 2 if mode == "double" else x)
   x = Tensor(np.ones(3, np.float32))
+  f(x, "double"); f(x, "double")
+  with pytest.raises(JitError, match="argument mode is 'same', captured with 'double'"): f(x, "same")
+  f = jit(lambda x, k: x * float(k))   # a number used as a plain number (float()) is baked
   f(x, 2.0); f(x, 2.0)
   assert_close(f(x, 2.0).numpy(), np.full(3, 2, np.float32))
-  with pytest.raises(JitError, match="argument k is 3.0, captured with 2.0"): f(x, 3.0)
+  with pytest.raises(JitError, match=r"argument k is 3.0, captured with 2.0; the function used its value as a plain number \(float\(\)\)"):
+    f(x, 3.0)
+  with pytest.raises(JitError, match="argument k is 2 of type int, captured as float"): f(x, 2)
 
 def test_host_read_inside_capture_raises():
   def reads(x): return x * float((x.sum()).item())
@@ -142,18 +152,22 @@ def test_debug_describes_capture(monkeypatch, capsys):
 def test_cpu_graph_rebinds_buffers():
   from alloy.runtime.cpu.graph import CPUGraph
   rec = []
-  listener = lambda ck, bufs, e, t: rec.append((ck, bufs))
+  listener = lambda ck, bufs, e, t, consts: rec.append((ck, bufs, _words(ck, consts)))
   x = Tensor(np.arange(4, dtype=np.float32), device="CPU").realize()
   engine.launch_listeners.append(listener)
   try: y = (x * 2 + 1).realize()
   finally: engine.launch_listeners.remove(listener)
-  (ck, bufs), = rec
+  (ck, bufs, words), = rec
+  assert len(words) == 1   # the 2 is the kernel's argument (1 stays a literal)
   dev = alloy.get_device("CPU")
-  g = CPUGraph([(ck.runner, [b.handle for b in bufs], (), ck.meta.global_size, ck.meta.local_size)], dev)
+  g = CPUGraph([(ck.runner, [b.handle for b in bufs], words, ck.meta.global_size, ck.meta.local_size)], dev)
   other = Tensor(np.full(4, 10, np.float32), device="CPU").realize()
   g([[bufs[0].handle, other.node.src[0].arg.handle]], wait=True)
   assert_close(y.numpy(), np.full(4, 21, np.float32))
-  with pytest.raises(ValueError, match="pointers only"): CPUGraph([(ck.runner, [b.handle for b in bufs], (3,), (1, 1, 1), (1, 1, 1))], dev)
+  g(scalars_per_launch=[scalar_words(ck.meta.scalar_dtypes, [3.0])], wait=True)   # x * 3 + 1
+  assert_close(y.numpy(), np.full(4, 31, np.float32))
+  with pytest.raises(ValueError, match="beyond the native queue"):
+    CPUGraph([(ck.runner, [b.handle for b in bufs], (3,) * 17, (1, 1, 1), (1, 1, 1))], dev)
 
 def test_dropped_result_buffer_is_written_again(device):
   f = jit(lambda x: x * 2 + 1)
@@ -199,14 +213,14 @@ def test_returned_views_and_arguments(device):
 def test_launch_list_rebinds_buffers(generic):
   from alloy.runtime.device import LaunchList
   rec = []
-  listener = lambda ck, bufs, e, t: rec.append((ck, bufs))
+  listener = lambda ck, bufs, e, t, consts: rec.append((ck, bufs, _words(ck, consts)))
   x = Tensor(np.arange(4, dtype=np.float32), device="CPU").realize()
   engine.launch_listeners.append(listener)
   try: y = ((x * 2).realize() + 1).realize()
   finally: engine.launch_listeners.remove(listener)
   dev = alloy.get_device("CPU")
   kind = LaunchList if generic else dev.launch_list
-  ll = kind([(ck.runner, [b.handle for b in bufs], (), ck.meta.global_size, ck.meta.local_size) for ck, bufs in rec], dev)
+  ll = kind([(ck.runner, [b.handle for b in bufs], words, ck.meta.global_size, ck.meta.local_size) for ck, bufs, words in rec], dev)
   other = Tensor(np.full(4, 10, np.float32), device="CPU").realize()
   ll([[rec[0][1][0].handle, other.node.src[0].arg.handle], None])
   assert_close(y.numpy(), np.full(4, 21, np.float32))

@@ -142,7 +142,7 @@ def _cpu_program(node):
   from alloy.codegen.lower import lower
   from alloy.runtime.cpu import CPUDevice
   from alloy.schedule.fusion import schedule
-  ((_, ast, _),) = schedule([node])
+  ((_, ast, _, _),) = schedule([node])
   return lower(ast, CPUDevice.caps)
 
 def test_cpu_matmul_is_vector_code():

@@ -31,8 +31,11 @@ void nap_copy(float *out, const float *in, const int32_t *ms) {   /* reads in on
 }
 void inc(int32_t *count) { count[0] += 1; }
 void affine(float *out, const float *in, int32_t a, int32_t b) { for (int i = 0; i < N; i++) out[i] = in[i] * a + b; }
-void four(int32_t *out, int32_t a, int32_t b, int32_t c, int32_t d) { out[0] = a; out[1] = b; out[2] = c; out[3] = d; }
-void five(int32_t *out, int32_t a, int32_t b, int32_t c, int32_t d, int32_t e) { four(out, a, b, c, d); out[4] = e; }
+/* full: as many scalars as the native queue takes; beyond: one more (called through ctypes on the caller's thread) */
+void full(int32_t *out""" + "".join(f", int32_t s{i}" for i in range(MAX_SCALARS)) + ") {" + \
+  "".join(f" out[{i}] = s{i};" for i in range(MAX_SCALARS)) + r""" }
+void beyond(int32_t *out""" + "".join(f", int32_t s{i}" for i in range(MAX_SCALARS + 1)) + ") {" + \
+  "".join(f" out[{i}] = s{i};" for i in range(MAX_SCALARS + 1)) + r""" }
 void sum40(float *out""" + "".join(f", const float *a{i}" for i in range(40)) + r""") {
   for (int i = 0; i < N; i++) out[i] = 0""" + "".join(f" + a{i}[i]" for i in range(40)) + r""";
 }
@@ -60,9 +63,9 @@ const int32_t scale_parallel_range = N;   /* the slice comes after the kernel's 
 void scale(float *out, const float *in, int32_t a, int32_t b, int32_t start, int32_t end) {
   for (int i = start; i < end; i++) out[i] = in[i] * a + b;
 }
-const int32_t five_sum_parallel_range = 9;   /* beyond the native scalar limit: called here, over its whole range */
-void five_sum(int32_t *out, int32_t a, int32_t b, int32_t c, int32_t d, int32_t e, int32_t start, int32_t end) {
-  for (int i = start; i < end; i++) out[i] = i + a + b + c + d + e;
+const int32_t beyond_sum_parallel_range = 9;   /* beyond the native scalar limit: called here, over its whole range */
+void beyond_sum(int32_t *out""" + "".join(f", int32_t s{i}" for i in range(MAX_SCALARS + 1)) + r""", int32_t start, int32_t end) {
+  for (int i = start; i < end; i++) out[i] = i""" + "".join(f" + s{i}" for i in range(MAX_SCALARS + 1)) + r""";
 }
 """
 COVERS = (1, 2, 7, 1001)
@@ -74,7 +77,7 @@ def dev(): return alloy.get_device("CPU")
 @pytest.fixture(scope="module")
 def k(dev):
   binary = dev.compiler.compile_cached(SOURCE)
-  names = ("step", "nap", "nap_copy", "inc", "affine", "four", "five", "sum40", "flip", "scale", "five_sum", "who")
+  names = ("step", "nap", "nap_copy", "inc", "affine", "full", "beyond", "sum40", "flip", "scale", "beyond_sum", "who")
   names += tuple(f"cover{r}" for r in COVERS)
   return SimpleNamespace(**{name: dev.load(name, binary) for name in names})
 
@@ -203,22 +206,25 @@ def test_launch_runs_while_python_keeps_the_gil(dev, k):
   finally: sys.setswitchinterval(interval)
   assert read(dev, count, np.int32)[0] == 1
 
+FULL = (-1, 2**31 - 1, -2**31) + tuple(range(4, MAX_SCALARS + 1))   # MAX_SCALARS values
+BEYOND = tuple(range(5, MAX_SCALARS + 6))                            # one more
+
 def test_scalars(dev, k, rng):
-  assert MAX_SCALARS == 4
+  assert MAX_SCALARS == 16   # a kernel's scalar words: 8 lifted constants (codegen's MAX_KERNEL_VARS) of up to 64 bits
   x = rng.uniform(-1, 1, N).astype(np.float32)
   src, out = buf(dev, x), buf(dev, np.zeros(N, np.float32))
   for size in (QUEUED, HERE):
     k.affine([out, src], (3, -2), global_size=size)
     np.testing.assert_array_equal(read(dev, out), x * 3 - 2)
-  quad = buf(dev, np.zeros(5, np.int32))
+  quad = buf(dev, np.zeros(MAX_SCALARS + 1, np.int32))
   k.nap([quad, ms(dev, 30)], global_size=QUEUED)
-  k.four([quad], (-1, 2**31 - 1, -2**31, 4), global_size=QUEUED)
-  np.testing.assert_array_equal(read(dev, quad, np.int32), [-1, 2**31 - 1, -2**31, 4, 0])
+  k.full([quad], FULL, global_size=QUEUED)
+  np.testing.assert_array_equal(read(dev, quad, np.int32), FULL + (0,))
   # beyond the native limits: called on this thread after everything queued before it
   k.nap([quad, ms(dev, 30)], global_size=QUEUED)
-  k.five([quad], (5, 6, 7, 8, 9), global_size=QUEUED)
+  k.beyond([quad], BEYOND, global_size=QUEUED)
   assert dev.completed == dev.submitted
-  np.testing.assert_array_equal(read(dev, quad, np.int32), [5, 6, 7, 8, 9])
+  np.testing.assert_array_equal(read(dev, quad, np.int32), BEYOND)
 
 def test_more_pointers_than_the_native_limit(dev, k, rng):
   assert MAX_ARGS < 41
@@ -266,18 +272,36 @@ def test_launch_list_of_small_kernels_runs_inline(dev, k):
 def test_launch_list_with_scalars_and_beyond_the_limits(dev, k, rng):
   x = rng.uniform(-1, 1, N).astype(np.float32)
   src, out = buf(dev, x), buf(dev, np.zeros(N, np.float32))
-  quad = buf(dev, np.zeros(5, np.int32))
-  ll = CPULaunchList([(k.affine, [out, src], (2, 1), QUEUED, HERE), (k.four, [quad], (1, 2, 3, 4), QUEUED, HERE)], dev)
+  quad = buf(dev, np.zeros(MAX_SCALARS + 1, np.int32))
+  ll = CPULaunchList([(k.affine, [out, src], (2, 1), QUEUED, HERE), (k.full, [quad], FULL, QUEUED, HERE)], dev)
   assert ll.batch is not None
   ll()
   np.testing.assert_array_equal(read(dev, out), x * 2 + 1)
-  np.testing.assert_array_equal(read(dev, quad, np.int32), [1, 2, 3, 4, 0])
-  ll = CPULaunchList([(k.affine, [out, src], (3, 0), QUEUED, HERE), (k.five, [quad], (5, 6, 7, 8, 9), QUEUED, HERE)], dev)
+  np.testing.assert_array_equal(read(dev, quad, np.int32), FULL + (0,))
+  ll(scalars_per_launch=[(5, -1), None])   # new scalars for one launch, for this call and the later ones
+  np.testing.assert_array_equal(read(dev, out), x * 5 - 1)
+  ll = CPULaunchList([(k.affine, [out, src], (3, 0), QUEUED, HERE), (k.beyond, [quad], BEYOND, QUEUED, HERE)], dev)
   assert ll.batch is None   # one launch is beyond the native limits: launched one by one
   ll()
   np.testing.assert_array_equal(read(dev, out), x * 3)
-  np.testing.assert_array_equal(read(dev, quad, np.int32), [5, 6, 7, 8, 9])
-  with pytest.raises(ValueError, match="pointers only"): CPUGraph([(k.affine, [out, src], (2, 1), QUEUED, HERE)], dev)
+  np.testing.assert_array_equal(read(dev, quad, np.int32), BEYOND)
+  ll(scalars_per_launch=[(4, 0), None])
+  np.testing.assert_array_equal(read(dev, out), x * 4)
+  with pytest.raises(ValueError, match="beyond the native"): CPUGraph([(k.beyond, [quad], BEYOND, QUEUED, HERE)], dev)
+
+@pytest.mark.parametrize("kind", [CPUGraph, CPULaunchList])
+def test_batch_scalars_change_per_replay(dev, k, rng, kind):
+  x = rng.uniform(-1, 1, N).astype(np.float32)
+  src, mid, pause = buf(dev, x), buf(dev, np.zeros(N, np.float32)), ms(dev, 100)
+  out1, out2 = buf(dev, np.zeros(N, np.float32)), buf(dev, np.zeros(N, np.float32))
+  batch = kind([(k.nap_copy, [mid, src, pause], (), QUEUED, HERE), (k.affine, [out1, mid], (2, 1), QUEUED, HERE)], dev)
+  batch()                                                          # queued: sleeps, then reads its scalars
+  batch([None, [out2, mid]], scalars_per_launch=[None, (3, 0)])   # changed while the first replay still waits
+  np.testing.assert_array_equal(read(dev, out1), x * 2 + 1)       # the first replay kept its scalars
+  np.testing.assert_array_equal(read(dev, out2), x * 3)
+  batch(scalars_per_launch=[None, (1, 2)])
+  np.testing.assert_array_equal(read(dev, out2), x + 2)
+  with pytest.raises(ValueError, match="takes 2 scalars"): batch(scalars_per_launch=[None, (1,)])
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 def test_forked_child_gets_its_own_queue(dev, k, rng):
@@ -401,8 +425,8 @@ def test_parallel_kernel_with_scalars(dev, k, rng):
   src, out, quad = buf(dev, x), buf(dev, np.zeros(N, np.float32)), buf(dev, np.zeros(9, np.int32))
   k.scale([out, src], (3, -2), global_size=QUEUED)
   np.testing.assert_array_equal(read(dev, out), x * 3 - 2)
-  k.five_sum([quad], (1, 2, 3, 4, 5), global_size=QUEUED)   # 5 scalars: on this thread, the whole range at once
-  np.testing.assert_array_equal(read(dev, quad, np.int32), np.arange(9) + 15)
+  k.beyond_sum([quad], BEYOND, global_size=QUEUED)   # beyond the limit: on this thread, the whole range at once
+  np.testing.assert_array_equal(read(dev, quad, np.int32), np.arange(9) + sum(BEYOND))
 
 @pytest.mark.parametrize("kind", [CPUGraph, CPULaunchList])
 def test_batch_of_parallel_kernels(dev, k, rng, kind):
@@ -438,7 +462,7 @@ def _parallel_launches(fn) -> list:
   """The parallel ranges of the kernels fn() launches."""
   from alloy.engine import realize as engine
   seen = []
-  listener = lambda ck, bufs, elapsed, t: seen.append(ck.runner.parallel.value)
+  listener = lambda ck, bufs, elapsed, t, *_: seen.append(ck.runner.parallel.value)
   engine.launch_listeners.append(listener)
   try: fn()
   finally: engine.launch_listeners.remove(listener)

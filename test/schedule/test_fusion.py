@@ -59,7 +59,9 @@ def test_schedule_reused_for_same_structure(rng):
   cached = len(fusion._schedules)
   np.testing.assert_allclose((Tensor(y) * 3 + 1).sum(1).numpy(), (y * 3 + 1).sum(1), rtol=1e-6)   # other buffers: a hit
   assert len(fusion._schedules) == cached
-  np.testing.assert_allclose((Tensor(y) * 4 + 1).sum(1).numpy(), (y * 4 + 1).sum(1), rtol=1e-6)   # other constant: new
+  np.testing.assert_allclose((Tensor(y) * 4 + 1).sum(1).numpy(), (y * 4 + 1).sum(1), rtol=1e-6)   # other constant: a hit
+  assert len(fusion._schedules) == cached                                                              # (a kernel argument)
+  np.testing.assert_allclose((Tensor(y) * 4 + 0).sum(1).numpy(), (y * 4 + 0).sum(1), rtol=1e-6)   # 0 stays literal: new
   assert len(fusion._schedules) == cached + 1
 
 def test_schedule_cache_tells_aliasing_apart(rng):

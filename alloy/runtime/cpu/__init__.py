@@ -37,8 +37,8 @@ class CPUDevice(Device):
   def compiler(self) -> CPUCompiler: return CPUCompiler()
   @functools.cached_property
   def queue(self) -> CPUQueue:
-    lib = self.load("alloy_queue_start", queue_binary(self.compiler)).lib
-    queue = CPUQueue(lib, self.submitted)
+    self.queue_program = self.load("alloy_queue_start", queue_binary(self.compiler))   # held: its library runs the worker
+    queue = CPUQueue(self.queue_program.lib, self.submitted)
     self._completed = queue.completed
     atexit.register(self.synchronize)   # nothing queued may outlive the memory Python frees at exit
     os.register_at_fork(before=self.synchronize, after_in_child=self._restart_queue)

@@ -1,7 +1,8 @@
 """A loaded CPU kernel (CPUProgram) and how its arguments are packed for the native queue or a direct ctypes call.
 
 A launch within the queue's argument limits (queue.MAX_ARGS pointers, MAX_SCALARS int32 scalars) is queued; one
-beyond them is called through ctypes on the caller's thread once everything queued has run.
+beyond them is called through ctypes on the caller's thread once everything queued has run. A program's library is
+closed (dlclose) once the program is gone and every launch queued before then has run.
 """
 from __future__ import annotations
 import ctypes, os, tempfile
@@ -21,6 +22,24 @@ def kernel_args(buffers, scalars, parallel: int) -> tuple:
   scalars = (*scalars, 0, parallel) if parallel else scalars
   return (*[ctypes.c_void_p(address(b)) for b in buffers], *[ctypes.c_int32(s) for s in scalars])
 
+_libc = ctypes.CDLL(None)
+_libc.dlclose.argtypes, _libc.dlclose.restype = [ctypes.c_void_p], ctypes.c_int
+open_libraries = 0   # kernel libraries loaded and not closed yet
+
+class Library:
+  """A kernel's shared library, closed when this object goes (CPUProgram hands it to the device to outlive the
+  launches queued before the program went)."""
+  def __init__(self, path: str):
+    global open_libraries
+    self.lib = ctypes.CDLL(path)
+    open_libraries += 1
+  def __del__(self):
+    global open_libraries
+    try:
+      _libc.dlclose(self.lib._handle)
+      open_libraries -= 1
+    except Exception: pass   # interpreter shutdown
+
 def native(buffers, scalars) -> bool:
   """Whether the queue's calls take a launch of these arguments (see queue.MAX_ARGS, MAX_SCALARS)."""
   return len(buffers) <= MAX_ARGS and len(scalars) <= MAX_SCALARS
@@ -32,7 +51,8 @@ class CPUProgram(Program):
     fd, path = tempfile.mkstemp(suffix=".so", prefix=f"alloy-{name}-")
     try:
       with os.fdopen(fd, "wb") as f: f.write(binary)
-      self.lib = ctypes.CDLL(path)
+      self.library = Library(path)
+      self.lib = self.library.lib
     finally: os.unlink(path)
     self.fn = getattr(self.lib, name)
     self.fn.restype = None
@@ -40,6 +60,9 @@ class CPUProgram(Program):
     # a parallel kernel (renderer/c.py) exports its outer loop's length: the queue's team splits that loop
     try: self.parallel = ctypes.c_int32(ctypes.c_int32.in_dll(self.lib, f"{name}_parallel_range").value)
     except ValueError: self.parallel = ctypes.c_int32(0)
+  def __del__(self):
+    try: self.device.keep_until_done(self.library)   # closed once the launches queued until now have run
+    except Exception: pass
   def __call__(self, buffers, scalars=(), global_size=(1, 1, 1), local_size=(1, 1, 1), wait=False, outs=1):
     # a small (single-threaded) kernel on an idle device runs on the caller's thread: a hand-off to the worker
     # costs more than the kernel, and it is complete when this returns

@@ -28,7 +28,7 @@ from alloy.runtime.cpu.compiler import CPUCompiler
 from alloy.runtime.cpu.team import TEAM_SPIN_US, SMALLEST_CHUNK, WAIT_SPIN_MAX_US
 
 MAX_ARGS = 32      # pointer arguments of one kernel call the native path takes
-MAX_SCALARS = 4    # int32 arguments after the pointers; launches beyond either limit run another way (see program.py)
+MAX_SCALARS = 16   # int32 arguments after the pointers (a kernel's scalar words); launches beyond either limit run another way (see program.py)
 RING = 1024        # queued entries at most: a submit waits for room beyond that
 WAIT_SLICE_MS = 50 # a wait returns to Python this often, so Ctrl-C is seen while a long kernel runs
 

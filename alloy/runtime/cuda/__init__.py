@@ -83,6 +83,22 @@ class CUDADevice(Device):
     if self.compiler.assembles_ptx and getenv("ALLOY_PTX", 1): self.renderer = PTXFirstRenderer(self.target)
     self.allocator = CUDAAllocator(self)
     self.program_class = CUDAProgram
+    self.retired: list = []   # (event, module) of programs gone: unloaded once the stream has passed the event
+
+  def retire(self, module) -> None:
+    """Unload a program's module once the work queued until now (which may run its kernels) is done."""
+    self.activate()
+    ev = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+    check(cu.cuEventRecord(ev, self.stream), "cuEventRecord")
+    self.retired.append((ev, module))
+  def unload_retired(self, wait: bool = False) -> None:
+    keep = []
+    for ev, module in self.retired:
+      if wait or cu.cuEventQuery(ev)[0] == SUCCESS:
+        check(cu.cuModuleUnload(module), "cuModuleUnload")
+        cu.cuEventDestroy(ev)
+      else: keep.append((ev, module))
+    self.retired = keep
 
   def activate(self) -> None:
     """Make this device's context current on this thread (see make_current)."""
@@ -110,6 +126,7 @@ class CUDADevice(Device):
   def synchronize(self) -> None:
     self.activate()
     check(cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+    if self.retired: self.unload_retired(wait=True)
     # the copy stream needs no wait: copyout returns only after its last copy has landed
     self.writers.clear()
 

@@ -13,12 +13,14 @@ class CUDAGraph:
   __call__(buffers_per_launch=None, wait=False, scalars_per_launch=None) replays it; an entry of
   buffers_per_launch (or scalars_per_launch) that is not None and differs from the last replay's updates
   that node's parameters (cuGraphExecKernelNodeSetParams). wait=True returns device seconds."""
+  updates_scalars = True   # the jit may rebind scalars per replay (see jit.py)
   def __init__(self, launches: list, device: "CUDADevice | None" = None):
     if not launches: raise ValueError("a CUDA graph needs at least one launch")
     self.device = device = device if device is not None else launches[0][0].device
     device.activate()
     self.graph = check(driver.cuGraphCreate(0), "cuGraphCreate")
     self.nodes, self.params, self.blocks, self.cur_bufs, self.cur_scalars = [], [], [], [], []
+    self.programs = [launch[0] for launch in launches]   # held: the nodes run functions of their modules
     prev = None
     for i, launch in enumerate(launches):
       prog, buffers, scalars, global_size, local_size = launch[:5]

@@ -23,17 +23,18 @@ def cu_launch_kernel_address() -> int:
 
 @functools.lru_cache(None)
 def native_launch_loop():
-  """(loop, cuLaunchKernel's address): LOOP_SOURCE_FILE built by the CPU device's C compiler, or (None, why not)."""
+  """(loop, cuLaunchKernel's address, the CPU program holding the loop): LOOP_SOURCE_FILE built by the CPU device's C
+  compiler, or (None, why not, None). The program is held here: its library goes when it does."""
   try:
     cpu = get_device("CPU")
     prog = cpu.load("alloy_cuda_launch_loop", cpu.compiler.compile_cached(LOOP_SOURCE_FILE.read_text()))
-    return _LOOP_TYPE(ctypes.cast(prog.fn, ctypes.c_void_p).value), cu_launch_kernel_address()
-  except Exception as e: return None, f"{type(e).__name__}: {e}"
+    return _LOOP_TYPE(ctypes.cast(prog.fn, ctypes.c_void_p).value), cu_launch_kernel_address(), prog
+  except Exception as e: return None, f"{type(e).__name__}: {e}", None
 
 class CUDALaunchList(LaunchList):
   """Captured launches submitted one by one (see LaunchList) with everything but cuLaunchKernel done once: launch
   dimensions checked, and a parameter block of its own packed, per launch. A call repacks only the rebound launches'
-  blocks (the driver copies parameters at launch, so rewriting a block after its launch is safe), makes every
+  blocks (new buffers or scalars) (the driver copies parameters at launch, so rewriting a block after its launch is safe), makes every
   cuLaunchKernel call from one small C loop (native_launch_loop; from Python where there is no C compiler, or with
   ALLOY_CUDA_NATIVE_LOOP=0) and records one event after the last launch: the stream runs in order, so that event
   completes every buffer the list writes."""
@@ -59,7 +60,7 @@ class CUDALaunchList(LaunchList):
       self.scalars.append(tuple(int(x) for x in scalars))
       self.programs.append(prog)
     self.written = [bufs[0] for bufs in self.cur]   # as CUDAProgram: a launch writes its first buffer
-    self.loop, self.launch = native_launch_loop() if NATIVE_LOOP else (None, "ALLOY_CUDA_NATIVE_LOOP=0")
+    self.loop, self.launch, _ = native_launch_loop() if NATIVE_LOOP else (None, "ALLOY_CUDA_NATIVE_LOOP=0", None)
     if self.loop is not None:   # the loop's arrays; blocks are repacked in place, so params never changes
       n = len(self.calls)
       self.loop_args = (self.launch, n, (ctypes.c_void_p * n)(*[int(c[0]) for c in self.calls]),
@@ -67,21 +68,25 @@ class CUDALaunchList(LaunchList):
                         (ctypes.c_void_p * n)(*[blk.addr for blk in self.blocks]), ctypes.byref(err := ctypes.c_int32(0)))
       self.loop_err = err
 
-  def _rebind(self, i: int, buffers) -> None:
+  def _rebind(self, i: int, buffers, scalars) -> None:
     cur = self.cur[i]
+    buffers = cur if buffers is None else tuple(b if type(b) is int else int(b) for b in buffers)
+    scalars = self.scalars[i] if scalars is None else tuple(int(x) for x in scalars)
     if len(buffers) != len(cur): raise ValueError(f"launch {i}: takes {len(cur)} buffers, given {len(buffers)}")
-    buffers = tuple(b if type(b) is int else int(b) for b in buffers)
-    if buffers == cur: return
-    self.blocks[i].pack(buffers, self.scalars[i])
-    self.cur[i] = buffers
+    if len(scalars) != len(self.scalars[i]): raise ValueError(f"launch {i}: takes {len(self.scalars[i])} scalars, given {len(scalars)}")
+    if buffers == cur and scalars == self.scalars[i]: return
+    self.blocks[i].pack(buffers, scalars)
+    self.cur[i], self.scalars[i] = buffers, scalars
     self.written[i] = buffers[0]
 
-  def __call__(self, buffers_per_launch=None, wait: bool = False) -> float | None:
+  def __call__(self, buffers_per_launch=None, wait: bool = False, scalars_per_launch=None) -> float | None:
     dev = self.device
     dev.activate()
-    if buffers_per_launch is not None:
-      for i, buffers in enumerate(buffers_per_launch):
-        if buffers is not None: self._rebind(i, buffers)
+    if buffers_per_launch is not None or scalars_per_launch is not None:
+      for i in range(len(self.calls)):
+        b = buffers_per_launch[i] if buffers_per_launch is not None else None
+        s = scalars_per_launch[i] if scalars_per_launch is not None else None
+        if b is not None or s is not None: self._rebind(i, b, s)
     if wait: check(driver.cuEventRecord(dev.t0, dev.stream), "cuEventRecord")
     if self.loop is not None:
       if (done := self.loop(*self.loop_args)) != len(self.calls): self._failed(done, driver.CUresult(self.loop_err.value))

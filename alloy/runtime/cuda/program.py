@@ -34,6 +34,7 @@ class CUDAProgram(Program):
   def __init__(self, device: "CUDADevice", name: str, binary: bytes):
     self.device, self.name, self.binary = device, name, binary
     device.activate()
+    if device.retired: device.unload_retired()
     if DEBUG >= 6 and (sass := disassemble(binary)): print(sass, file=sys.stderr)
     self.module = check(driver.cuModuleLoadData(binary), f"cuModuleLoadData({name})")
     self.func = check(driver.cuModuleGetFunction(self.module, name.encode()), f"cuModuleGetFunction({name})")
@@ -51,6 +52,10 @@ class CUDAProgram(Program):
     self._shared = 0
     self.launch_dims = (self.func, 1, 1, 1, 1, 1, 1, 0)   # func, grid xyz, block xyz, dynamic shared bytes
     self._blk = ParamBlock(0, 0)                           # the block of the last launch's parameter shape
+
+  def __del__(self):
+    try: self.device.retire(self.module)   # unloaded once the launches queued until now have run
+    except Exception: pass                # interpreter shutdown, or the constructor failed before the module loaded
 
   def _param_layout(self) -> tuple[tuple[int, int], ...] | None:
     """(offset, size) of each kernel parameter (cuFuncGetParamInfo, driver >= 12.4), or None if unknown."""

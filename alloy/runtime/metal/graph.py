@@ -2,17 +2,22 @@
 from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
-from alloy.runtime.metal.program import MAX_BUFFER_BINDINGS, MetalProgram
+from alloy.helpers import round_up
+from alloy.runtime.metal.program import MAX_BUFFER_BINDINGS, MetalProgram, scalars_packed
 if TYPE_CHECKING: from alloy.runtime.metal import MetalDevice
 
 MAX_ICB_COMMANDS = 16384   # executeCommandsInBuffer's documented range limit (mac2 family)
+# a kernel's scalars are `constant int&` bindings, one per word, or one `constant int*` to all of them (MetalRenderer):
+# on macOS a constant-space binding's offset must be a multiple of 256 bytes, so each binding has a slot of its own
+SCALAR_SLOT = 256
 
 class MetalGraph:
   """The captured launches as one indirect command buffer, a barrier before each command.
   MetalGraph(launches, device=None) with launches [(program, buffers, scalars, global_size, local_size), ...].
   __call__(buffers_per_launch=None, wait=False, scalars_per_launch=None) replays it; a non-None entry rebinds
-  that command's buffers (or rewrites its scalars, which live in one int32 buffer: an indirect command has no
-  setBytes). Commands are changed only after the previous replay has completed. wait=True returns device seconds."""
+  that command's buffers (or rewrites its scalars, which live in one buffer, a slot per int32: an indirect command
+  has no setBytes). Commands are changed only after the previous replay has completed. wait=True returns device seconds."""
+  updates_scalars = True   # the jit may rebind scalars per replay (see jit.py)
   def __init__(self, launches: list, device: "MetalDevice | None" = None):
     if not launches: raise ValueError("a Metal graph needs at least one launch")
     self.device = device = device if device is not None else launches[0][0].device
@@ -26,16 +31,26 @@ class MetalGraph:
     self.icb = dev.newIndirectCommandBufferWithDescriptor_maxCommandCount_options_(desc, len(launches), mtl.MTLResourceOptions(0))
     if self.icb is None: raise RuntimeError(f"{device.name}: the system could not create an indirect command buffer of {len(launches)} commands")
     self.programs = [launch[0] for launch in launches]
-    self.scalar_base = [sum(len(launch[2]) for launch in launches[:i]) for i in range(len(launches))]
-    self.scalar_buf = device.allocator._alloc(4 * max(1, sum(len(launch[2]) for launch in launches)))
+    # per launch: the byte offset of each scalar word in scalar_buf, and the binding (index, offset) of each slot
+    self.word_at, slots, end = [], [], 0
+    for _, buffers, scalars, *_ in launches:
+      if scalars_packed(len(buffers), len(scalars)):
+        self.word_at.append([end + 4 * j for j in range(len(scalars))])
+        slots.append([(len(buffers), end)])
+        end += round_up(4 * len(scalars), SCALAR_SLOT)
+      else:
+        self.word_at.append([end + SCALAR_SLOT * j for j in range(len(scalars))])
+        slots.append([(len(buffers) + j, end + SCALAR_SLOT * j) for j in range(len(scalars))])
+        end += SCALAR_SLOT * len(scalars)
+    self.scalar_buf = device.allocator._alloc(max(end, SCALAR_SLOT))
     self.cur_bufs, self.cur_scalars, self.last = [], [], None
     for i, (prog, buffers, scalars, global_size, local_size) in enumerate(launch[:5] for launch in launches):
       if not isinstance(prog, MetalProgram) or prog.device is not device: raise ValueError(f"launch {i}: not a MetalProgram of {device.name}")
-      if len(buffers) + len(scalars) > MAX_BUFFER_BINDINGS:
-        raise ValueError(f"launch {i} ({prog.name}): {len(buffers)} buffers and {len(scalars)} scalars exceed {MAX_BUFFER_BINDINGS} bindings")
+      if len(buffers) + len(slots[i]) > MAX_BUFFER_BINDINGS:
+        raise ValueError(f"launch {i} ({prog.name}): {len(buffers)} buffers exceed {MAX_BUFFER_BINDINGS} bindings")
       cmd = self.icb.indirectComputeCommandAtIndex_(i)
       cmd.setComputePipelineState_(prog.pso)
-      for j in range(len(scalars)): cmd.setKernelBuffer_offset_atIndex_(self.scalar_buf, 4 * (self.scalar_base[i] + j), len(buffers) + j)
+      for index, offset in slots[i]: cmd.setKernelBuffer_offset_atIndex_(self.scalar_buf, offset, index)
       cmd.concurrentDispatchThreadgroups_threadsPerThreadgroup_(*prog.dims(global_size, local_size))
       cmd.setBarrier()
       self.cur_bufs.append(None)
@@ -53,8 +68,8 @@ class MetalGraph:
       if self.cur_scalars[i] is not None and len(scalars) != len(self.cur_scalars[i]):
         raise ValueError(f"graph launch {i}: takes {len(self.cur_scalars[i])} scalars")
       if scalars:
-        base = 4 * self.scalar_base[i]
-        self.scalar_buf.contents().as_buffer(base + 4 * len(scalars))[base:] = struct.pack(f"<{len(scalars)}i", *scalars)
+        memory = self.scalar_buf.contents().as_buffer(self.word_at[i][-1] + 4)
+        for at, word in zip(self.word_at[i], scalars): memory[at:at + 4] = struct.pack("<i", word)
       self.cur_scalars[i] = scalars
 
   def __call__(self, buffers_per_launch=None, wait: bool = False, scalars_per_launch=None) -> float | None:

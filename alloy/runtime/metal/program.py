@@ -8,6 +8,11 @@ if TYPE_CHECKING: from alloy.runtime.metal import MetalDevice
 
 MAX_BUFFER_BINDINGS = 31
 
+def scalars_packed(n_buffers: int, n_scalars: int) -> bool:
+  """Whether a launch's int32 scalars all go in one binding after its buffers (too few bindings for one each): the
+  kernel declares them so (renderer/metal.py), and a hand-written kernel with that many scalars must too."""
+  return n_buffers + n_scalars > MAX_BUFFER_BINDINGS
+
 def describe_error(err) -> str:
   """An NSError's message (PyObjC), or the software device's error as text."""
   return str(err.localizedDescription()) if hasattr(err, "localizedDescription") else str(err)
@@ -45,14 +50,17 @@ class MetalProgram(Program):
 
   def __call__(self, buffers, scalars=(), global_size=(1, 1, 1), local_size=(1, 1, 1), wait: bool = False, outs: int = 1):
     groups, threads = self.dims(global_size, local_size)
-    if len(buffers) + len(scalars) > MAX_BUFFER_BINDINGS:
-      raise ValueError(f"{self.name}: {len(buffers)} buffers and {len(scalars)} scalars exceed Metal's {MAX_BUFFER_BINDINGS} bindings")
+    if len(buffers) + (scalars_packed(len(buffers), len(scalars)) or len(scalars)) > MAX_BUFFER_BINDINGS:
+      raise ValueError(f"{self.name}: {len(buffers)} buffers exceed Metal's {MAX_BUFFER_BINDINGS} bindings")
     with self.device.lock:   # commit order is the order of the books
       cb = self.device.queue.commandBuffer()
       enc = cb.computeCommandEncoder()
       enc.setComputePipelineState_(self.pso)
       for i, b in enumerate(buffers): enc.setBuffer_offset_atIndex_(b, 0, i)
-      for j, s in enumerate(scalars): enc.setBytes_length_atIndex_(struct.pack("<i", s), 4, len(buffers) + j)
+      if scalars_packed(len(buffers), len(scalars)):
+        enc.setBytes_length_atIndex_(struct.pack(f"<{len(scalars)}i", *scalars), 4 * len(scalars), len(buffers))
+      else:
+        for j, s in enumerate(scalars): enc.setBytes_length_atIndex_(struct.pack("<i", s), 4, len(buffers) + j)
       enc.dispatchThreadgroups_threadsPerThreadgroup_(groups, threads)
       enc.endEncoding()
       cb.commit()
