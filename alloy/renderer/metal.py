@@ -56,7 +56,8 @@ class MetalRenderer(CStyleRenderer):
     return f"kernel void {name}({', '.join(params + specials)})"
   def param_decl(self, slot: int, d: DType, written: bool) -> str:
     return f"device {'' if written else 'const '}{self.tname(d)}* data{slot} [[buffer({slot})]]"
-  def special(self, kind: str) -> str:
+  def special(self, kind: str, wide: bool = False) -> str:
+    if wide and kind == "global": return "((long)gid.x*lsize.x+lid.x)"   # the product passes 2^32
     return {"global": "(int)(gid.x*lsize.x+lid.x)", "group": "(int)gid.x", "lane": "(int)lid.x"}[kind]
   def local_decl(self, name: str, d: DType, size: int) -> str: return f"threadgroup {self.vtype(d)} {name}[{size}];"
   barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
