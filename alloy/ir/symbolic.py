@@ -196,7 +196,7 @@ def magnitude(e: Expr) -> int:
   coefficient, each partial sum (at most the sum of those), and whatever the terms and a division's operand meet."""
   own = max(abs(e.min), abs(e.max))
   if isinstance(e, Sum):
-    return max(sum(abs(c) * max(abs(t.min), abs(t.max)) for t, c in e.terms) + abs(e.const), *(magnitude(t) for t, _ in e.terms))
+    return max([sum(abs(c) * max(abs(t.min), abs(t.max)) for t, c in e.terms) + abs(e.const)] + [magnitude(t) for t, _ in e.terms])
   if isinstance(e, (Div, Mod)): return max(own, magnitude(e.a), e.d)
   return own
 
