@@ -2,8 +2,7 @@
 
 A parallel kernel takes two int32 arguments after its own, alloy_start and alloy_end, and runs its outer loop over
 [alloy_start, alloy_end) only; it exports `<name>_parallel_range`, the loop's full length, so the CPU device's thread
-team (runtime/cpu_team.py) can split the loop into slices and call the kernel once per slice. The team's range is
-int32: a loop longer than that counts its range in chunks of iterations (parallel_chunk)."""
+team (runtime/cpu_team.py) can split the loop into slices and call the kernel once per slice."""
 from __future__ import annotations
 from alloy.dtype import DType
 from alloy.ir import symbolic as sym
@@ -77,7 +76,8 @@ ALLOY_VEC_MATH(8) ALLOY_VEC_MATH(4)
 
 def parallel_chunk(length: int) -> int:
   """Iterations of a parallel loop of `length` per unit of the range the thread team splits: 1, or where the length
-  passes the team's int32 range, the least power of two that brings it within."""
+  passes the team's int32 range (and alloy_start, alloy_end are int32), the least power of two that brings it within;
+  the kernel then runs [alloy_start * chunk, min(alloy_end * chunk, length))."""
   chunk = 1
   while -(-length // chunk) > sym.INT32_MAX: chunk *= 2
   return chunk
