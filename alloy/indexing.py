@@ -5,6 +5,7 @@ from alloy import dtype as dt
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.scalar import plain
+from alloy.ir.symbolic import INT32_MAX
 
 def _is_advanced(x) -> bool:
   from alloy.tensor import Tensor
@@ -103,7 +104,7 @@ def getitem(t, idx):
     if vals.size and (vals.min() < -size or vals.max() >= size):
       bad = vals[(vals < -size) | (vals >= size)].flat[0]
       raise IndexError(f"index {bad} is out of bounds for dimension {d} with size {size}")
-    it = it.cast(dt.int32)
+    it = it.cast(dt.int32 if size <= INT32_MAX else dt.int64)   # it + size below must not wrap
     idx_tensors.append(where(it < 0, it + size, it))
   b_shape = broadcast_shape(*[i.shape for i in idx_tensors])
   idx_tensors = [i._broadcast_to(b_shape) for i in idx_tensors]

@@ -14,6 +14,7 @@ from alloy.dtype import DType
 from alloy.helpers import prod, all_same
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
+from alloy.ir.symbolic import INT32_MAX
 from alloy.ir.view import ShapeTracker, View
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import canonical_device, default_device, unsupported_dtype
@@ -155,7 +156,9 @@ class Tensor:
     d = dt.to_dtype(dtype) if dtype is not None else dt.result_type([], [start, end, step])
     n = max(0, math.ceil((end - start) / step))
     idx = _index_tensor(n, device)
-    return (idx.cast(d) * step + start).cast(d) if d.is_float else (idx * step + start).cast(d)
+    # values (or the steps to them) past int32 are computed in the 64-bit dtype: an int32 index times step would wrap
+    if d.is_float or (d.itemsize == 8 and max(abs(start), abs(step) * n, abs(start + n * step)) > INT32_MAX): idx = idx.cast(d)
+    return (idx * step + start).cast(d)
   @staticmethod
   def linspace(start, end, steps, dtype=None, device=None) -> "Tensor":
     if steps < 0: raise ValueError("linspace: steps must be non-negative")
@@ -769,10 +772,11 @@ def _check_int_divisor(a: Tensor, o, reverse: bool, what: str) -> None:
     raise ZeroDivisionError(f"{what}: integer division by zero")
 
 def _index_tensor(n: int, device=None) -> Tensor:
-  """0..n-1 as int32, computed where it is used (no buffer, O(n))."""
+  """0..n-1 as int32, computed where it is used (no buffer, O(n)); int64 from 2^31 elements, where n itself (argmax's
+  sentinel) no longer fits int32."""
   n = plain(n)
   device = canonical_device(device) if device else default_device()
-  return Tensor(Node(Op.ARANGE, (), None, dt.int32, (n,)), device=device)
+  return Tensor(Node(Op.ARANGE, (), None, dt.int32 if n <= INT32_MAX else dt.int64, (n,)), device=device)
 
 def _rotl(x: Tensor, r: int) -> Tensor: return (x << r) | (x >> (32 - r))
 

@@ -18,6 +18,10 @@ def supported(device: str, dtypes) -> list:
   """The dtypes of `dtypes` that `device` has, checking the clear error for the others."""
   return [d for d in dtypes if not expect_unsupported(device, d)]
 
+def pytest_configure(config):
+  config.addinivalue_line("markers", "large: holds a tensor of more than 2^31 elements (2 GiB); runs by default, "
+                                     "-m 'not large' leaves it out")
+
 @pytest.fixture(params=present_devices())
 def device(request):
   # a test parametrized over a dtype the device lacks checks the error instead of running its body

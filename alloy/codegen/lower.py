@@ -94,7 +94,7 @@ class Lowerer:
     saved = self.stack[at_level + 1:]
     del self.stack[at_level + 1:]
     parent = self.stack[at_level]
-    rng = Instr("range", dt.int32, (), (var, parallel))
+    rng = Instr("range", _index_dtype(var.max + 1), (), (var, parallel))   # the counter reaches the bound
     parent.add(rng)
     body_pos = parent.insert_at if parent.insert_at is not None else len(parent.body)
     lvl = _Level(var, guard)
@@ -284,7 +284,7 @@ class Lowerer:
     base = (self.lane_var + step * width) * vec
     saved = self.open_loop(step, 0, guard=sym.Cond((("lt", base, length),)) if length % (width * vec) else None)
     if base.max > length - vec:   # name it once, with the range its guard gives it, so `% length` drops below
-      base = sym.Opaque(self.emit("index", dt.int32, arg=base, exprs=[base]), 0, length - vec)
+      base = sym.Opaque(self.emit("index", _index_dtype(base), arg=base, exprs=[base]), 0, length - vec)
     return saved, [base + c for c in range(vec)]
 
   def _group_reduce(self, n: Node, idx: tuple) -> Instr:
@@ -423,9 +423,11 @@ class Lowerer:
     total = prod(tiles)
     # index math may assume gidx < total: the guard below makes that true
     gid = sym.Var("gidx", 0, max(total - 1, 0))
-    self.stack[0].add(Instr("special", dt.int32, (), (gid, "global")))
+    # the extra threads of the last block count too: the guard compares their index, which must not wrap
+    grid = opts.global_size[0] * opts.local_size[0]
+    self.stack[0].add(Instr("special", _index_dtype(grid), (), (gid, "global")))
     start = [_tile_start(e, s, lanes_of.get(a, 1)) for a, (e, s) in enumerate(zip(_unflatten(gid, tiles), shape))]
-    guarded = opts.global_size[0] * opts.local_size[0] > total
+    guarded = grid > total
     if guarded: self.stack[0].add(Instr("if", None, (), sym.Cond((("lt", gid, total),))))
     self._store(_tile_lanes(start, lanes_of))
     if guarded: self.stack[0].add(Instr("endif", None))
@@ -462,6 +464,11 @@ def _flatten(body) -> list:
       out.append(Instr("endrange", None))
     else: out.append(item)
   return out
+
+def _index_dtype(bound) -> dt.DType:
+  """The type of an index variable whose values (and the loop bound it is compared with) stay within `bound`, an
+  int or an expression: int32 where that fits, as GPUs compute it faster; int64 past 2^31 elements."""
+  return dt.int32 if sym.fits_int32(bound if isinstance(bound, sym.Expr) else sym.Const(bound)) else dt.int64
 
 def _tile_start(tile: sym.Expr, size: int, lanes: int) -> sym.Expr:
   """The first index of tile number `tile` along an axis of `size`: where lanes do not divide it, the last tile

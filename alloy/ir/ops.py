@@ -12,7 +12,7 @@ class Op:
   BUFFER: "Op"      # a realized device buffer; arg = Buffer
   CONST: "Op"       # arg = Python scalar; any shape (every element is the scalar)
   INPUT: "Op"       # inside a kernel AST: the kernel's buffer number arg; shape (size,)
-  ARANGE: "Op"      # int32 element index 0..n-1; shape (n,)
+  ARANGE: "Op"      # element index 0..n-1 (int32, or int64 past 2^31 - 1); shape (n,)
   VAR: "Op"         # inside a kernel AST: the kernel's scalar argument number arg (a lifted CONST); any shape
   # movement: arg = ShapeTracker
   VIEW: "Op"

@@ -187,6 +187,23 @@ def in_range(e: Expr, lo: int, hi: int) -> Cond:
 def lt(a: Expr, b: int) -> Cond: return in_range(a, a.min, b) if a.min < b else FALSE
 def logical_not(c: Cond) -> Cond: raise NotImplementedError("negation of index conditions is not needed")
 
+# --- the width of index arithmetic: 32-bit (faster on GPUs) wherever every value met on the way fits
+
+INT32_MAX = (1 << 31) - 1
+
+def magnitude(e: Expr) -> int:
+  """A bound on |v| for e and every intermediate of its evaluation as the renderers print it: each term times its
+  coefficient, each partial sum (at most the sum of those), and whatever the terms and a division's operand meet."""
+  own = max(abs(e.min), abs(e.max))
+  if isinstance(e, Sum):
+    return max([sum(abs(c) * max(abs(t.min), abs(t.max)) for t, c in e.terms) + abs(e.const)] + [magnitude(t) for t, _ in e.terms])
+  if isinstance(e, (Div, Mod)): return max(own, magnitude(e.a), e.d)
+  return own
+
+def fits_int32(e: Expr) -> bool:
+  """Whether e can be computed in int32 arithmetic without overflow; else it needs 64-bit integers."""
+  return magnitude(e) <= INT32_MAX
+
 def substitute(e: Expr, mapping: dict) -> Expr:
   """Replace variables by expressions (used to unroll an upcast axis)."""
   if isinstance(e, Var): return mapping.get(e, e)

@@ -74,9 +74,18 @@ static inline alloy_float32x##N alloy_exp_float32x##N(alloy_float32x##N x) { \
 ALLOY_VEC_MATH(8) ALLOY_VEC_MATH(4)
 """+ integer_helpers("static inline") + floor_division_helpers("static inline", ["float", "double"])
 
+def parallel_chunk(length: int) -> int:
+  """Iterations of a parallel loop of `length` per unit of the range the thread team splits: 1, or where the length
+  passes the team's int32 range (and alloy_start, alloy_end are int32), the least power of two that brings it within;
+  the kernel then runs [alloy_start * chunk, min(alloy_end * chunk, length))."""
+  chunk = 1
+  while -(-length // chunk) > sym.INT32_MAX: chunk *= 2
+  return chunk
+
 def parallel_range(prog: LinearProgram) -> int | None:
-  """The length of the kernel's parallel outer loop (there is at most one), or None for a serial kernel."""
-  return next((var.max + 1 for ins in prog.instrs if ins.op == "range" for var, parallel in [ins.arg] if parallel), None)
+  """The length of the kernel's parallel outer loop (there is at most one) in chunks, or None for a serial kernel."""
+  n = next((var.max + 1 for ins in prog.instrs if ins.op == "range" for var, parallel in [ins.arg] if parallel), None)
+  return None if n is None else -(-n // parallel_chunk(n))
 
 class CRenderer(CStyleRenderer):
   language = "c"
@@ -90,9 +99,13 @@ class CRenderer(CStyleRenderer):
     if (n := parallel_range(prog)) is None: return f"void {name}({', '.join(params)})"
     return (f"const int32_t {name}_parallel_range = {n};\n"
             f"void {name}({', '.join(params + ['int32_t alloy_start', 'int32_t alloy_end'])})")
-  def range_open(self, var: sym.Var, parallel: bool) -> list[str]:
-    if not parallel: return super().range_open(var, parallel)
-    return [f"for (int {var.name} = alloy_start; {var.name} < alloy_end; {var.name}++) {{"]
+  def range_open(self, var: sym.Var, parallel: bool, itype: str = "int") -> list[str]:
+    if not parallel: return super().range_open(var, parallel, itype)
+    v, n = var.name, var.max + 1
+    if (chunk := parallel_chunk(n)) == 1: return [f"for (int {v} = alloy_start; {v} < alloy_end; {v}++) {{"]
+    # the slice counts chunks of iterations; the last chunk stops at the loop's end
+    start, end = f"(int64_t)alloy_start*{chunk}", f"(int64_t)alloy_end*{chunk}"
+    return [f"for (int64_t {v} = {start}, {v}_end = {end} < {n}ll ? {end} : {n}ll; {v} < {v}_end; {v}++) {{"]
   def func(self, name: str, d: DType, args: list[str]) -> str:
     if d.name == "float32": return f"{name}f({', '.join(args)})"
     if d.name == "float16": return f"(_Float16){name}f({', '.join(f'(float){a}' for a in args)})"

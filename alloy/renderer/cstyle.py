@@ -70,8 +70,9 @@ class CStyleRenderer:
   # ---- pieces each language overrides
   def preamble(self, prog: LinearProgram) -> list[str]: return []
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str: raise NotImplementedError
-  def special(self, kind: str) -> str:
-    """The thread index of a GPU launch: "global" (flat over the grid), "group" (threadgroup) or "lane" (in it)."""
+  def special(self, kind: str, wide: bool = False) -> str:
+    """The thread index of a GPU launch: "global" (flat over the grid), "group" (threadgroup) or "lane" (in it);
+    wide: computed in 64 bits (a grid of more than 2^31 threads)."""
     raise NotImplementedError
   def local_decl(self, name: str, d: DType, size: int) -> str:
     """An array in fast memory of the kernel's own: shared by a threadgroup on GPUs, the thread's on the CPU."""
@@ -98,8 +99,12 @@ class CStyleRenderer:
   def func(self, name: str, d: DType, args: list[str]) -> str:
     suffix = "f" if d.name == "float32" and self.language == "c" else ""
     return f"{name}{suffix}({', '.join(args)})"
-  def range_open(self, var: sym.Var, parallel: bool) -> list[str]:
-    return [f"for (int {var.name} = 0; {var.name} < {var.max + 1}; {var.name}++) {{"]
+  def range_open(self, var: sym.Var, parallel: bool, itype: str = "int") -> list[str]:
+    return [f"for ({itype} {var.name} = 0; {var.name} < {self.index_literal(var.max + 1)}; {var.name}++) {{"]
+  def index_type(self, d: DType) -> str:
+    """The type of an index variable of dtype d (lowering picks int64 only past 2^31)."""
+    return "int" if d.itemsize <= 4 else self.tname(dt.int64)
+  def index_literal(self, v: int) -> str: return str(v) if abs(v) <= sym.INT32_MAX else self.const(v, dt.int64)
 
   # ---- literals and expressions
   def const(self, v, d: DType) -> str:
@@ -119,21 +124,24 @@ class CStyleRenderer:
     if d.name == "int32" and v == -(1 << 31): return "(-2147483647-1)"
     return str(v) if d.name == "int32" else f"(({self.tname(d)}){v})"
 
-  def expr(self, e: sym.Expr, names: dict) -> str:
-    if isinstance(e, sym.Const): return str(e.v)
-    if isinstance(e, sym.Var): return e.name
-    if isinstance(e, sym.Opaque): return f"((int){names[id(e.ref)]})"
+  def expr(self, e: sym.Expr, names: dict, wide: bool | None = None) -> str:
+    """Index arithmetic in int, or where some value on the way may pass 2^31 (sym.fits_int32) with every variable
+    widened to 64 bits first, so that each product and sum is computed in 64 bits."""
+    if wide is None: wide = not sym.fits_int32(e)
+    if isinstance(e, sym.Const): return self.index_literal(e.v)
+    if isinstance(e, sym.Var): return f"(({self.tname(dt.int64)}){e.name})" if wide else e.name
+    if isinstance(e, sym.Opaque): return f"(({self.tname(dt.int64) if wide else 'int'}){names[id(e.ref)]})"
     if isinstance(e, sym.Sum):
-      parts = [self.expr(t, names) if c == 1 else f"{self.expr(t, names)}*{c}" for t, c in e.terms]
-      if e.const: parts.append(str(e.const))
+      parts = [self.expr(t, names, wide) if c == 1 else f"{self.expr(t, names, wide)}*{self.index_literal(c)}" for t, c in e.terms]
+      if e.const: parts.append(self.index_literal(e.const))
       return "(" + "+".join(parts) + ")"
-    if isinstance(e, sym.Div): return f"({self.expr(e.a, names)}/{e.d})"
-    if isinstance(e, sym.Mod): return f"({self.expr(e.a, names)}%{e.d})"
+    if isinstance(e, sym.Div): return f"({self.expr(e.a, names, wide)}/{self.index_literal(e.d)})"
+    if isinstance(e, sym.Mod): return f"({self.expr(e.a, names, wide)}%{self.index_literal(e.d)})"
     raise TypeError(e)
 
   def cond(self, c: sym.Cond, names: dict) -> str:
     if c.is_false: return "0"
-    parts = [f"({self.expr(e, names)}{'>=' if k == 'ge' else '<'}{b})" for k, e, b in c.clauses]
+    parts = [f"({self.expr(e, names)}{'>=' if k == 'ge' else '<'}{self.index_literal(b)})" for k, e, b in c.clauses]
     return "&&".join(parts) or "1"
 
   def alu(self, op: Op, d: DType, srcs: list[str], src_dtypes: list[DType]) -> str:
@@ -228,7 +236,8 @@ class CStyleRenderer:
         names[id(ins)] = self.const(ins.arg, ins.dtype); dtypes[id(ins)] = ins.dtype; continue
       if ins.op == "special":
         var, kind = ins.arg
-        lines.append(f"{ind}int {var.name} = {self.special(kind)};"); continue
+        wide = ins.dtype.itemsize == 8
+        lines.append(f"{ind}{self.index_type(ins.dtype)} {var.name} = {self.special(kind, wide)};"); continue
       if ins.op == "local":
         name, size = ins.arg
         names[id(ins)] = name
@@ -242,7 +251,7 @@ class CStyleRenderer:
         continue
       if ins.op == "range":
         var, parallel = ins.arg
-        lines += [ind + l for l in self.range_open(var, parallel)]; depth += 1; continue
+        lines += [ind + l for l in self.range_open(var, parallel, self.index_type(ins.dtype))]; depth += 1; continue
       if ins.op in ("endrange", "endif"):
         depth -= 1; lines.append("  " * depth + "}"); continue
       if ins.op == "if":

@@ -42,7 +42,8 @@ class CUDARenderer(CStyleRenderer):
     return f'extern "C" __global__ void __launch_bounds__({threads}, {max(1, 512 // threads)}) {name}({", ".join(params)})'
   def param_decl(self, slot: int, d: DType, written: bool) -> str:
     return f"{'' if written else 'const '}{self.tname(d)}* __restrict__ data{slot}"
-  def special(self, kind: str) -> str:
+  def special(self, kind: str, wide: bool = False) -> str:
+    if wide and kind == "global": return "((int64_t)blockIdx.x*blockDim.x+threadIdx.x)"   # the product passes 2^32
     return {"global": "(int)(blockIdx.x*blockDim.x+threadIdx.x)", "group": "(int)blockIdx.x", "lane": "(int)threadIdx.x"}[kind]
   def local_decl(self, name: str, d: DType, size: int) -> str: return f"__shared__ {self.vtype(d)} {name}[{size}];"
   barrier = "__syncthreads();"

@@ -66,7 +66,8 @@ class MetalRenderer(CStyleRenderer):
     return [f"constant int& alloy_s{w} [[buffer({n_buffers + w})]]" for w in range(n_words)]
   def scalar_word(self, w: int, prog: LinearProgram) -> str:
     return f"alloy_s[{w}]" if len(prog.buffer_dtypes) + scalar_word_count(prog) > MAX_BINDINGS else f"alloy_s{w}"
-  def special(self, kind: str) -> str:
+  def special(self, kind: str, wide: bool = False) -> str:
+    if wide and kind == "global": return "((long)gid.x*lsize.x+lid.x)"   # the product passes 2^32
     return {"global": "(int)(gid.x*lsize.x+lid.x)", "group": "(int)gid.x", "lane": "(int)lid.x"}[kind]
   def local_decl(self, name: str, d: DType, size: int) -> str: return f"threadgroup {self.vtype(d)} {name}[{size}];"
   barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"

@@ -64,6 +64,8 @@ def _literal(v, cls: str) -> str:
 
 def is_ptx(source: str) -> bool: return source.startswith(".version")
 
+def _is64(r: str) -> bool: return r.startswith("%rd")   # a 64-bit integer register (see _REG_PREFIX)
+
 class PTXRenderer:
   language = "ptx"
   def __init__(self, arch: str = "sm_90"): self.arch = arch
@@ -121,7 +123,8 @@ class _Kernel:
     self.labels += 1
     return f"$L{self.labels - 1}"
 
-  # ---- integer index arithmetic (int32, as the C renderers' `int`)
+  # ---- integer index arithmetic: int32 as the C renderers' `int`, or 64-bit where sym.fits_int32 says a value on
+  # the way may pass 2^31, or a variable it uses is held in 64 bits
   def level(self, e: sym.Expr) -> int:
     """The number of open loops whose variables (or values defined inside them) e depends on, innermost counted."""
     if isinstance(e, sym.Const): return 0
@@ -141,50 +144,72 @@ class _Kernel:
       finally: self.out = saved
     return loop.cache[key]
 
-  def expr(self, e: sym.Expr) -> str | int:
-    """A register holding e, or e itself where it is a constant."""
-    if isinstance(e, (sym.Sum, sym.Div, sym.Mod)): return self.hoisted(e, self.level(e), lambda: self.compute(e))
-    return self.compute(e)
+  def is_wide(self, e: sym.Expr) -> bool:
+    return not sym.fits_int32(e) or any(_is64(self.vars[v.name]) for v in e.vars())
 
-  def compute(self, e: sym.Expr) -> str | int:
+  def expr(self, e: sym.Expr, wide: bool | None = None) -> str | int:
+    """A register holding e (64-bit where wide, by default where is_wide says so), or e itself where it is a constant."""
+    if wide is None: wide = self.is_wide(e)
+    if isinstance(e, (sym.Sum, sym.Div, sym.Mod)): return self.hoisted((e, wide), self.level(e), lambda: self.compute(e, wide))
+    return self.compute(e, wide)
+
+  def compute(self, e: sym.Expr, wide: bool) -> str | int:
+    t = "s64" if wide else "s32"
     if isinstance(e, sym.Const): return e.v
-    if isinstance(e, sym.Var): return self.vars[e.name]
-    if isinstance(e, sym.Opaque): return self.to_int32(self.names[id(e.ref)], self.dtypes[id(e.ref)])
+    if isinstance(e, sym.Var): return self.resized(self.vars[e.name], wide)
+    if isinstance(e, sym.Opaque): return self.to_index(self.names[id(e.ref)], self.dtypes[id(e.ref)], wide)
     if isinstance(e, sym.Sum):
       total: str | None = None
       terms = e.terms
       invariant = [(t, c) for t, c in terms if self.level(t) < len(self.loops)]
       if invariant and len(invariant) < len(terms):   # the part that does not change in the innermost loop, once
-        part = self.expr(sym.Sum(tuple(invariant), e.const))
-        if isinstance(part, int): return self.compute(sym.Sum(tuple(t for t in terms if t not in invariant), part))
+        part = self.expr(sym.Sum(tuple(invariant), e.const), wide)
+        if isinstance(part, int): return self.compute(sym.Sum(tuple(t for t in terms if t not in invariant), part), wide)
         total, e = part, sym.Sum(tuple(t for t in terms if t not in invariant), 0)
       for term, coef in e.terms:
-        t = self.in_reg(self.expr(term))
+        r = self.in_reg(self.expr(term, wide), wide)
         if total is None and coef == 1:
-          total = t
+          total = r
           continue
-        out = self.reg("b32")
-        if total is None: self.emit(f"mul.lo.s32 {out}, {t}, {coef};")
-        elif coef == 1: self.emit(f"add.s32 {out}, {total}, {t};")
-        else: self.emit(f"mad.lo.s32 {out}, {t}, {coef}, {total};")
+        out = self.index_reg(wide)
+        if total is None: self.emit(f"mul.lo.{t} {out}, {r}, {coef};")
+        elif coef == 1: self.emit(f"add.{t} {out}, {total}, {r};")
+        else: self.emit(f"mad.lo.{t} {out}, {r}, {coef}, {total};")
         total = out
       if total is None: return e.const
       if e.const:
-        out = self.reg("b32")
-        self.emit(f"add.s32 {out}, {total}, {e.const};")
+        out = self.index_reg(wide)
+        self.emit(f"add.{t} {out}, {total}, {e.const};")
         total = out
       return total
     if isinstance(e, (sym.Div, sym.Mod)):
-      a = self.expr(e.a)
+      a = self.expr(e.a, wide)
       if isinstance(a, int): return int(a / e.d) if isinstance(e, sym.Div) else int(math.fmod(a, e.d))   # C truncates
-      out = self.reg("b32")
-      self.emit(f"{'div' if isinstance(e, sym.Div) else 'rem'}.s32 {out}, {a}, {e.d};")
+      out = self.index_reg(wide)
+      self.emit(f"{'div' if isinstance(e, sym.Div) else 'rem'}.{t} {out}, {a}, {e.d};")
       return out
     raise TypeError(e)
-  def in_reg(self, v: str | int) -> str:
+  def index_reg(self, wide: bool) -> str: return self.reg("b64" if wide else "b32")
+  def in_reg(self, v: str | int, wide: bool = False) -> str:
     if isinstance(v, str): return v
-    out = self.reg("b32")
-    self.emit(f"mov.b32 {out}, {v};")
+    out = self.index_reg(wide)
+    self.emit(f"mov.b{64 if wide else 32} {out}, {v};")
+    return out
+  def resized(self, r: str, wide: bool) -> str:
+    """An index register as 64 or 32 bits (indices are non-negative: widening zero-extends)."""
+    if _is64(r) == wide: return r
+    out = self.index_reg(wide)
+    self.emit(f"cvt.u64.u32 {out}, {r};" if wide else f"cvt.u32.u64 {out}, {r};")
+    return out
+  def to_index(self, r: str, d: DType, wide: bool) -> str:
+    """C's (int) or (int64_t) of a value used as an index."""
+    if not wide: return self.to_int32(r, d)
+    cls = reg_class(d)
+    if cls == "b64": return r
+    out = self.reg("b64")
+    if cls == "pred": self.emit(f"selp.b64 {out}, 1, 0, {r};")
+    elif cls in ("b16", "b32"): self.emit(f"cvt.{'u64.u' if d.is_unsigned else 's64.s'}{cls[1:]} {out}, {r};")
+    else: raise Unsupported(f"a {d.name} value as an index")
     return out
   def to_int32(self, r: str, d: DType) -> str:
     """C's (int) of a value used as an index."""
@@ -206,8 +231,9 @@ class _Kernel:
       if isinstance(v, int):
         if (v >= bound) if kind == "ge" else (v < bound): continue
         return False
+      if abs(bound) > sym.INT32_MAX: v = self.resized(v, True)
       p = self.reg("pred")
-      self.emit(f"setp.{kind}.s32 {p}, {v}, {bound};")
+      self.emit(f"setp.{kind}.s{64 if _is64(v) else 32} {p}, {v}, {bound};")
       if out is not None: self.emit(f"and.pred {p}, {p}, {out};")
       out = p
     return True if out is None else out
@@ -249,6 +275,7 @@ class _Kernel:
     """A register holding base + index*size: the address of an array element."""
     out = self.reg("b64")
     if isinstance(index, int): self.emit(f"add.s64 {out}, {base}, {index * size};")
+    elif _is64(index): self.emit(f"add.s64 {out}, {base}, {index};" if size == 1 else f"mad.lo.s64 {out}, {index}, {size}, {base};")
     else:
       off = self.reg("b64")
       self.emit(f"mul.wide.s32 {off}, {index}, {size};")
@@ -527,18 +554,20 @@ class _Kernel:
       while depth:   # the matching endrange
         depth += {"range": 1, "endrange": -1}.get(instrs[j].op, 0)
         j += 1
-      self.loop(ins.arg[0], instrs[i + 1:j - 1])
+      self.loop(ins.arg[0], instrs[i + 1:j - 1], ins.dtype.itemsize == 8)
       i = j
 
-  def loop(self, var: sym.Var, body: list) -> None:
+  def loop(self, var: sym.Var, body: list, wide: bool = False) -> None:
     """for var in [0, var.max]: body, as a do-while (the count is at least 1). An innermost loop of a short body is
-    unrolled by 4 (or 2) where that divides the count, so several iterations' loads are in flight at once."""
+    unrolled by 4 (or 2) where that divides the count, so several iterations' loads are in flight at once. wide: the
+    counter is 64-bit (a count past 2^31)."""
     count = var.max + 1
     if count < 1: raise Unsupported("an empty loop")
     simple = len(body) <= 64 and not any(ins.op in ("range", "group_reduce", "local", "special") for ins in body)
     unroll = next((u for u in (4, 2) if simple and count % u == 0 and count >= 2 * u), 1)
-    counter, top, again = self.reg("b32"), self.label(), self.reg("pred")
-    self.emit(f"mov.b32 {counter}, 0;")
+    bits = 64 if wide else 32
+    counter, top, again = self.index_reg(wide), self.label(), self.reg("pred")
+    self.emit(f"mov.b{bits} {counter}, 0;")
     loop = _Loop(var.name)
     self.out.append(loop.preheader)
     self.out.append(f"{top}:")
@@ -548,13 +577,13 @@ class _Kernel:
       loop.copy = k
       if k == 0: self.vars[var.name] = counter
       else:
-        self.vars[var.name] = self.reg("b32")
-        self.emit(f"add.s32 {self.vars[var.name]}, {counter}, {k};")
+        self.vars[var.name] = self.index_reg(wide)
+        self.emit(f"add.s{bits} {self.vars[var.name]}, {counter}, {k};")
       self.block(body)
     self.loops.pop()
     for pointer, step in loop.pointers.values(): self.emit(f"add.s64 {pointer}, {pointer}, {step * unroll};")
-    self.emit(f"add.s32 {counter}, {counter}, {unroll};")
-    self.emit(f"setp.lt.s32 {again}, {counter}, {count};")
+    self.emit(f"add.s{bits} {counter}, {counter}, {unroll};")
+    self.emit(f"setp.lt.s{bits} {again}, {counter}, {count};")
     self.emit(f"@{again} bra {top};")
 
   def instr(self, ins) -> None:
@@ -570,11 +599,13 @@ class _Kernel:
     elif op == "var": self.names[id(ins)], self.dtypes[id(ins)] = self.scalar(ins.arg, ins.dtype), ins.dtype
     elif op == "special":
       var, kind = ins.arg
-      out = self.reg("b32")
+      wide = ins.dtype.itemsize == 8   # a grid of more than 2^31 threads
+      out = self.index_reg(wide)
       if kind == "global":
         block, size, thread = self.reg("b32"), self.reg("b32"), self.reg("b32")
         self.emit(f"mov.u32 {block}, %ctaid.x;"); self.emit(f"mov.u32 {size}, %ntid.x;"); self.emit(f"mov.u32 {thread}, %tid.x;")
-        self.emit(f"mad.lo.s32 {out}, {block}, {size}, {thread};")
+        if wide: self.emit(f"mad.wide.u32 {out}, {block}, {size}, {self.resized(thread, True)};")
+        else: self.emit(f"mad.lo.s32 {out}, {block}, {size}, {thread};")
       else: self.emit(f"mov.u32 {out}, {'%ctaid.x' if kind == 'group' else '%tid.x'};")
       self.vars[var.name] = out
       self.levels[var.name] = len(self.loops)
@@ -623,8 +654,9 @@ class _Kernel:
       flat, valid = ins.arg
       v = self.load(ins.src[0], flat, True if valid.is_true else self.cond(valid), ins.dtype)
       self.names[id(ins)], self.dtypes[id(ins)] = v, ins.dtype
-    elif op == "index":
-      self.names[id(ins)], self.dtypes[id(ins)] = self.in_reg(self.expr(ins.arg)), ins.dtype
+    elif op == "index":   # in a register of the dtype's size, whichever width the arithmetic took
+      wide = ins.dtype.itemsize == 8
+      self.names[id(ins)], self.dtypes[id(ins)] = self.resized(self.in_reg(self.expr(ins.arg), wide), wide), ins.dtype
     elif op == "cond": self.names[id(ins)], self.dtypes[id(ins)] = self.pred_of(self.cond(ins.arg)), ins.dtype
     elif op == "acc":
       cls = reg_class(ins.dtype)
