@@ -35,33 +35,38 @@ class LRUAllocator(Allocator):
     self.cache: collections.OrderedDict[int, list] = collections.OrderedDict()
     self.cached_bytes, self.max_cached_bytes = 0, max_cached_bytes
     self.keep = getenv("ALLOY_LRU", 1) != 0   # read once: every free would pay for the environment lookup
+    self.cache_lock = threading.Lock()
   def alloc(self, nbytes: int) -> Any:
-    if (handles := self.cache.get(nbytes)):
-      self.cached_bytes -= nbytes
-      handle = handles.pop()
-      if not handles: del self.cache[nbytes]
-      return handle
+    with self.cache_lock:   # threads share the cache: a handle must go to one of them
+      if (handles := self.cache.get(nbytes)):
+        self.cached_bytes -= nbytes
+        handle = handles.pop()
+        if not handles: del self.cache[nbytes]
+        return handle
     try: return self._alloc(nbytes)
     except DeviceOutOfMemory:
       self.free_cache()
       return self._alloc(nbytes)
   def free(self, handle: Any, nbytes: int) -> None:
     if not self.keep or nbytes > self.max_cached_bytes: return self._free(handle, nbytes)
-    if (handles := self.cache.get(nbytes)) is None: self.cache[nbytes] = [handle]
-    else:
-      handles.append(handle)
-      self.cache.move_to_end(nbytes)
-    self.cached_bytes += nbytes
-    while self.cached_bytes > self.max_cached_bytes:   # evict the least recently freed sizes
-      size, handles = next(iter(self.cache.items()))
-      self._free(handles.pop(), size)
-      self.cached_bytes -= size
-      if not handles: del self.cache[size]
+    evicted = []
+    with self.cache_lock:
+      if (handles := self.cache.get(nbytes)) is None: self.cache[nbytes] = [handle]
+      else:
+        handles.append(handle)
+        self.cache.move_to_end(nbytes)
+      self.cached_bytes += nbytes
+      while self.cached_bytes > self.max_cached_bytes:   # evict the least recently freed sizes
+        size, handles = next(iter(self.cache.items()))
+        evicted.append((handles.pop(), size))
+        self.cached_bytes -= size
+        if not handles: del self.cache[size]
+    for h, size in evicted: self._free(h, size)
   def free_cache(self) -> None:
-    for size, handles in self.cache.items():
+    with self.cache_lock:
+      cached, self.cache, self.cached_bytes = self.cache, collections.OrderedDict(), 0
+    for size, handles in cached.items():
       for h in handles: self._free(h, size)
-    self.cache.clear()
-    self.cached_bytes = 0
 
 class Compiler:
   """source -> binary. Pure, so results are cached on disk by (identity, source)."""

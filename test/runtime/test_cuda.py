@@ -1,6 +1,6 @@
 """The CUDA device. Compile tests need only NVRTC (no GPU); the rest skip when no CUDA device is present.
 Run as a script (python test/runtime/test_cuda.py) for a launch-overhead and bandwidth benchmark."""
-import time
+import threading, time
 import numpy as np
 import pytest
 
@@ -132,7 +132,7 @@ def test_launch_list_encodes_once(monkeypatch, request, native):
   dev = object.__new__(CUDADevice)
   dev.name, dev.ctx, dev._ctx_id, dev.stream = "CUDA", object(), 1, 99
   dev.limits = {"block": (1024, 1024, 64), "grid": (2**31 - 1, 65535, 65535), "shared_optin": 227 << 10}
-  dev.ring, dev.ring_i, dev.writers = [f"event{i}" for i in range(RING_MASK + 1)], 0, {}
+  dev.ring, dev.ring_i, dev.writers, dev.recorded, dev.submitting = [f"event{i}" for i in range(RING_MASK + 1)], 0, {}, 0, threading.RLock()
   def program(name, func):   # what CUDAProgram.__init__ leaves, for a kernel (float* out, const float* a, int n)
     p = object.__new__(CUDAProgram)
     p.device, p.name, p.func, p.max_threads, p.static_shared, p.max_dynamic_shared, p.num_regs = dev, name, func, 1024, 0, 48 << 10, 16

@@ -74,7 +74,10 @@ class CUDADevice(Device):
     self.ring = [check(cu.cuEventCreate(no_timing), "cuEventCreate") for _ in range(RING_MASK + 1)]
     self.ring_i = 0
     self.writers: dict[int, object] = {}    # buffer -> event recorded after the last work that writes it
-    self.submitting = threading.Lock()      # held around one launch's encoding (see CUDAProgram.__call__)
+    # threads take turns: launches (CUDAProgram.__call__) and copyins share the parameter blocks, the event ring, the
+    # writer books and the pinned staging buffers; copyouts share the device-to-host staging pair
+    self.submitting, self.copying_out = threading.RLock(), threading.Lock()
+    self.recorded = 0                       # events recorded for writes so far: a synchronize knows if any came meanwhile
     # backpressure's fences: at most two are open, and a new one is made only after the one before the last was waited on
     self.fence_events, self.fence_i = [check(cu.cuEventCreate(no_timing), "cuEventCreate") for _ in range(2)], 0
     self.t0 = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
@@ -88,9 +91,10 @@ class CUDADevice(Device):
   def retire(self, module) -> None:
     """Unload a program's module once the work queued until now (which may run its kernels) is done."""
     self.activate()
-    ev = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
-    check(cu.cuEventRecord(ev, self.stream), "cuEventRecord")
-    self.retired.append((ev, module))
+    with self.submitting:   # the list is shared with the threads that synchronize
+      ev = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+      check(cu.cuEventRecord(ev, self.stream), "cuEventRecord")
+      self.retired.append((ev, module))
   def unload_retired(self, wait: bool = False) -> None:
     keep = []
     for ev, module in self.retired:
@@ -105,10 +109,12 @@ class CUDADevice(Device):
     make_current(self.ctx, self._ctx_id)
 
   def mark_written(self, buffers) -> None:
-    ev = self.ring[self.ring_i]
-    self.ring_i = (self.ring_i + 1) & RING_MASK
-    check(cu.cuEventRecord(ev, self.stream), "cuEventRecord")
-    self.writers.update(dict.fromkeys(buffers, ev))
+    with self.submitting:
+      ev = self.ring[self.ring_i]
+      self.ring_i = (self.ring_i + 1) & RING_MASK
+      self.recorded += 1
+      check(cu.cuEventRecord(ev, self.stream), "cuEventRecord")
+      self.writers.update(dict.fromkeys(buffers, ev))
 
   def fence(self):
     ev = self.fence_events[self.fence_i]
@@ -125,10 +131,16 @@ class CUDADevice(Device):
 
   def synchronize(self) -> None:
     self.activate()
+    with self.submitting: recorded, written = self.recorded, dict(self.writers)
     check(cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
-    if self.retired: self.unload_retired(wait=True)
-    # the copy stream needs no wait: copyout returns only after its last copy has landed
-    self.writers.clear()
+    # the copy stream needs no wait: copyout returns only after its last copy has landed. Forget only the writes
+    # waited for: another thread may have launched meanwhile, and a host read of its output must still wait for it
+    with self.submitting:
+      if self.retired: self.unload_retired()   # what retired before the wait is done; a later one may still run
+      if self.recorded == recorded: self.writers.clear()
+      else:
+        for b, ev in written.items():   # an event of the ring recorded again since is pending, and kept
+          if self.writers.get(b) is ev and cu.cuEventQuery(ev)[0] == SUCCESS: del self.writers[b]
 
   def __repr__(self): return f"<Device {self.name} {getattr(self, 'device_name', '')} target={self.target}>"
 

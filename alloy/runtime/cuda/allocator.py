@@ -71,15 +71,16 @@ class CUDAAllocator(LRUAllocator):
     dev.activate()
     src = memoryview(src).cast("B") if not (isinstance(src, memoryview) and src.format == "B" and src.ndim == 1) else src
     nbytes, off = src.nbytes, 0
-    while off < nbytes:
-      n = min(_STAGING_CHUNK, nbytes - off)
-      buf = self._staging_in(n)
-      buf.view[:n] = src[off:off + n]
-      check(driver.cuMemcpyHtoDAsync(handle + off, buf.ptr, n, dev.stream), "cuMemcpyHtoDAsync")
-      if buf.event is None: buf.event = check(driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
-      check(driver.cuEventRecord(buf.event, dev.stream), "cuEventRecord")
-      off += n
-    dev.mark_written((handle,))
+    with dev.submitting:   # the staging buffers are shared: one thread's copy must land before another refills them
+      while off < nbytes:
+        n = min(_STAGING_CHUNK, nbytes - off)
+        buf = self._staging_in(n)
+        buf.view[:n] = src[off:off + n]
+        check(driver.cuMemcpyHtoDAsync(handle + off, buf.ptr, n, dev.stream), "cuMemcpyHtoDAsync")
+        if buf.event is None: buf.event = check(driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+        check(driver.cuEventRecord(buf.event, dev.stream), "cuEventRecord")
+        off += n
+      dev.mark_written((handle,))
 
   def copyout(self, dst: memoryview, handle: int) -> None:
     """Device -> host. Waits only for the last work that wrote this buffer, then copies (double-buffered)."""
@@ -87,6 +88,10 @@ class CUDAAllocator(LRUAllocator):
     dev.activate()
     dst = memoryview(dst).cast("B") if not (isinstance(dst, memoryview) and dst.format == "B" and dst.ndim == 1) else dst
     if (ev := dev.writers.get(handle)) is not None: check(driver.cuEventSynchronize(ev), "cuEventSynchronize")
+    with dev.copying_out: self._copy_out(dst, handle)
+
+  def _copy_out(self, dst: memoryview, handle: int) -> None:
+    dev = self.device
     nbytes = dst.nbytes
     if not self._out_staging:
       self._out_staging = [_Pinned(_STAGING_CHUNK) for _ in range(2)]
@@ -111,8 +116,9 @@ class CUDAAllocator(LRUAllocator):
   def transfer(self, dst: int, src: int, nbytes: int) -> None:
     """Device -> device on the same device, asynchronous on the stream."""
     self.device.activate()
-    check(driver.cuMemcpyDtoDAsync(dst, src, nbytes, self.device.stream), "cuMemcpyDtoDAsync")
-    self.device.mark_written((dst,))
+    with self.device.submitting:
+      check(driver.cuMemcpyDtoDAsync(dst, src, nbytes, self.device.stream), "cuMemcpyDtoDAsync")
+      self.device.mark_written((dst,))
 
   def free_staging(self) -> None:
     self.device.synchronize()

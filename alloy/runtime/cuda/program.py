@@ -126,6 +126,7 @@ class CUDAProgram(Program):
       # remember which event completes the writes of the output buffers
       ev = dev.ring[dev.ring_i]
       dev.ring_i = (dev.ring_i + 1) & RING_MASK
+      dev.recorded += 1
       driver.cuEventRecord(ev, dev.stream)
       writers = dev.writers
       for b in (buffers[:outs] if outs != 1 else (buffers[0],) if buffers else ()): writers[b if type(b) is int else int(b)] = ev
