@@ -36,15 +36,17 @@ def device_seconds(fn, device) -> float:
   return sorted(best)[1]
 
 def new_kernel_seconds(small, device) -> float:
-  """First realize of a never-seen kernel, compile included: a fresh integral exponent makes fresh source (most
-  constants are kernel arguments; an integral exponent stays in the code), compiled for real with the disk cache
-  off. Median of 3 such kernels; small is a realized float tensor on device."""
+  """First realize of a never-seen kernel, compile included: a fresh length makes fresh source (a fresh constant no
+  longer does: constants are kernel arguments), compiled for real with the disk cache off. The kernel is the same
+  elementwise exp of a scaled slice as before that change. Median of 3 such kernels; small is a realized float
+  tensor on device, of 1024 elements or more."""
   os.environ["ALLOY_CACHE"] = "0"
   times = []
   try:
     for k in range(3):
+      n = 1 + (time.time_ns() // 1000 + 337 * k) % (small.shape[0] - 1)
       t0 = time.perf_counter()
-      (small ** (3 + k + time.time_ns() // 1000 % 10**6 * 3) - 2.5).exp().realize(); device.synchronize()
+      (small[:n] * 1.5 - 2.5).exp().realize(); device.synchronize()
       times.append(time.perf_counter() - t0)
   finally: os.environ["ALLOY_CACHE"] = "1"
   return statistics.median(times)
