@@ -58,6 +58,8 @@ def test_16bit_statistics_accumulate_in_float32(device, dtype):
   assert_close(ty.softmax(1).float().numpy(), e / e.sum(1, keepdims=True), dtype, atol=1e-6, rtol=2e-2)
   assert_close(ty.logsumexp(1).float().numpy(), np.log(np.exp(ref - 11).sum(1)) + 11, dtype, rtol=1e-2)
   assert_close(ty.mean(1).float().numpy(), ref.mean(1), dtype, rtol=1e-2)
+  c = np.full(3000, 0.01, np.float32)   # a float16 running sum ends at 32, not 30: past 16 each 0.01 step rounds to 0.0156
+  assert_close(Tensor(c, dtype=dtype, device=device).cumsum(0).float().numpy()[-1], 30.0, dtype, rtol=2e-2)
 
 def test_integer_division_by_a_python_zero_raises():
   t = Tensor(np.array([5, -7], np.int32))
