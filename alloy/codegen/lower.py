@@ -15,7 +15,7 @@ from alloy.helpers import prod, strides_for_shape
 from alloy.ir import symbolic as sym
 from alloy.ir.node import Node
 from alloy.ir.ops import Op, FLOP_COST, ELEMENTWISE
-from alloy.codegen.program import Instr, KernelMeta, LinearProgram
+from alloy.codegen.program import Instr, Kind, KernelMeta, LinearProgram
 from alloy.codegen.opts import KernelOpts, choose_opts
 from alloy.codegen.vectorize import vectorize
 from alloy.ir.kernel import KernelAST
@@ -57,7 +57,7 @@ class Lowerer:
     self.pack_axis = self.panel_level = self.panel_cols = self.row_var = self.panel = None
     self.packing = False
     self.n_locals = 0                      # local arrays made so far (one per grouped reduction or packed panel)
-    self.params = [Instr("param", ast.root.dtype if k == 0 else None, (), k) for k in range(ast.n_buffers)]
+    self.params = [Instr(Kind.PARAM, ast.root.dtype if k == 0 else None, (), k) for k in range(ast.n_buffers)]
     self.buffer_dtypes = [None] * ast.n_buffers
     self.buffer_dtypes[0] = ast.root.dtype
     for p in self.params: self.stack[0].add(p); self.level_of[id(p)] = 0
@@ -94,7 +94,7 @@ class Lowerer:
     saved = self.stack[at_level + 1:]
     del self.stack[at_level + 1:]
     parent = self.stack[at_level]
-    rng = Instr("range", _index_dtype(var.max + 1), (), (var, parallel))   # the counter reaches the bound
+    rng = Instr(Kind.RANGE, _index_dtype(var.max + 1), (), (var, parallel))   # the counter reaches the bound
     parent.add(rng)
     body_pos = parent.insert_at if parent.insert_at is not None else len(parent.body)
     lvl = _Level(var, guard)
@@ -134,29 +134,29 @@ class Lowerer:
   def _load(self, inp: Node, flat, valid: sym.Cond) -> Instr:
     slot = inp.arg
     self.buffer_dtypes[slot] = inp.dtype
-    if valid.is_false: return self.emit("const", inp.dtype, arg=_zero(inp.dtype))
+    if valid.is_false: return self.emit(Kind.CONST, inp.dtype, arg=_zero(inp.dtype))
     exprs = [flat] + [c[1] for c in valid.clauses]
-    return self.emit("load", inp.dtype, (self.params[slot],), (flat, valid), exprs=exprs)
+    return self.emit(Kind.LOAD, inp.dtype, (self.params[slot],), (flat, valid), exprs=exprs)
 
   def _value(self, n: Node, lanes: tuple) -> tuple:
     if n is self.opts.pack and not self.packing and (loads := self._panel_loads(n, lanes)) is not None: return loads
     if n is self.opts.stash and not self.stashing:   # computed by its reduction's loop, kept in the output
       # that loop stores what these loads read, so it is placed first, whichever operand asked for the reduction
       self.value(self.opts.stash_reduce, tuple(idx[:-1] + (sym.Const(0),) for idx in lanes))
-      return tuple(self.emit("load", n.dtype, (self.params[0],), (flat, sym.Cond()), exprs=[flat])
+      return tuple(self.emit(Kind.LOAD, n.dtype, (self.params[0],), (flat, sym.Cond()), exprs=[flat])
                    for flat in (self._output_flat(idx) for idx in lanes))
-    if n.op is Op.CONST: return (self.emit("const", n.dtype, arg=n.arg),) * len(lanes)
-    if n.op is Op.VAR: return (self.emit("var", n.dtype, arg=n.arg),) * len(lanes)   # a scalar argument, read once
-    if n.op is Op.ARANGE: return tuple(self.emit("index", n.dtype, arg=idx[0], exprs=[idx[0]]) for idx in lanes)
+    if n.op is Op.CONST: return (self.emit(Kind.CONST, n.dtype, arg=n.arg),) * len(lanes)
+    if n.op is Op.VAR: return (self.emit(Kind.VAR, n.dtype, arg=n.arg),) * len(lanes)   # a scalar argument, read once
+    if n.op is Op.ARANGE: return tuple(self.emit(Kind.INDEX, n.dtype, arg=idx[0], exprs=[idx[0]]) for idx in lanes)
     if n.op is Op.INPUT: return tuple(self._load(n, idx[0], sym.Cond()) for idx in lanes)
     if n.op is Op.VIEW: return self._view(n, lanes)
     if n.op is Op.REDUCE: return self._reduce(n, lanes)
     if n.op is Op.GATHER: return self._gather(n, lanes)
     srcs = [self.value(s, lanes) for s in n.src]
     if n.op in (Op.CAST, Op.BITCAST):
-      return tuple(self.emit(n.op.name.lower(), n.dtype, (v,)) for v in srcs[0])
+      return tuple(self.emit(Kind.CAST if n.op is Op.CAST else Kind.BITCAST, n.dtype, (v,)) for v in srcs[0])
     if n.op in ELEMENTWISE:
-      return tuple(self.emit("alu", n.dtype, vs, n.op) for vs in zip(*srcs))
+      return tuple(self.emit(Kind.ALU, n.dtype, vs, n.op) for vs in zip(*srcs))
     raise NotImplementedError(f"cannot lower {n.op}")
 
   def _view(self, n: Node, lanes: tuple) -> tuple:
@@ -167,14 +167,14 @@ class Lowerer:
     strides = strides_for_shape(src.shape)
     inner = dict(zip(live, self.value(src, tuple(tuple(sym.mod(sym.div(where[k][0], st), sz) if st else sym.Const(0)
                                                        for sz, st in zip(src.shape, strides)) for k in live)))) if live else {}
-    zero = self.emit("const", n.dtype, arg=_zero(n.dtype))
+    zero = self.emit(Kind.CONST, n.dtype, arg=_zero(n.dtype))
     out = []
     for k, (_, valid) in enumerate(where):
       if valid.is_false: out.append(zero)
       elif valid.is_true: out.append(inner[k])
       else:
-        cond = self.emit("cond", dt.bool_, arg=valid, exprs=[c[1] for c in valid.clauses])
-        out.append(self.emit("alu", n.dtype, (cond, inner[k], zero), Op.WHERE))
+        cond = self.emit(Kind.COND, dt.bool_, arg=valid, exprs=[c[1] for c in valid.clauses])
+        out.append(self.emit(Kind.ALU, n.dtype, (cond, inner[k], zero), Op.WHERE))
     return tuple(out)
 
   def _gather(self, n: Node, lanes: tuple) -> tuple:
@@ -194,7 +194,7 @@ class Lowerer:
     src = n.src[0]
     identity = REDUCE_IDENTITY[op](n.dtype)
     if any(src.shape[a] == 0 for a in axes):
-      return tuple(self.emit("acc", n.dtype, (), identity, exprs=idx, cse=False) for idx in lanes)
+      return tuple(self.emit(Kind.ACC, n.dtype, (), identity, exprs=idx, cse=False) for idx in lanes)
     if self.opts.group and len(lanes) == 1 and all(self._row_uniform(e) for e in lanes[0]):
       return (self._group_reduce(n, lanes[0]),)
     if self.opts.full_unroll: return self._unrolled_reduce(n, lanes)
@@ -204,7 +204,7 @@ class Lowerer:
     last, unroll = axes[-1], self.opts.reduce_unroll if len(lanes) == 1 or self.opts.unroll_lanes else 1
     if src.shape[last] < 4 * unroll: unroll = 1
     main, tail = divmod(src.shape[last], unroll)
-    accs = [[self.emit("acc", n.dtype, (), identity, exprs=idx, cse=False) for _ in range(unroll)] for idx in lanes]
+    accs = [[self.emit(Kind.ACC, n.dtype, (), identity, exprs=idx, cse=False) for _ in range(unroll)] for idx in lanes]
     acc_level = max(self.level_of[id(a[0])] for a in accs)
     saved_all, loop_idx = [], {}
     def open_reduce_loop(size: int):
@@ -216,7 +216,7 @@ class Lowerer:
     first = loop_idx[last] * unroll
     self._accumulate(n, lanes, loop_idx, [first + c for c in range(unroll)], [a for group in accs for a in group])
     if tail:
-      rest = [self.emit("acc", n.dtype, (), identity, exprs=idx, cse=False) for idx in lanes]
+      rest = [self.emit(Kind.ACC, n.dtype, (), identity, exprs=idx, cse=False) for idx in lanes]
       if main > 1: self.close_loop(saved_all.pop())
       loop_idx[last] = open_reduce_loop(tail)
       self._accumulate(n, lanes, loop_idx, [loop_idx[last] + main * unroll], rest)
@@ -242,10 +242,10 @@ class Lowerer:
       self.stashing = False
       for idx, v in zip(src_lanes, vals):
         flat = self._output_flat(idx)
-        self.emit("store", None, (self.params[0], v), (flat, sym.Cond()), exprs=[flat], cse=False)
+        self.emit(Kind.STORE, None, (self.params[0], v), (flat, sym.Cond()), exprs=[flat], cse=False)
     else: vals = self.value(src, tuple(src_lanes))
     for acc, v in zip(accs, vals):
-      self.emit("update", n.dtype, (acc, v), op, cse=False, exprs=loop_vars)
+      self.emit(Kind.UPDATE, n.dtype, (acc, v), op, cse=False, exprs=loop_vars)
 
   def _unrolled_reduce(self, n: Node, lanes: tuple) -> tuple:
     """No loop: every reduced element is a lane, combined in a tree."""
@@ -264,7 +264,7 @@ class Lowerer:
   def _fold(self, parts: list, op: Op, dtype) -> Instr:
     """Combine unrolled accumulators pairwise (a tree keeps the dependency chain short)."""
     while len(parts) > 1:
-      parts = [self.emit("alu", dtype, (parts[i], parts[i + 1]), op) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+      parts = [self.emit(Kind.ALU, dtype, (parts[i], parts[i + 1]), op) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
     return parts[0]
 
   def _row_uniform(self, e: sym.Expr) -> bool:
@@ -284,13 +284,13 @@ class Lowerer:
     base = (self.lane_var + step * width) * vec
     saved = self.open_loop(step, 0, guard=sym.Cond((("lt", base, length),)) if length % (width * vec) else None)
     if base.max > length - vec:   # name it once, with the range its guard gives it, so `% length` drops below
-      base = sym.Opaque(self.emit("index", _index_dtype(base), arg=base, exprs=[base]), 0, length - vec)
+      base = sym.Opaque(self.emit(Kind.INDEX, _index_dtype(base), arg=base, exprs=[base]), 0, length - vec)
     return saved, [base + c for c in range(vec)]
 
   def _group_reduce(self, n: Node, idx: tuple) -> Instr:
     """The group's threads stride over the reduced elements (neighbours read neighbours), then combine."""
     op, axes = n.arg
-    acc = self.emit("acc", n.dtype, (), REDUCE_IDENTITY[op](n.dtype), exprs=idx, cse=False)
+    acc = self.emit(Kind.ACC, n.dtype, (), REDUCE_IDENTITY[op](n.dtype), exprs=idx, cse=False)
     src, width = n.src[0], self.opts.group
     length = prod(src.shape[a] for a in axes)
     saved, taken = self._thread_stride(length, "r")
@@ -302,12 +302,12 @@ class Lowerer:
         src_idx[a] = sym.mod(sym.div(r, stride), src.shape[a]) if src.shape[a] > 1 else sym.Const(0)
       lanes.append(tuple(src_idx))
     for v in self.value(src, tuple(lanes)):
-      self.emit("update", n.dtype, (acc, v), op, cse=False, exprs=[self.stack[-1].var])
+      self.emit(Kind.UPDATE, n.dtype, (acc, v), op, cse=False, exprs=[self.stack[-1].var])
     self.close_loop(saved)
     # a slot per thread: SIMD shuffles use one per SIMD group, a language without them one per thread
-    scratch = self.emit("local", n.dtype, (), (f"part{self.n_locals}", width), cse=False)
+    scratch = self.emit(Kind.LOCAL, n.dtype, (), (f"part{self.n_locals}", width), cse=False)
     self.n_locals += 1
-    return self.emit("group_reduce", n.dtype, (acc, scratch), (op, width, self.lane_var.name), cse=False)
+    return self.emit(Kind.GROUP_REDUCE, n.dtype, (acc, scratch), (op, width, self.lane_var.name), cse=False)
 
   # ---- the kernel
   def lower(self) -> LinearProgram:
@@ -331,7 +331,7 @@ class Lowerer:
   def _store(self, lanes: list) -> None:
     for idx, val in zip(lanes, self.value(self.ast.root, tuple(tuple(idx) for idx in lanes))):
       flat = self._output_flat(idx)
-      self.emit("store", None, (self.params[0], val), (flat, sym.Cond()), exprs=[flat], cse=False)
+      self.emit(Kind.STORE, None, (self.params[0], val), (flat, sym.Cond()), exprs=[flat], cse=False)
 
   def _lower_loops(self) -> None:
     """CPU: a loop per output axis (in opts.loop_order), the outer one split across cores when the kernel is big;
@@ -395,13 +395,13 @@ class Lowerer:
     if self.panel is None: self._copy_panel(n, slots)
     elif self.panel[1] != slots: return None
     panel = self.panel[0]
-    return tuple(self.emit("load", n.dtype, (panel,), (flat, sym.Cond()), exprs=[flat])
+    return tuple(self.emit(Kind.LOAD, n.dtype, (panel,), (flat, sym.Cond()), exprs=[flat])
                  for flat in (step * cols + slots.index(key) for key in keys))
 
   def _copy_panel(self, n: Node, slots: list) -> None:
     k, cols = self.pack_axis, len(slots)
     length = n.shape[k]
-    panel = self.emit("local", n.dtype, (), (f"panel{self.n_locals}", length * cols), cse=False)
+    panel = self.emit(Kind.LOCAL, n.dtype, (), (f"panel{self.n_locals}", length * cols), cse=False)
     self.n_locals += 1
     step = self.new_var(length, "p")
     saved = self.open_loop(step, self.panel_level)
@@ -410,7 +410,7 @@ class Lowerer:
     self.packing = False
     for c, v in enumerate(values):
       flat = step * cols + c
-      self.emit("store", None, (panel, v), (flat, sym.Cond()), exprs=[flat], cse=False)
+      self.emit(Kind.STORE, None, (panel, v), (flat, sym.Cond()), exprs=[flat], cse=False)
     self.close_loop(saved)
     self.panel = (panel, slots)
 
@@ -425,12 +425,12 @@ class Lowerer:
     gid = sym.Var("gidx", 0, max(total - 1, 0))
     # the extra threads of the last block count too: the guard compares their index, which must not wrap
     grid = opts.global_size[0] * opts.local_size[0]
-    self.stack[0].add(Instr("special", _index_dtype(grid), (), (gid, "global")))
+    self.stack[0].add(Instr(Kind.SPECIAL, _index_dtype(grid), (), (gid, "global")))
     start = [_tile_start(e, s, lanes_of.get(a, 1)) for a, (e, s) in enumerate(zip(_unflatten(gid, tiles), shape))]
     guarded = grid > total
-    if guarded: self.stack[0].add(Instr("if", None, (), sym.Cond((("lt", gid, total),))))
+    if guarded: self.stack[0].add(Instr(Kind.IF, None, (), sym.Cond((("lt", gid, total),))))
     self._store(_tile_lanes(start, lanes_of))
-    if guarded: self.stack[0].add(Instr("endif", None))
+    if guarded: self.stack[0].add(Instr(Kind.ENDIF, None))
 
   def _lower_groups(self) -> None:
     """GPU grouped reduction: the group index picks the row (the leading block_axes output axes); the
@@ -439,16 +439,16 @@ class Lowerer:
     rows, width = prod(shape[:opts.block_axes]), opts.group
     self.group_var = sym.Var("gidx", 0, max(rows - 1, 0))
     self.lane_var = sym.Var("lidx", 0, width - 1)
-    self.stack[0].add(Instr("special", dt.int32, (), (self.group_var, "group")))
-    self.stack[0].add(Instr("special", dt.int32, (), (self.lane_var, "lane")))
+    self.stack[0].add(Instr(Kind.SPECIAL, dt.int32, (), (self.group_var, "group")))
+    self.stack[0].add(Instr(Kind.SPECIAL, dt.int32, (), (self.lane_var, "lane")))
     idx = _unflatten(self.group_var, shape[:opts.block_axes])
     per_row = prod(shape[opts.block_axes:])
     if per_row == 1:
       idx += [sym.Const(0)] * (len(shape) - opts.block_axes)
       self.value(self.ast.root, (tuple(idx),))   # every thread takes part in the reductions...
-      self.stack[0].add(Instr("if", None, (), sym.Cond((("lt", self.lane_var, 1),))))   # ...one stores
+      self.stack[0].add(Instr(Kind.IF, None, (), sym.Cond((("lt", self.lane_var, 1),))))   # ...one stores
       self._store([idx])
-      self.stack[0].add(Instr("endif", None))
+      self.stack[0].add(Instr(Kind.ENDIF, None))
       return
     saved, taken = self._thread_stride(per_row, "j")
     self._store([idx + _unflatten(j, shape[opts.block_axes:]) for j in taken])
@@ -459,9 +459,9 @@ def _flatten(body) -> list:
   for item in body:
     if isinstance(item, _Level):
       inner = _flatten(item.body)
-      if item.guard is not None: inner = inner[:1] + [Instr("if", None, (), item.guard)] + inner[1:] + [Instr("endif", None)]
+      if item.guard is not None: inner = inner[:1] + [Instr(Kind.IF, None, (), item.guard)] + inner[1:] + [Instr(Kind.ENDIF, None)]
       out.extend(inner)
-      out.append(Instr("endrange", None))
+      out.append(Instr(Kind.ENDRANGE, None))
     else: out.append(item)
   return out
 

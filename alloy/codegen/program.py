@@ -2,6 +2,7 @@
 
 A flat list of instructions; loops are RANGE ... ENDRANGE pairs, guards IF ... ENDIF.
 Indices stay symbolic (ir.symbolic expressions) so each renderer prints them in its own syntax.
+`Kind` names what an instruction does; the table after it says, for each kind, what its `dtype`, `src` and `arg` hold.
 """
 from __future__ import annotations
 import functools, math, struct
@@ -9,16 +10,66 @@ from dataclasses import dataclass, field
 from typing import Any
 from alloy.dtype import DType
 
+class Kind:
+  """An instruction kind: a named singleton, compared and hashed by identity, a plain class rather than an Enum for
+  the reason ir.ops.Op gives (lowering and the renderers look kinds up constantly). `dtype`, `src` and `arg` say what
+  an Instr of this kind holds in those fields."""
+  __slots__ = ("name", "dtype", "src", "arg")
+  def __init__(self, name: str, dtype: str, src: str, arg: str): self.name, self.dtype, self.src, self.arg = name, dtype, src, arg
+  def __repr__(self): return f"Kind.{self.name}"
+  def __reduce__(self): return (getattr, (Kind, self.name))   # copies and pickles resolve to the one instance
+
+# the one table of what each kind's fields hold; flat: a sym.Expr element index into the buffer; valid: a sym.Cond
+# ---- kernel arguments and thread indices
+Kind.PARAM = Kind("PARAM", dtype="slot 0 (the output): its element dtype; an input: None (LinearProgram.buffer_dtypes has it)",
+                  src="()", arg="the buffer slot (int)")
+Kind.VAR = Kind("VAR", dtype="the scalar's dtype", src="()", arg="the scalar argument's number (int; see KernelMeta.scalar_dtypes)")
+Kind.SPECIAL = Kind("SPECIAL", dtype="the index dtype (int64 for a grid past 2^31 threads)", src="()",
+                    arg='(sym.Var it defines, "global" (flat over the grid) | "group" (the threadgroup) | "lane" (in it))')
+Kind.LOCAL = Kind("LOCAL", dtype="the element dtype", src="()",
+                  arg="(name, size in elements): an array in fast memory (a threadgroup's shared memory; the thread's own on the CPU)")
+# ---- blocks
+Kind.RANGE = Kind("RANGE", dtype="the counter's index dtype", src="()",
+                  arg="(sym.Var counter over 0..var.max, parallel: the CPU's outer loop that the thread team splits); ENDRANGE closes it")
+Kind.ENDRANGE = Kind("ENDRANGE", dtype="None", src="()", arg="None")
+Kind.IF = Kind("IF", dtype="None", src="()", arg="sym.Cond: the block runs where it holds; ENDIF closes it")
+Kind.ENDIF = Kind("ENDIF", dtype="None", src="()", arg="None")
+# ---- scalar values
+Kind.CONST = Kind("CONST", dtype="the value's dtype", src="()", arg="the value (Python scalar)")
+Kind.INDEX = Kind("INDEX", dtype="the index dtype", src="()", arg="sym.Expr: an index expression as a value (an arange element, a named index)")
+Kind.COND = Kind("COND", dtype="bool", src="()", arg="sym.Cond as a value")
+Kind.LOAD = Kind("LOAD", dtype="the element dtype", src="(PARAM or LOCAL,)", arg="(flat, valid): the element, 0 where valid is false")
+Kind.ALU = Kind("ALU", dtype="the result's dtype", src="the operands (1 to 3 values)", arg="the elementwise ir.ops.Op")
+Kind.CAST = Kind("CAST", dtype="the target dtype", src="(value,)", arg="None")
+Kind.BITCAST = Kind("BITCAST", dtype="the target dtype (same size)", src="(value,)", arg="None")
+Kind.ACC = Kind("ACC", dtype="the accumulator's dtype", src="()", arg="its initial value (the reduction's identity)")
+Kind.UPDATE = Kind("UPDATE", dtype="the accumulator's dtype", src="(ACC, value)", arg="ir.ops.Op: acc = op(acc, value)")
+Kind.GROUP_REDUCE = Kind("GROUP_REDUCE", dtype="the accumulator's dtype", src="(ACC, LOCAL scratch of a slot per thread)",
+                         arg="(ir.ops.Op, width, the lane variable's name): every thread's acc becomes the op over the group's accs")
+Kind.STORE = Kind("STORE", dtype="None", src="(PARAM or LOCAL, value)", arg="(flat, valid); valid is always true")
+# ---- vectors (codegen/vectorize.py); width: elements per vector
+Kind.VLOAD = Kind("VLOAD", dtype="the element dtype", src="(PARAM,)", arg="(flat of lane 0, width)")
+Kind.VSTORE = Kind("VSTORE", dtype="None", src="(PARAM, one value per lane) or (PARAM, a vector)", arg="(flat of lane 0, width)")
+Kind.GEP = Kind("GEP", dtype="the element dtype", src="(vector: VLOAD, VALU or VACC,)", arg="the lane (int)")
+Kind.VBROADCAST = Kind("VBROADCAST", dtype="the element dtype", src="(scalar value,)", arg="width: the value in every lane")
+Kind.VALU = Kind("VALU", dtype="the element dtype", src="the operand vectors", arg="(ir.ops.Op, width): lane by lane")
+Kind.VACC = Kind("VACC", dtype="the element dtype", src="()", arg="(initial value of every lane, width)")
+Kind.VUPDATE = Kind("VUPDATE", dtype="the element dtype", src="(VACC, vector) or (VACC, a, b)",
+                    arg="ir.ops.Op: acc = op(acc, vector) lane by lane; with a and b (op ADD, float32) acc += a*b with one rounding")
+
+KINDS = tuple(k for k in vars(Kind).values() if type(k) is Kind)
+
 @dataclass(eq=False)
 class Instr:
-  op: str                    # param, const, var, range, endrange, special, if, endif, load, store, alu, cast,
-                             # bitcast, acc, update, index, cond
+  op: Kind
   dtype: DType | None
   src: tuple = ()
   arg: Any = None
+  def __post_init__(self):
+    if type(self.op) is not Kind: raise TypeError(f"an instruction's op is a Kind, not {self.op!r}")
   def __repr__(self):
     arg = ', ' + str(self.arg) if self.arg is not None else ''
-    return f"{self.op}({self.dtype.name if self.dtype else ''}{arg}) <- {[id(s) % 1000 for s in self.src]}"
+    return f"{self.op.name.lower()}({self.dtype.name if self.dtype else ''}{arg}) <- {[id(s) % 1000 for s in self.src]}"
 
 @dataclass
 class KernelMeta:
@@ -44,7 +95,7 @@ class LinearProgram:
     lines = []
     for i, ins in enumerate(self.instrs):
       srcs = ", ".join(names.get(id(s), "?") for s in ins.src)
-      lines.append(f"%{i:<4d} {ins.op:9s} {ins.dtype.name if ins.dtype else '':8s} [{srcs}] {'' if ins.arg is None else ins.arg}")
+      lines.append(f"%{i:<4d} {ins.op.name.lower():9s} {ins.dtype.name if ins.dtype else '':8s} [{srcs}] {'' if ins.arg is None else ins.arg}")
     return "\n".join(lines)
 
 # ---- scalar arguments: every device passes a kernel's scalars as int32 words after its buffers (the native CPU queue,

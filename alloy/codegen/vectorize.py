@@ -14,7 +14,7 @@ become one vector accumulator.
 from __future__ import annotations
 from alloy.ir import symbolic as sym
 from alloy.ir.ops import Op
-from alloy.codegen.program import Instr
+from alloy.codegen.program import Instr, Kind
 
 VECTOR_OPS = {Op.ADD, Op.SUB, Op.MUL}   # ops every vector language writes infix, exact lane by lane
 FLOAT_VECTOR_OPS = {Op.DIV, Op.MAX, Op.EXP}   # float32 only: the renderer's vector helpers (exp: within 2 ulp)
@@ -27,7 +27,7 @@ def _split(flat: sym.Expr) -> tuple:
 
 def _multiple_of(e: sym.Expr, width: int) -> bool:
   """Whether e is a multiple of width: here, a named index whose every term is."""
-  if not (isinstance(e, sym.Opaque) and getattr(e.ref, "op", None) == "index"): return False
+  if not (isinstance(e, sym.Opaque) and getattr(e.ref, "op", None) is Kind.INDEX): return False
   terms, off = _split(e.ref.arg)
   return off % width == 0 and all(c % width == 0 for _, c in terms)
 
@@ -35,9 +35,9 @@ def _scopes(instrs: list) -> list:
   """For each instruction, the block it sits in (a number per opened loop or if)."""
   out, stack, fresh = [], [0], 0
   for ins in instrs:
-    if ins.op in ("endrange", "endif"): stack.pop()
+    if ins.op in (Kind.ENDRANGE, Kind.ENDIF): stack.pop()
     out.append(stack[-1])
-    if ins.op in ("range", "if"): fresh += 1; stack.append(fresh)
+    if ins.op in (Kind.RANGE, Kind.IF): fresh += 1; stack.append(fresh)
   return out
 
 def vectorize(instrs: list, widths: tuple, dtypes: set, aligned: bool, arithmetic: bool = False) -> tuple[list, tuple]:
@@ -47,7 +47,7 @@ def vectorize(instrs: list, widths: tuple, dtypes: set, aligned: bool, arithmeti
   scopes = _scopes(instrs)
   groups: dict = {}
   for pos, ins in enumerate(instrs):
-    if ins.op in ("load", "store") and (ins.dtype if ins.op == "load" else ins.src[0].dtype).name in dtypes:
+    if ins.op in (Kind.LOAD, Kind.STORE) and (ins.dtype if ins.op is Kind.LOAD else ins.src[0].dtype).name in dtypes:
       flat, valid = ins.arg
       if not valid.is_true: continue
       terms, off = _split(flat)
@@ -67,15 +67,15 @@ def vectorize(instrs: list, widths: tuple, dtypes: set, aligned: bool, arithmeti
         used.update(run)
         members = [instrs[p] for p in run]
         flat = members[0].arg[0]
-        if op == "load":
+        if op is Kind.LOAD:
           at = min(run)
-          vec = Instr("vload", members[0].dtype, (members[0].src[0],), (flat, width))
+          vec = Instr(Kind.VLOAD, members[0].dtype, (members[0].src[0],), (flat, width))
           replace[at] = vec
           for k, m in enumerate(members):   # each scalar load becomes a lane of the vector, in place
-            m.op, m.src, m.arg = "gep", (vec,), k
+            m.op, m.src, m.arg = Kind.GEP, (vec,), k
         else:
           at = max(run)
-          replace[at] = Instr("vstore", None, (members[0].src[0],) + tuple(m.src[1] for m in members), (flat, width))
+          replace[at] = Instr(Kind.VSTORE, None, (members[0].src[0],) + tuple(m.src[1] for m in members), (flat, width))
           drop.update(p for p in run if p != at)
   if not replace: return instrs, ()
   out = []
@@ -83,7 +83,7 @@ def vectorize(instrs: list, widths: tuple, dtypes: set, aligned: bool, arithmeti
     if pos in drop: continue
     if pos in replace:
       out.append(replace[pos])
-      if replace[pos].op == "vstore": continue
+      if replace[pos].op is Kind.VSTORE: continue
     out.append(ins)
   used_widths = tuple(sorted({ins.arg[1] for ins in replace.values()}, reverse=True))
   return (pack_arithmetic(out) if arithmetic else out), used_widths
@@ -98,11 +98,11 @@ def pack_arithmetic(instrs: list) -> list:
   lane_of: dict[int, tuple] = {}    # id(scalar) -> (its vector, lane)
   vectors = []
   for ins in instrs:
-    if ins.op == "gep": lane_of[id(ins)] = (ins.src[0], ins.arg)
-    if ins.op == "vload": vectors.append(ins)
+    if ins.op is Kind.GEP: lane_of[id(ins)] = (ins.src[0], ins.arg)
+    if ins.op is Kind.VLOAD: vectors.append(ins)
   lanes_of = {id(v): [None] * v.arg[1] for v in vectors}
   for ins in instrs:
-    if ins.op == "gep": lanes_of[id(ins.src[0])][ins.arg] = ins
+    if ins.op is Kind.GEP: lanes_of[id(ins.src[0])][ins.arg] = ins
   insert_before: dict[int, list] = {}   # position -> new instructions placed just before it
   insert_after: dict[int, list] = {}
   drop: set[int] = set()
@@ -116,14 +116,14 @@ def pack_arithmetic(instrs: list) -> list:
     if first is not None and first[1] == 0 and first[0].arg[1] == width and \
        all(lane_of.get(id(v)) == (first[0], k) for k, v in enumerate(vals)):
       return first[0]
-    if broadcast and all(v is vals[0] for v in vals) and vals[0].op not in ("acc", "gep") and id(vals[0]) in pos:
+    if broadcast and all(v is vals[0] for v in vals) and vals[0].op not in (Kind.ACC, Kind.GEP) and id(vals[0]) in pos:
       return vals[0]
     return None
 
   def vector(src, width: int) -> Instr:
-    if src.op in ("vload", "valu", "vacc", "vbroadcast"): return src
+    if src.op in (Kind.VLOAD, Kind.VALU, Kind.VACC, Kind.VBROADCAST): return src
     if (b := broadcasts.get((id(src), width))) is None:
-      b = broadcasts[(id(src), width)] = Instr("vbroadcast", src.dtype, (src,), width)
+      b = broadcasts[(id(src), width)] = Instr(Kind.VBROADCAST, src.dtype, (src,), width)
       insert_after.setdefault(pos[id(src)], []).append(b)
     return b
 
@@ -131,7 +131,7 @@ def pack_arithmetic(instrs: list) -> list:
     """A vector instruction for the users of seed's lanes that are alike, one per lane; None if there is none."""
     lanes = lanes_of[id(seed)]
     for u0, k0 in users.get(id(lanes[0]), []):
-      if id(u0) in packed or u0.op not in ("alu", "update"): continue
+      if id(u0) in packed or u0.op not in (Kind.ALU, Kind.UPDATE): continue
       if u0.arg not in VECTOR_OPS and not (u0.arg in FLOAT_VECTOR_OPS and u0.dtype.name == "float32"): continue
       members = [u0]
       for lane in lanes[1:]:
@@ -142,29 +142,29 @@ def pack_arithmetic(instrs: list) -> list:
         members.append(match)
       if len(members) < width: continue
       at = max(pos[id(m)] for m in members)
-      if u0.op == "alu":
+      if u0.op is Kind.ALU:
         srcs = [operand([m.src[k] for m in members], width) for k in range(len(u0.src))]
         if any(s is None for s in srcs): continue
         # the members become lanes of the vector: every other user must come after it
         if any(pos[id(u)] <= at for m in members for u, _ in users.get(id(m), [])): continue
-        vec = Instr("valu", u0.dtype, tuple(vector(v, width) for v in srcs), (u0.arg, width))
+        vec = Instr(Kind.VALU, u0.dtype, tuple(vector(v, width) for v in srcs), (u0.arg, width))
         insert_after.setdefault(at, []).extend([vec] + members)   # its lanes, defined after it
         drop.update(pos[id(m)] for m in members)
       else:
         accs = [m.src[0] for m in members]
-        if any(a.op != "acc" or a.arg != accs[0].arg or a.dtype != accs[0].dtype or id(a) in packed for a in accs): continue
-        if any(sum(u.op == "update" for u, _ in users.get(id(a), [])) != 1 for a in accs): continue
+        if any(a.op is not Kind.ACC or a.arg != accs[0].arg or a.dtype != accs[0].dtype or id(a) in packed for a in accs): continue
+        if any(sum(u.op is Kind.UPDATE for u, _ in users.get(id(a), [])) != 1 for a in accs): continue
         val = operand([m.src[1] for m in members], width)
         if val is None: continue
-        vec = Instr("vacc", u0.dtype, (), (accs[0].arg, width))
+        vec = Instr(Kind.VACC, u0.dtype, (), (accs[0].arg, width))
         insert_before.setdefault(min(pos[id(a)] for a in accs), []).append(vec)
-        insert_after.setdefault(at, []).append(Instr("vupdate", u0.dtype, (vec, vector(val, width)), u0.arg))
+        insert_after.setdefault(at, []).append(Instr(Kind.VUPDATE, u0.dtype, (vec, vector(val, width)), u0.arg))
         drop.update(pos[id(m)] for m in members)
         packed.update(id(a) for a in accs)
         members = accs                        # the accumulators are now lanes of the vector one
       packed.update(id(m) for m in members)
       for k, m in enumerate(members):
-        m.op, m.src, m.arg = "gep", (vec,), k
+        m.op, m.src, m.arg = Kind.GEP, (vec,), k
         lane_of[id(m)] = (vec, k)
       lanes_of[id(vec)] = members
       return vec
@@ -176,7 +176,7 @@ def pack_arithmetic(instrs: list) -> list:
     while (vec := try_pack(seed, seed.arg[1])) is not None:
       work.append(vec)
   for ins in instrs:   # a store of a whole vector's lanes in order stores the vector
-    if ins.op == "vstore" and (v := operand(list(ins.src[1:]), ins.arg[1], broadcast=False)) is not None:
+    if ins.op is Kind.VSTORE and (v := operand(list(ins.src[1:]), ins.arg[1], broadcast=False)) is not None:
       ins.src = (ins.src[0], v)
   if not (insert_before or insert_after or drop): return instrs
   out = []
@@ -194,12 +194,12 @@ def _fuse_multiply_add(instrs: list) -> list:
     for s in ins.src: refs[id(s)] = refs.get(id(s), 0) + 1
   lanes: dict[int, list] = {}
   for ins in instrs:
-    if ins.op == "gep": lanes.setdefault(id(ins.src[0]), []).append(ins)
+    if ins.op is Kind.GEP: lanes.setdefault(id(ins.src[0]), []).append(ins)
   gone: set[int] = set()
   for ins in instrs:
-    if ins.op != "vupdate" or ins.arg is not Op.ADD or ins.dtype.name != "float32": continue
+    if ins.op is not Kind.VUPDATE or ins.arg is not Op.ADD or ins.dtype.name != "float32": continue
     prod = ins.src[1]
-    if prod.op != "valu" or prod.arg[0] is not Op.MUL or refs.get(id(prod), 0) != 1 + len(lanes.get(id(prod), [])): continue
+    if prod.op is not Kind.VALU or prod.arg[0] is not Op.MUL or refs.get(id(prod), 0) != 1 + len(lanes.get(id(prod), [])): continue
     if any(refs.get(id(g), 0) for g in lanes.get(id(prod), [])): continue
     ins.src = (ins.src[0],) + prod.src
     gone.update([id(prod)] + [id(g) for g in lanes.get(id(prod), [])])

@@ -6,7 +6,7 @@ team (runtime/cpu/team.c) can split the loop into slices and call the kernel onc
 from __future__ import annotations
 from alloy.dtype import DType
 from alloy.ir import symbolic as sym
-from alloy.codegen.program import LinearProgram
+from alloy.codegen.program import Kind, LinearProgram
 from alloy.renderer.cstyle import CStyleRenderer, floor_division_helpers, integer_helpers
 
 C_PRELUDE = r"""#include <math.h>
@@ -84,7 +84,7 @@ def parallel_chunk(length: int) -> int:
 
 def parallel_range(prog: LinearProgram) -> int | None:
   """The length of the kernel's parallel outer loop (there is at most one) in chunks, or None for a serial kernel."""
-  n = next((var.max + 1 for ins in prog.instrs if ins.op == "range" for var, parallel in [ins.arg] if parallel), None)
+  n = next((var.max + 1 for ins in prog.instrs if ins.op is Kind.RANGE for var, parallel in [ins.arg] if parallel), None)
   return None if n is None else -(-n // parallel_chunk(n))
 
 class CRenderer(CStyleRenderer):

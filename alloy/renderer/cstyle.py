@@ -9,7 +9,7 @@ from alloy import dtype as dt
 from alloy.dtype import DType
 from alloy.ir import symbolic as sym
 from alloy.ir.ops import Op, SELECTS
-from alloy.codegen.program import LinearProgram, word_count, word_offsets
+from alloy.codegen.program import Kind, LinearProgram, word_count, word_offsets
 
 def integer_helpers(qualifier: str) -> str:
   """Short integer type names and an exact integer power per type (C has no integer pow)."""
@@ -227,91 +227,91 @@ class CStyleRenderer:
     written = {0}
     for ins in prog.instrs:
       ind = "  " * depth
-      if ins.op == "param":
+      if ins.op is Kind.PARAM:
         slot = ins.arg
         names[id(ins)] = f"data{slot}"
         params.append(self.param_decl(slot, ins.dtype, slot in written))
         continue
-      if ins.op == "const":
+      if ins.op is Kind.CONST:
         names[id(ins)] = self.const(ins.arg, ins.dtype); dtypes[id(ins)] = ins.dtype; continue
-      if ins.op == "special":
+      if ins.op is Kind.SPECIAL:
         var, kind = ins.arg
         wide = ins.dtype.itemsize == 8
         lines.append(f"{ind}{self.index_type(ins.dtype)} {var.name} = {self.special(kind, wide)};"); continue
-      if ins.op == "local":
+      if ins.op is Kind.LOCAL:
         name, size = ins.arg
         names[id(ins)] = name
         lines.append(ind + self.local_decl(name, ins.dtype, size)); continue
-      if ins.op == "group_reduce":
+      if ins.op is Kind.GROUP_REDUCE:
         op, width, lane = ins.arg
         acc = names[id(ins.src[0])]
         def combine(a, b, op=op, d=ins.dtype): return self.rounded(self.alu(op, d, [a, b], [d, d]), d)
         lines += [ind + l for l in self.group_reduce(acc, combine, ins.dtype, lane, width, names[id(ins.src[1])])]
         names[id(ins)], dtypes[id(ins)] = acc, ins.dtype
         continue
-      if ins.op == "range":
+      if ins.op is Kind.RANGE:
         var, parallel = ins.arg
         lines += [ind + l for l in self.range_open(var, parallel, self.index_type(ins.dtype))]; depth += 1; continue
-      if ins.op in ("endrange", "endif"):
+      if ins.op in (Kind.ENDRANGE, Kind.ENDIF):
         depth -= 1; lines.append("  " * depth + "}"); continue
-      if ins.op == "if":
+      if ins.op is Kind.IF:
         lines.append(f"{ind}if ({self.cond(ins.arg, names)}) {{"); depth += 1; continue
-      if ins.op == "store":
+      if ins.op is Kind.STORE:
         flat, _ = ins.arg
         buf, val = ins.src
         lines.append(ind + self.store(names[id(buf)], self.expr(flat, names), names[id(val)], buf.dtype)); continue
-      if ins.op == "vstore":
+      if ins.op is Kind.VSTORE:
         flat, width = ins.arg
         buf = ins.src[0]
         vals = [self.to_storage(names[id(v)], buf.dtype) for v in ins.src[1:]]
         value = names[id(ins.src[1])] if len(vals) == 1 else self.vec_make(vals, buf.dtype, width)
         lines.append(f"{ind}*{self.vec_pointer(names[id(buf)], self.expr(flat, names), buf.dtype, width, True)} = {value};")
         continue
-      if ins.op == "gep":   # a lane is read where it is used: an accumulator's lanes are final only after its loop
+      if ins.op is Kind.GEP:   # a lane is read where it is used: an accumulator's lanes are final only after its loop
         names[id(ins)] = self.from_storage(self.vec_lane(names[id(ins.src[0])], ins.arg), ins.dtype)
         dtypes[id(ins)] = ins.dtype
         continue
-      if ins.op == "vupdate":   # acc op= val, or with two values acc += a*b fused
+      if ins.op is Kind.VUPDATE:   # acc op= val, or with two values acc += a*b fused
         acc, *vals = ins.src
         a, v = names[id(acc)], [names[id(x)] for x in vals]
         rhs = self.vec_fma(v[0], v[1], a, ins.dtype, acc.arg[1]) if len(v) == 2 else self.vec_alu(ins.arg, [a, v[0]], ins.dtype, acc.arg[1])
         lines.append(f"{ind}{a} = {rhs};"); continue
-      if ins.op in ("vbroadcast", "vacc", "valu"):
-        width = ins.arg if ins.op == "vbroadcast" else ins.arg[1]
-        if ins.op == "vbroadcast": rhs = self.vec_make([names[id(ins.src[0])]] * width, ins.dtype, width)
-        elif ins.op == "vacc": rhs = self.vec_make([self.const(ins.arg[0], ins.dtype)] * width, ins.dtype, width)
+      if ins.op in (Kind.VBROADCAST, Kind.VACC, Kind.VALU):
+        width = ins.arg if ins.op is Kind.VBROADCAST else ins.arg[1]
+        if ins.op is Kind.VBROADCAST: rhs = self.vec_make([names[id(ins.src[0])]] * width, ins.dtype, width)
+        elif ins.op is Kind.VACC: rhs = self.vec_make([self.const(ins.arg[0], ins.dtype)] * width, ins.dtype, width)
         else: rhs = self.vec_alu(ins.arg[0], [names[id(s)] for s in ins.src], ins.dtype, width)
-        name = new("acc" if ins.op == "vacc" else "v")
+        name = new("acc" if ins.op is Kind.VACC else "v")
         names[id(ins)] = name
         lines.append(f"{ind}{self.vec_type(ins.dtype, width)} {name} = {rhs};")
         continue
-      if ins.op == "vload":
+      if ins.op is Kind.VLOAD:
         flat, width = ins.arg
         name = new("vec")
         names[id(ins)], dtypes[id(ins)] = name, ins.dtype
         pointer = self.vec_pointer(names[id(ins.src[0])], self.expr(flat, names), ins.dtype, width, False)
         lines.append(f"{ind}{self.vec_type(ins.dtype, width)} {name} = *{pointer};")
         continue
-      if ins.op == "update":
+      if ins.op is Kind.UPDATE:
         acc, val = ins.src
         a = names[id(acc)]
         lines.append(f"{ind}{a} = {self.rounded(self.alu(ins.arg, ins.dtype, [a, names[id(val)]], [ins.dtype, ins.dtype]), ins.dtype)};"); continue
       # value-producing instructions
-      if ins.op == "load":
+      if ins.op is Kind.LOAD:
         flat, valid = ins.arg
         buf = ins.src[0]
         rhs = self.load(names[id(buf)], self.expr(flat, names), None if valid.is_true else self.cond(valid, names), ins.dtype)
-      elif ins.op == "index": rhs = f"({self.expr(ins.arg, names)})"
-      elif ins.op == "cond": rhs = self.cond(ins.arg, names)
-      elif ins.op == "var": rhs = self.scalar_value(ins.arg, ins.dtype, prog)
-      elif ins.op == "acc": rhs = self.const(ins.arg, ins.dtype)
-      elif ins.op == "cast": rhs = self.rounded(self.cast(names[id(ins.src[0])], dtypes[id(ins.src[0])], ins.dtype), ins.dtype)
-      elif ins.op == "bitcast": rhs = self.bitcast(names[id(ins.src[0])], dtypes[id(ins.src[0])], ins.dtype)
-      elif ins.op == "alu":
+      elif ins.op is Kind.INDEX: rhs = f"({self.expr(ins.arg, names)})"
+      elif ins.op is Kind.COND: rhs = self.cond(ins.arg, names)
+      elif ins.op is Kind.VAR: rhs = self.scalar_value(ins.arg, ins.dtype, prog)
+      elif ins.op is Kind.ACC: rhs = self.const(ins.arg, ins.dtype)
+      elif ins.op is Kind.CAST: rhs = self.rounded(self.cast(names[id(ins.src[0])], dtypes[id(ins.src[0])], ins.dtype), ins.dtype)
+      elif ins.op is Kind.BITCAST: rhs = self.bitcast(names[id(ins.src[0])], dtypes[id(ins.src[0])], ins.dtype)
+      elif ins.op is Kind.ALU:
         rhs = self.alu(ins.arg, ins.dtype, [names[id(s)] for s in ins.src], [dtypes[id(s)] for s in ins.src])
         if ins.arg not in SELECTS and ins.dtype.is_float: rhs = self.rounded(rhs, ins.dtype)
       else: raise NotImplementedError(ins.op)
-      name = new("acc" if ins.op == "acc" else "v")
+      name = new("acc" if ins.op is Kind.ACC else "v")
       names[id(ins)], dtypes[id(ins)] = name, ins.dtype
       lines.append(f"{ind}{self.vtype(ins.dtype)} {name} = {rhs};")
     body = "\n".join(lines)

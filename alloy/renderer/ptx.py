@@ -20,7 +20,7 @@ import math
 from alloy.dtype import DType
 from alloy.ir import symbolic as sym
 from alloy.ir.ops import Op, COMPARE, SELECTS
-from alloy.codegen.program import LinearProgram, word_count, word_offsets
+from alloy.codegen.program import Kind, LinearProgram, word_count, word_offsets
 from alloy.renderer.cuda import CUDARenderer
 from alloy.renderer import ptx_math
 from alloy.renderer.ptx_math import float_literal
@@ -110,7 +110,7 @@ class _Kernel:
     self.dtypes: dict[int, DType] = {}
     self.vars: dict[str, str] = {}       # loop and thread index variables -> their register
     self.labels = 0
-    self.written = {ins.src[0].arg for ins in prog.instrs if ins.op in ("store", "vstore")}
+    self.written = {ins.src[0].arg for ins in prog.instrs if ins.op in (Kind.STORE, Kind.VSTORE)}
     self.params: list[str] = []
     self.ifs: list[str] = []   # the end label of each open if
 
@@ -546,13 +546,13 @@ class _Kernel:
     i = 0
     while i < len(instrs):
       ins = instrs[i]
-      if ins.op != "range":
+      if ins.op is not Kind.RANGE:
         self.instr(ins)
         i += 1
         continue
       depth, j = 1, i + 1
       while depth:   # the matching endrange
-        depth += {"range": 1, "endrange": -1}.get(instrs[j].op, 0)
+        depth += {Kind.RANGE: 1, Kind.ENDRANGE: -1}.get(instrs[j].op, 0)
         j += 1
       self.loop(ins.arg[0], instrs[i + 1:j - 1], ins.dtype.itemsize == 8)
       i = j
@@ -563,7 +563,7 @@ class _Kernel:
     counter is 64-bit (a count past 2^31)."""
     count = var.max + 1
     if count < 1: raise Unsupported("an empty loop")
-    simple = len(body) <= 64 and not any(ins.op in ("range", "group_reduce", "local", "special") for ins in body)
+    simple = len(body) <= 64 and not any(ins.op in (Kind.RANGE, Kind.GROUP_REDUCE, Kind.LOCAL, Kind.SPECIAL) for ins in body)
     unroll = next((u for u in (4, 2) if simple and count % u == 0 and count >= 2 * u), 1)
     bits = 64 if wide else 32
     counter, top, again = self.index_reg(wide), self.label(), self.reg("pred")
@@ -589,15 +589,15 @@ class _Kernel:
   def instr(self, ins) -> None:
     prog, op = self.prog, ins.op
     # values defined here depend on the loops open here; accumulators change inside them: never hoisted
-    self.levels[id(ins)] = 1 << 30 if op in ("acc", "group_reduce") else len(self.loops)
-    if op == "param":
+    self.levels[id(ins)] = 1 << 30 if op in (Kind.ACC, Kind.GROUP_REDUCE) else len(self.loops)
+    if op is Kind.PARAM:
       raw, ptr = self.reg("b64"), self.reg("b64")
       self.params.append(f"\t.param .u64 {prog.meta.name}_p{ins.arg}")
       self.head += [f"\tld.param.u64 {raw}, [{prog.meta.name}_p{ins.arg}];", f"\tcvta.to.global.u64 {ptr}, {raw};"]
       self.names[id(ins)] = ptr
-    elif op == "const": self.names[id(ins)], self.dtypes[id(ins)] = self.const(ins.arg, ins.dtype), ins.dtype
-    elif op == "var": self.names[id(ins)], self.dtypes[id(ins)] = self.scalar(ins.arg, ins.dtype), ins.dtype
-    elif op == "special":
+    elif op is Kind.CONST: self.names[id(ins)], self.dtypes[id(ins)] = self.const(ins.arg, ins.dtype), ins.dtype
+    elif op is Kind.VAR: self.names[id(ins)], self.dtypes[id(ins)] = self.scalar(ins.arg, ins.dtype), ins.dtype
+    elif op is Kind.SPECIAL:
       var, kind = ins.arg
       wide = ins.dtype.itemsize == 8   # a grid of more than 2^31 threads
       out = self.index_reg(wide)
@@ -609,65 +609,65 @@ class _Kernel:
       else: self.emit(f"mov.u32 {out}, {'%ctaid.x' if kind == 'group' else '%tid.x'};")
       self.vars[var.name] = out
       self.levels[var.name] = len(self.loops)
-    elif op == "local":
+    elif op is Kind.LOCAL:
       name, size = ins.arg
       nbytes = size * _SHARED[reg_class(ins.dtype)][0]
       self.shared.append(f"\t.shared .align 16 .b8 {name}[{nbytes}];")
       self.names[id(ins)] = name
-    elif op == "group_reduce":
+    elif op is Kind.GROUP_REDUCE:
       reduce_op, width, lane = ins.arg
       acc = self.names[id(ins.src[0])]
       self.group_reduce(acc, reduce_op, ins.dtype, self.vars[lane], width, self.names[id(ins.src[1])])
       self.names[id(ins)], self.dtypes[id(ins)] = acc, ins.dtype
-    elif op == "if":
+    elif op is Kind.IF:
       c, end = self.cond(ins.arg), self.label()
       if c is False: self.emit(f"bra {end};")
       elif c is not True: self.emit(f"@!{c} bra {end};")
       self.ifs.append(end)
-    elif op == "endif": self.out.append(f"{self.ifs.pop()}:")
-    elif op == "store":
+    elif op is Kind.ENDIF: self.out.append(f"{self.ifs.pop()}:")
+    elif op is Kind.STORE:
       flat, _ = ins.arg
       buf, val = ins.src
       v = self.stored(self.names[id(val)], buf.dtype)
       self.emit(f"st.global.{_mem_type(buf.dtype)} [{self.address(buf, flat)}], {v};")
-    elif op == "vstore":
+    elif op is Kind.VSTORE:
       flat, width = ins.arg
       buf = ins.src[0]
       vals = [self.stored(self.names[id(v)], buf.dtype) for v in ins.src[1:]]
       vec = f".v{width}" if len(vals) > 1 else ""
       value = "{" + ", ".join(vals) + "}" if len(vals) > 1 else vals[0]
       self.emit(f"st.global{vec}.{_mem_type(buf.dtype)} [{self.address(buf, flat)}], {value};")
-    elif op == "vload":
+    elif op is Kind.VLOAD:
       flat, width = ins.arg
       buf = ins.src[0]
       if reg_class(ins.dtype) not in ("b32", "f32") or ins.dtype.name in _HALVES: raise Unsupported("vector load of 16-bit values")
       lanes = [self.reg(reg_class(ins.dtype)) for _ in range(width)]
       self.emit(f"ld.{self.space(buf)}.v{width}.{_mem_type(ins.dtype)} {{{', '.join(lanes)}}}, [{self.address(buf, flat)}];")
       self.names[id(ins)], self.dtypes[id(ins)] = lanes, ins.dtype
-    elif op == "gep": self.names[id(ins)], self.dtypes[id(ins)] = self.names[id(ins.src[0])][ins.arg], ins.dtype
-    elif op == "update":
+    elif op is Kind.GEP: self.names[id(ins)], self.dtypes[id(ins)] = self.names[id(ins.src[0])][ins.arg], ins.dtype
+    elif op is Kind.UPDATE:
       acc, val = ins.src
       a = self.names[id(acc)]
       self.alu(ins.arg, ins.dtype, [a, self.names[id(val)]], ins.dtype, out=a)
       if ins.dtype.is_float: self.rounded(a, ins.dtype)
-    elif op == "load":
+    elif op is Kind.LOAD:
       flat, valid = ins.arg
       v = self.load(ins.src[0], flat, True if valid.is_true else self.cond(valid), ins.dtype)
       self.names[id(ins)], self.dtypes[id(ins)] = v, ins.dtype
-    elif op == "index":   # in a register of the dtype's size, whichever width the arithmetic took
+    elif op is Kind.INDEX:   # in a register of the dtype's size, whichever width the arithmetic took
       wide = ins.dtype.itemsize == 8
       self.names[id(ins)], self.dtypes[id(ins)] = self.resized(self.in_reg(self.expr(ins.arg), wide), wide), ins.dtype
-    elif op == "cond": self.names[id(ins)], self.dtypes[id(ins)] = self.pred_of(self.cond(ins.arg)), ins.dtype
-    elif op == "acc":
+    elif op is Kind.COND: self.names[id(ins)], self.dtypes[id(ins)] = self.pred_of(self.cond(ins.arg)), ins.dtype
+    elif op is Kind.ACC:
       cls = reg_class(ins.dtype)
       out, init = self.reg(cls), self.const(ins.arg, ins.dtype)
       self.emit(f"mov.{cls} {out}, {init};")
       self.names[id(ins)], self.dtypes[id(ins)] = out, ins.dtype
-    elif op in ("cast", "bitcast"):
+    elif op in (Kind.CAST, Kind.BITCAST):
       src = ins.src[0]
-      fn = self.cast if op == "cast" else self.bitcast
+      fn = self.cast if op is Kind.CAST else self.bitcast
       self.names[id(ins)], self.dtypes[id(ins)] = fn(self.names[id(src)], self.dtypes[id(src)], ins.dtype), ins.dtype
-    elif op == "alu":
+    elif op is Kind.ALU:
       srcs = [self.names[id(s)] for s in ins.src]
       sd = ins.dtype if ins.arg is Op.WHERE else self.dtypes[id(ins.src[0])]
       out = self.alu(ins.arg, ins.dtype, srcs, sd)

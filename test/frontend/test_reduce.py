@@ -2,6 +2,7 @@
 import numpy as np, pytest
 import alloy
 from alloy import Tensor
+from alloy.codegen.program import Kind
 from conftest import rand_np, assert_close, supported
 
 AXES = [None, 0, 1, -1, (0, 2), (0, 1, 2)]
@@ -151,7 +152,7 @@ def test_cpu_matmul_is_vector_code():
   from alloy.codegen.opts import TILE_ROWS, TILE_COLS
   assert [o for o in prog.meta.opts if o[0] == "UPCAST"] == [("UPCAST", 0, TILE_ROWS), ("UPCAST", 1, TILE_COLS)]
   ops = [i.op for i in prog.instrs]
-  assert ops.count("vacc") == ops.count("vupdate") == TILE_ROWS * TILE_COLS // 8 and "update" not in ops and 8 in prog.meta.vector_widths
+  assert ops.count(Kind.VACC) == ops.count(Kind.VUPDATE) == TILE_ROWS * TILE_COLS // 8 and Kind.UPDATE not in ops and 8 in prog.meta.vector_widths
 
 def test_cpu_row_reduction_reads_rows_side_by_side():
   from alloy.codegen.opts import ROW_STREAMS
@@ -159,7 +160,7 @@ def test_cpu_row_reduction_reads_rows_side_by_side():
   prog = _cpu_program((m.sum(1) * 2).node)   # the (512,) output, not only the keepdim one realize makes
   assert ("UPCAST", 0, ROW_STREAMS) in prog.meta.opts
   ops = [i.op for i in prog.instrs]
-  assert ops.count("vacc") == ROW_STREAMS and ops.count("vload") == ROW_STREAMS and "update" not in ops
+  assert ops.count(Kind.VACC) == ROW_STREAMS and ops.count(Kind.VLOAD) == ROW_STREAMS and Kind.UPDATE not in ops
   assert prog.meta.global_size[0] == 512 // ROW_STREAMS   # the loop the threads split: one iteration per row group
 
 def test_cpu_column_reduction_reads_along_rows():
@@ -170,7 +171,7 @@ def test_cpu_column_reduction_reads_along_rows():
     prog = _cpu_program(t.node)
     assert [o[2] for o in prog.meta.opts if o[0] == "UPCAST"] == [COLUMN_LANES]
     ops = [i.op for i in prog.instrs]
-    assert ops.count("vacc") == COLUMN_LANES // 8 and "update" not in ops
+    assert ops.count(Kind.VACC) == COLUMN_LANES // 8 and Kind.UPDATE not in ops
 
 @pytest.mark.parametrize("dtype", ["float32", "int32", "float64", "float16"])
 def test_column_reductions(device, rng, dtype):
@@ -212,7 +213,7 @@ def test_cpu_matmul_packs_its_right_operand(rng):
            ((a @ (b * 0.5).exp()) * 2 + Tensor(bias, device="CPU"), (x @ np.exp(y * 0.5)) * 2 + bias)]   # computed once per panel
   for t, want in cases:
     prog = _cpu_program(t.node)
-    assert any(o[0] == "PACK" for o in prog.meta.opts) and any(i.op == "local" for i in prog.instrs)
+    assert any(o[0] == "PACK" for o in prog.meta.opts) and any(i.op is Kind.LOCAL for i in prog.instrs)
     assert_close(t.numpy(), want, rtol=1e-5, atol=1e-5)
   for dtype in ("float16", "bfloat16", "float64", "int32"):   # panels of other types (16-bit floats: as float)
     xd, yd = Tensor(x, device="CPU").cast(dtype), Tensor(y * 4, device="CPU").cast(dtype)
@@ -243,7 +244,7 @@ def test_cpu_odd_rows_are_vector_code():
   for out in (t.sum(1), t.softmax(1)):
     prog = _cpu_program(_peel_reshape(out.node))
     ops = [i.op for i in prog.instrs]
-    assert "vacc" in ops and ops.count("vload") >= 4 and any(o[0] == "UPCAST" for o in prog.meta.opts)
+    assert Kind.VACC in ops and ops.count(Kind.VLOAD) >= 4 and any(o[0] == "UPCAST" for o in prog.meta.opts)
 
 # long rows: threadgroups share a row on GPUs; a few very long reductions are split into two stages
 @pytest.mark.parametrize("shape,axis", [((1 << 17,), None), ((3, 40000), 1), ((2, 1 << 16), None), ((2, 300, 700), (1, 2)),
