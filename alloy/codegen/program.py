@@ -59,14 +59,13 @@ Kind.VUPDATE = Kind("VUPDATE", dtype="the element dtype", src="(VACC, vector) or
 
 KINDS = tuple(k for k in vars(Kind).values() if type(k) is Kind)
 
-@dataclass(eq=False)
 class Instr:
-  op: Kind
-  dtype: DType | None
-  src: tuple = ()
-  arg: Any = None
-  def __post_init__(self):
-    if type(self.op) is not Kind: raise TypeError(f"an instruction's op is a Kind, not {self.op!r}")
+  """One instruction: what `dtype`, `src` (the instructions it reads) and `arg` hold depends on its kind, `op`
+  (see Kind). Compared by identity; a plain class with slots, as lowering makes many."""
+  __slots__ = ("op", "dtype", "src", "arg")
+  def __init__(self, op: Kind, dtype: DType | None, src: tuple = (), arg: Any = None):
+    if type(op) is not Kind: raise TypeError(f"an instruction's op is a Kind, not {op!r}")
+    self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
   def __repr__(self):
     arg = ', ' + str(self.arg) if self.arg is not None else ''
     return f"{self.op.name.lower()}({self.dtype.name if self.dtype else ''}{arg}) <- {[id(s) % 1000 for s in self.src]}"
