@@ -310,7 +310,7 @@ class CStyleRenderer:
       elif ins.op is Kind.ALU:
         rhs = self.alu(ins.arg, ins.dtype, [names[id(s)] for s in ins.src], [dtypes[id(s)] for s in ins.src])
         if ins.arg not in SELECTS and ins.dtype.is_float: rhs = self.rounded(rhs, ins.dtype)
-      else: raise NotImplementedError(ins.op)
+      else: raise NotImplementedError(ins.op.name.lower())
       name = new("acc" if ins.op is Kind.ACC else "v")
       names[id(ins)], dtypes[id(ins)] = name, ins.dtype
       lines.append(f"{ind}{self.vtype(ins.dtype)} {name} = {rhs};")

@@ -673,4 +673,4 @@ class _Kernel:
       out = self.alu(ins.arg, ins.dtype, srcs, sd)
       if ins.arg not in SELECTS and ins.dtype.is_float: self.rounded(out, ins.dtype)
       self.names[id(ins)], self.dtypes[id(ins)] = out, ins.dtype
-    else: raise Unsupported(f"the {op} instruction")
+    else: raise Unsupported(f"the {op.name.lower()} instruction")
