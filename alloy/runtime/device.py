@@ -91,6 +91,14 @@ class Program:
   def __call__(self, buffers: list, scalars: tuple = (), global_size=(1, 1, 1), local_size=(1, 1, 1),
                wait: bool = False) -> float | None: raise NotImplementedError
 
+def rebound(n: int, buffers_per_launch, scalars_per_launch):
+  """(launch number, its new buffers or None, its new scalars or None) for each of n launches a replay rebinds."""
+  if buffers_per_launch is None and scalars_per_launch is None: return
+  for i in range(n):
+    b = buffers_per_launch[i] if buffers_per_launch is not None else None
+    s = scalars_per_launch[i] if scalars_per_launch is not None else None
+    if b is not None or s is not None: yield i, b, s
+
 class LaunchList:
   """Captured launches replayed one by one, in order: what the jit runs where it uses no graph.
   LaunchList(launches, device) takes launches as a Graph does, [(program, buffers, scalars, global_size, local_size), ...];

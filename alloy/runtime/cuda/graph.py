@@ -2,6 +2,7 @@
 from __future__ import annotations
 from typing import TYPE_CHECKING
 from cuda.bindings import driver
+from alloy.runtime.device import rebound
 from alloy.runtime.cuda.driver import check
 from alloy.runtime.cuda.program import CUDAProgram, ParamBlock
 if TYPE_CHECKING: from alloy.runtime.cuda import CUDADevice
@@ -60,12 +61,8 @@ class CUDAGraph:
   def __call__(self, buffers_per_launch=None, wait: bool = False, scalars_per_launch=None) -> float | None:
     dev = self.device
     dev.activate()
-    if buffers_per_launch is not None or scalars_per_launch is not None:
-      for i in range(len(self.nodes)):
-        b = buffers_per_launch[i] if buffers_per_launch is not None else None
-        s = scalars_per_launch[i] if scalars_per_launch is not None else None
-        if b is not None or s is not None: self._update(i, b, s)
-      if self._written is None: self._written = {b for bufs in self.cur_bufs for b in bufs}
+    for i, b, s in rebound(len(self.nodes), buffers_per_launch, scalars_per_launch): self._update(i, b, s)
+    if self._written is None: self._written = {b for bufs in self.cur_bufs for b in bufs}
     if wait: check(driver.cuEventRecord(dev.t0, dev.stream), "cuEventRecord")
     check(driver.cuGraphLaunch(self.exec, dev.stream), "cuGraphLaunch")
     dev.mark_written(self._written)   # conservative: every buffer the graph touches waits for the whole graph

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from cuda.bindings import driver
 from alloy.helpers import getenv
-from alloy.runtime.device import LaunchList
+from alloy.runtime.device import LaunchList, rebound
 from alloy.runtime.registry import get_device
 from alloy.runtime.cuda.driver import SUCCESS, CUDAError, check
 from alloy.runtime.cuda.program import CUDAProgram, ParamBlock
@@ -82,11 +82,7 @@ class CUDALaunchList(LaunchList):
   def __call__(self, buffers_per_launch=None, wait: bool = False, scalars_per_launch=None) -> float | None:
     dev = self.device
     dev.activate()
-    if buffers_per_launch is not None or scalars_per_launch is not None:
-      for i in range(len(self.calls)):
-        b = buffers_per_launch[i] if buffers_per_launch is not None else None
-        s = scalars_per_launch[i] if scalars_per_launch is not None else None
-        if b is not None or s is not None: self._rebind(i, b, s)
+    for i, b, s in rebound(len(self.calls), buffers_per_launch, scalars_per_launch): self._rebind(i, b, s)
     if wait: check(driver.cuEventRecord(dev.t0, dev.stream), "cuEventRecord")
     if self.loop is not None:
       if (done := self.loop(*self.loop_args)) != len(self.calls): self._failed(done, driver.CUresult(self.loop_err.value))
