@@ -102,10 +102,19 @@ def _fold_div_mod(terms: dict) -> None:
       for x, k in _terms(t.a)[0].items(): terms[x] = terms.get(x, 0) + k * c
       terms[Const(0)] = terms.get(Const(0), 0) + _terms(t.a)[1] * c
 
+def _order(e: Expr) -> str:
+  """A term's place in a Sum: its repr with run-time values blanked (an Opaque's repr names an instruction by id()),
+  so the order, and the source printed from it, is the same in every process; equal keys keep insertion order."""
+  if isinstance(e, Opaque): return "<>"
+  if isinstance(e, Sum): return "+".join(f"{_order(t)}*{c}" for t, c in e.terms) + f"+{e.const}"
+  if isinstance(e, Div): return f"({_order(e.a)}//{e.d})"
+  if isinstance(e, Mod): return f"({_order(e.a)}%{e.d})"
+  return repr(e)
+
 def _make_sum(terms: dict, const: int) -> Expr:
   _fold_div_mod(terms)
   if Const(0) in terms: const += terms.pop(Const(0))
-  items = tuple(sorted(((t, c) for t, c in terms.items() if c != 0), key=lambda tc: repr(tc[0])))
+  items = tuple(sorted(((t, c) for t, c in terms.items() if c != 0), key=lambda tc: _order(tc[0])))
   if not items: return Const(const)
   if len(items) == 1 and items[0][1] == 1 and const == 0: return items[0][0]
   return Sum(items, const)

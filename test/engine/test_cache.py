@@ -91,3 +91,19 @@ def test_processes_share_a_cold_cache(tmp_path):
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
     assert "max abs difference from NumPy:" in out and float(out.split("max abs difference from NumPy:")[1]) < 1e-4
+
+def test_gather_kernels_render_the_same_source_in_every_process():
+  # the order of an index's terms used to follow reprs holding id(): each process printed gather kernels anew, and
+  # missed the disk cache entries of the last
+  code = textwrap.dedent("""
+    import numpy as np
+    from alloy import Tensor
+    from alloy.engine import compiled
+    x = Tensor(np.arange(60, dtype=np.float32).reshape(6, 10), device="CPU")
+    i, j = Tensor(np.array([3, 1, 4, 1, 5], np.int32), device="CPU"), Tensor(np.array([2, 7, 1, 8, 2], np.int32), device="CPU")
+    (x[i, j] * 2 + x[i][:, 1:4].sum(1)).numpy()
+    print("".join(ck.source for ck in compiled._compiled.values()))
+  """)
+  env = dict(os.environ, PYTHONPATH=str(ROOT), DEBUG="0")
+  sources = {subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout for _ in range(4)}
+  assert len(sources) == 1 and "void" in next(iter(sources))
