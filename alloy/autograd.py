@@ -137,7 +137,22 @@ def reduce_rule(out, g, op, axes, keep_shape, in_shape, x):
 
 def identity_rule(out, g): return (g,)
 
-def unsupported_rule(out, g, what): raise RuntimeError(f"autograd: no gradient for {what} yet")
+def gather_rule(out, g, adv_pos, in_shape):
+  """Scatter-add through one-hot masks: x's gradient at (s_1..s_m, rest) sums g[b, rest] over the index positions b
+  whose indices are (s_1..s_m); repeated indices add up. Lazy, one reduction; its size is b * prod(s) * rest."""
+  from alloy.tensor import Tensor
+  idx = [out._new(n) for n in out.node.src[1:]]
+  b_shape, m = idx[0].shape, len(adv_pos)
+  nb, rest = len(b_shape), g.shape[len(idx[0].shape):]
+  t = g.reshape(b_shape + (1,) * m + rest)
+  for k, p in enumerate(adv_pos):
+    s = in_shape[p]
+    at = Tensor.arange(s, device=g.device).reshape((1,) * (nb + k) + (s,) + (1,) * (m - k - 1 + len(rest)))
+    t = _where(idx[k].reshape(b_shape + (1,) * (m + len(rest))) == at, t, 0)
+  if nb: t = t.sum(tuple(range(nb)))
+  others = [i for i in range(len(in_shape)) if i not in adv_pos]
+  perm = [adv_pos.index(i) if i in adv_pos else m + others.index(i) for i in range(len(in_shape))]
+  return (t.permute(perm),)
 
 def window_rule(out, g, n, in_shape):
   """out[..., j, k] = x[..., j + k]: x's gradient sums g along each anti-diagonal. Padding row j of g to 2n and

@@ -111,7 +111,7 @@ def getitem(t, idx):
   rest = [s for k, s in enumerate(x.shape) if k not in adv_pos]
   node = Node(Op.GATHER, (x.node,) + tuple(i.node for i in idx_tensors), tuple(adv_pos), x.dtype, b_shape + tuple(rest))
   out = x._new(node)
-  if x._ag is not None: out = autograd.record(out, autograd.unsupported_rule, (x,), "indexing with integer tensors (GATHER)")
+  if x._ag is not None: out = autograd.record(out, autograd.gather_rule, (x,), tuple(adv_pos), x.shape)
   # NumPy rule: adjacent advanced indices put their dims where the first one stood
   if adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos))) and adv_pos[0] > 0:
     nb, first = len(b_shape), adv_pos[0]

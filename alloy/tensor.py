@@ -309,16 +309,13 @@ class Tensor:
     t.node, t.device, t._ag = node, self.device, None
     return t
   def _view(self, method: str, *args) -> "Tensor":
-    t = self._view_node(method, *args)
-    return t if self._ag is None else autograd.record(t, autograd.view_rule, (self,), method, args, self.shape)
-  def _view_node(self, method: str, *args) -> "Tensor":
     if self.node.op is Op.VIEW: base, st = self.node.src[0], self.node.arg
     else: base, st = self.node, ShapeTracker.contiguous(self.shape)
     st = getattr(st, method)(*args)
-    if base.op is Op.CONST and method != "pad":   # a constant stays one node whatever its shape
-      return self._new(Node(Op.CONST, (), base.arg, self.dtype, st.shape))
-    if st.is_contiguous and st.shape == base.shape and base.op is not Op.BUFFER: return self._new(base)
-    return self._new(Node(Op.VIEW, (base,), st, self.dtype, st.shape))
+    if base.op is Op.CONST and method != "pad": t = self._new(Node(Op.CONST, (), base.arg, self.dtype, st.shape))   # stays one node
+    elif st.is_contiguous and st.shape == base.shape and base.op is not Op.BUFFER: t = self._new(base)
+    else: t = self._new(Node(Op.VIEW, (base,), st, self.dtype, st.shape))
+    return t if self._ag is None else autograd.record(t, autograd.view_rule, (self,), method, args, self.shape)
   def _const(self, v, d: DType | None = None, shape: tuple = ()) -> "Tensor":
     d = d or self.node.dtype
     return self._new(Node(Op.CONST, (), _cast_scalar(v, d), d, shape))

@@ -59,6 +59,7 @@ CASES = {
   "softmax": (lambda a: (a.softmax(-1) * W(a, 3, 4)).sum(), [(3, 4)]),
   "log_softmax": (lambda a: (a.log_softmax(0) * W(a, 3, 4)).sum(), [(3, 4)]),
   "var_std": (lambda a: a.var(1).sum() + a.std(0).sum() + a.logsumexp(1).sum(), [(3, 4)]),
+  "gather": (lambda a: (a[[0, 2, 2, -1]] * W(a, 4, 4)).sum() + a[:, [1, 1]].exp().sum(), [(3, 4)]),
   "cumsum_cat": (lambda a, b: (a.cumsum(1) * alloy.cat([a, b], 0)[1:4]).sum() + alloy.stack([a, a], 0).exp().sum(), [(3, 4), (2, 4)]),
 }
 
@@ -147,7 +148,20 @@ def test_errors():
   loss2 = (a.exp() * a).sum()
   loss2.backward(retain_graph=True)
   loss2.backward()
-  with pytest.raises(RuntimeError, match="GATHER"): a[Tensor([0, 1, 1])].sum().backward()
+
+def test_gather_scatters_back(device):
+  x = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4) / 8
+  a = Tensor(x, device=device, requires_grad=True)
+  w = np.arange(30.0, dtype=np.float32).reshape(2, 5, 3)
+  (a[:, [0, 2, 2, -1, 1]] * Tensor(w, device=device)[:, :, :1]).sum().backward()
+  want = np.zeros_like(x)
+  np.add.at(want, (slice(None), [0, 2, 2, 2, 1]), np.broadcast_to(w[:, :, :1], (2, 5, 4)))
+  np.testing.assert_allclose(a.grad.numpy(), want)
+  b = Tensor(x, device=device, requires_grad=True)
+  b[Tensor([1, 0, 1], device=device), :, Tensor([3, 3, 0], device=device)].exp().sum().backward()
+  want = np.zeros_like(x)
+  np.add.at(want, ([1, 0, 1], slice(None), [3, 3, 0]), np.exp(x[[1, 0, 1], :, [3, 3, 0]]))
+  np.testing.assert_allclose(b.grad.numpy(), want, rtol=1e-5)
 
 def test_functional_grad(device):
   def f(x, y): return (x * x * y).sum()
