@@ -1,11 +1,12 @@
 """Reverse-mode autograd with PyTorch's interface: requires_grad, .grad, backward, no_grad/enable_grad, and the
 functional grad/value_and_grad (JAX and MLX style).
 
-tensor.py records at its few primitives (elementwise, views, reductions, contiguous, the cumsum window), and only
-when an input requires grad and grad mode is on: the result's `_ag` is a `Node` of this graph (the rule, the parent
+tensor.py records at its few primitives (elementwise, views, reductions, contiguous, the cumsum window) and indexing.py at GATHER; only
+when an input requires grad and grad mode is on: the result's `_ag` is a `GradNode` (the rule, the parent
 tensors, what the rule needs). A leaf that requires grad holds a `Leaf` there, with its `.grad`. Every composite
 op (matmul, softmax, var, ...) is differentiable through its primitives. The backward pass is lazy alloy ops, so it
-fuses like forward work; nothing in it realizes.
+fuses like forward work; nothing in it realizes. Not yet: higher-order gradients (create_graph), retain_grad on
+non-leaves, hooks, and a gradient through a copy to another device (to() cuts the graph).
 """
 from __future__ import annotations
 import contextlib, functools, math, threading
@@ -42,8 +43,6 @@ class GradNode:
   def __init__(self, rule, parents, args):
     self.rule, self.parents, self.args, self.freed = rule, parents, args, False
 
-def _float(t) -> bool: return t.dtype.is_float
-
 def record(out, rule, parents: tuple, *args):
   """Attach rule to out when grad mode is on and the output is a float; called once some parent requires grad."""
   if not is_grad_enabled() or not out.dtype.is_float: return out
@@ -59,8 +58,6 @@ def check_requires_grad(t) -> None:
 def _where(c, a, b):
   from alloy.tensor import where
   return where(c, a, b)
-
-def _src(out, i): return out._new(out.node.src[i])
 
 def ew_rule(out, g, op):
   n = out.node
