@@ -1,7 +1,7 @@
 """Tensor.__getitem__: ints, slices (any step), None, Ellipsis, integer tensors (gather) and boolean masks."""
 from __future__ import annotations
 import numpy as np
-from alloy import dtype as dt
+from alloy import dtype as dt, autograd
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.scalar import plain
@@ -111,6 +111,7 @@ def getitem(t, idx):
   rest = [s for k, s in enumerate(x.shape) if k not in adv_pos]
   node = Node(Op.GATHER, (x.node,) + tuple(i.node for i in idx_tensors), tuple(adv_pos), x.dtype, b_shape + tuple(rest))
   out = x._new(node)
+  if x._ag is not None: out = autograd.record(out, autograd.gather_rule, (x,), tuple(adv_pos), x.shape)
   # NumPy rule: adjacent advanced indices put their dims where the first one stood
   if adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos))) and adv_pos[0] > 0:
     nb, first = len(b_shape), adv_pos[0]

@@ -94,7 +94,7 @@ class _Slots:
 def _tensor(node: Node, device: str) -> Tensor:
   """A Tensor of a node whose device and dtype were checked at capture."""
   t = Tensor.__new__(Tensor)
-  t.node, t.device = node, device
+  t.node, t.device, t._ag = node, device, None
   return t
 
 # ---- replay

@@ -19,7 +19,7 @@ from alloy.ir.view import ShapeTracker, View
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import canonical_device, default_device, unsupported_dtype
 from alloy.engine.realize import buffer_view as _buffer_view, buffer_of, realize as _realize
-from alloy import dlpack
+from alloy import dlpack, autograd
 from alloy.scalar import Scalar, cast_number as _cast_scalar, plain
 
 # listener(key_tensor) for every random key made (the jit's capture: a key is an implicit input refreshed per replay)
@@ -59,10 +59,14 @@ def _check_dtype(device: str, d: DType) -> None:
   if (why := unsupported_dtype(device, d.name)): raise TypeError(f"{d.name} is not supported on {device}: {why}")
 
 class Tensor:
-  __slots__ = ("node", "device", "__weakref__")
+  __slots__ = ("node", "device", "_ag", "__weakref__")   # _ag: None, or autograd's Leaf or GradNode
   _seed, _rng_counter = 0, 0
 
-  def __init__(self, data, dtype=None, device: str | None = None):
+  def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool = False):
+    self._ag = None
+    self._build(data, dtype, device)
+    if requires_grad: self.requires_grad_()
+  def _build(self, data, dtype, device):
     device = canonical_device(device) if device is not None else default_device()
     dtype = dt.to_dtype(dtype) if dtype is not None else None
     if isinstance(data, Node):
@@ -104,8 +108,36 @@ class Tensor:
   def dim(self) -> int: return self.ndim
   def nelement(self) -> int: return self.numel()
   def element_size(self) -> int: return self.dtype.itemsize
-  def clone(self) -> "Tensor": return self._new(self.node)   # values never change in place: sharing the node is a copy
-  def detach(self) -> "Tensor": return self._new(self.node)  # no autograd graph to cut
+  def clone(self) -> "Tensor":   # values never change in place: sharing the node is a copy
+    t = self._new(self.node)
+    return t if self._ag is None else autograd.record(t, autograd.identity_rule, (self,))
+  def detach(self) -> "Tensor": return self._new(self.node)  # a new tensor holds no graph
+  # ---- autograd (alloy/autograd.py)
+  @property
+  def requires_grad(self) -> bool: return self._ag is not None
+  @requires_grad.setter
+  def requires_grad(self, v: bool): self.requires_grad_(v)
+  def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+    if not requires_grad:
+      if isinstance(self._ag, autograd.GradNode): raise RuntimeError("requires_grad_(False) is only for leaf tensors; use detach()")
+      self._ag = None
+    elif self._ag is None:
+      autograd.check_requires_grad(self)
+      self._ag = autograd.Leaf()
+    return self
+  @property
+  def is_leaf(self) -> bool: return not isinstance(self._ag, autograd.GradNode)
+  @property
+  def grad(self) -> "Tensor | None": return self._ag.grad if isinstance(self._ag, autograd.Leaf) else None
+  @grad.setter
+  def grad(self, g):
+    if not isinstance(self._ag, autograd.Leaf):
+      if g is None: return
+      raise RuntimeError("grad can be set only on a leaf tensor that requires grad")
+    if g is not None and (not isinstance(g, Tensor) or g.shape != self.shape):
+      raise RuntimeError(f"grad: expected a Tensor of shape {self.shape}, got {getattr(g, 'shape', type(g).__name__)}")
+    self._ag.grad = g
+  def backward(self, gradient=None, retain_graph: bool = False) -> None: autograd.backward(self, gradient, retain_graph)
   def view_as(self, other: "Tensor") -> "Tensor": return self.reshape(other.shape)
   reshape_as = view_as
   def expand_as(self, other: "Tensor") -> "Tensor": return self.expand(other.shape)
@@ -232,7 +264,8 @@ class Tensor:
     return self
   def contiguous(self) -> "Tensor":
     if self.node.op is Op.VIEW and self.node.src[0].op is Op.BUFFER and self.node.arg.is_contiguous: return self
-    return self._new(Node(Op.CONTIGUOUS, (self.node,), None, self.dtype, self.shape))
+    t = self._new(Node(Op.CONTIGUOUS, (self.node,), None, self.dtype, self.shape))
+    return t if self._ag is None else autograd.record(t, autograd.identity_rule, (self,))
   def numpy(self) -> np.ndarray:
     buf = buffer_of(self)
     out = buf.numpy()
@@ -273,16 +306,16 @@ class Tensor:
   def _new(self, node: Node) -> "Tensor":
     if node.dtype is not self.node.dtype: _check_dtype(self.device, node.dtype)
     t = Tensor.__new__(Tensor)   # same device, already canonical: skip the rest of the constructor
-    t.node, t.device = node, self.device
+    t.node, t.device, t._ag = node, self.device, None
     return t
   def _view(self, method: str, *args) -> "Tensor":
     if self.node.op is Op.VIEW: base, st = self.node.src[0], self.node.arg
     else: base, st = self.node, ShapeTracker.contiguous(self.shape)
     st = getattr(st, method)(*args)
-    if base.op is Op.CONST and method != "pad":   # a constant stays one node whatever its shape
-      return self._new(Node(Op.CONST, (), base.arg, self.dtype, st.shape))
-    if st.is_contiguous and st.shape == base.shape and base.op is not Op.BUFFER: return self._new(base)
-    return self._new(Node(Op.VIEW, (base,), st, self.dtype, st.shape))
+    if base.op is Op.CONST and method != "pad": t = self._new(Node(Op.CONST, (), base.arg, self.dtype, st.shape))   # stays one node
+    elif st.is_contiguous and st.shape == base.shape and base.op is not Op.BUFFER: t = self._new(base)
+    else: t = self._new(Node(Op.VIEW, (base,), st, self.dtype, st.shape))
+    return t if self._ag is None else autograd.record(t, autograd.view_rule, (self,), method, args, self.shape)
   def _const(self, v, d: DType | None = None, shape: tuple = ()) -> "Tensor":
     d = d or self.node.dtype
     return self._new(Node(Op.CONST, (), _cast_scalar(v, d), d, shape))
@@ -307,7 +340,12 @@ class Tensor:
     return t.expand(shape)
   def _ew(self, op: Op, *srcs: "Tensor", dtype: DType | None = None) -> "Tensor":
     n = self.node
-    return self._new(Node(op, (n, *[s.node for s in srcs]), None, dtype or n.dtype, n.shape))
+    t = self._new(Node(op, (n, *[s.node for s in srcs]), None, dtype or n.dtype, n.shape))
+    if self._ag is None:
+      for s in srcs:
+        if s._ag is not None: break
+      else: return t
+    return autograd.record(t, autograd.ew_rule, (self, *srcs), op)
 
   # ---- movement (views; launch nothing)
   def reshape(self, *shape) -> "Tensor":
@@ -423,7 +461,8 @@ class Tensor:
     if n.dtype.kind == "f" and (type(other) is float or type(other) is int):
       # float tensor (op) Python number, the commonest case: what _operands does for it, without the calls
       c = Node(Op.CONST, (), float(other), n.dtype, n.shape)
-      return self._new(Node(op, (c, n) if reverse else (n, c), None, out_dtype or n.dtype, n.shape))
+      t = self._new(Node(op, (c, n) if reverse else (n, c), None, out_dtype or n.dtype, n.shape))
+      return t if self._ag is None else autograd.record(t, autograd.ew_rule, (None, self) if reverse else (self, None), op)
     a, b = self._operands(other, reverse, name)
     return a._ew(op, b, dtype=out_dtype)
   def add(self, o, alpha=1): return self._binary(Op.ADD, o if alpha == 1 else o * alpha, name="add")
@@ -579,6 +618,10 @@ class Tensor:
   def _reduce(self, op: Op, dim, keepdim: bool) -> "Tensor":
     axes = self._axes(dim)
     if self.ndim == 0: return self
+    if self._ag is not None:
+      with autograd.no_grad(): t = self.detach()._reduce(op, dim, keepdim)
+      shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
+      return autograd.record(t, autograd.reduce_rule, (self,), op, axes, shape, self.shape, self.detach())
     shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
     if (parts := _split_count(self.shape, axes)) > 1:
       # few long reductions: reduce `parts` slices of each in parallel, then the partial results
@@ -674,6 +717,8 @@ class Tensor:
     return win.sum(-1).transpose(a, -1)
   def _window(self, n: int) -> "Tensor":
     """(..., 2n-1) -> (..., n, n) with element [..., j, k] = self[..., j + k]."""
+    if self._ag is not None:
+      return autograd.record(self.detach()._window(n), autograd.window_rule, (self,), n, self.shape)
     lead = self.shape[:-1]
     t = self.reshape(prod(lead), 2 * n - 1) if lead else self.reshape(1, 2 * n - 1)
     t = t.contiguous() if not (t.node.op is Op.VIEW and t.node.arg.is_contiguous) else t
