@@ -10,6 +10,7 @@ non-leaves, hooks, and a gradient through a copy to another device (to() cuts th
 """
 from __future__ import annotations
 import contextlib, functools, math, threading
+from alloy.helpers import toposort
 from alloy.ir.ops import Op
 
 _state = threading.local()
@@ -162,19 +163,13 @@ def window_rule(out, g, n, in_shape):
 
 # ---- the backward pass
 
+def _parents(t) -> list:
+  ag = t._ag
+  return [p for p in ag.parents if p is not None] if isinstance(ag, GradNode) else []
+
 def _topo(root) -> list:
-  """Tensors from root to the leaves, each after every tensor that uses it (iterative: graphs can be deep)."""
-  order, seen, stack = [], set(), [(root, False)]
-  while stack:
-    t, done = stack.pop()
-    if done: order.append(t); continue
-    if id(t) in seen: continue
-    seen.add(id(t))
-    stack.append((t, True))
-    ag = t._ag
-    if isinstance(ag, GradNode) and ag.parents:
-      stack.extend((p, False) for p in ag.parents if p is not None and id(p) not in seen)
-  return order[::-1]
+  """Tensors from root to the leaves, each after every tensor that uses it."""
+  return toposort(root, _parents)[::-1]
 
 def backward(t, gradient=None, retain_graph=False) -> None:
   from alloy.tensor import Tensor

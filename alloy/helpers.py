@@ -168,3 +168,16 @@ def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     strides.append(acc if s != 1 else 0)
     acc *= s
   return tuple(reversed(strides))
+
+def toposort(root, children) -> list:
+  """Every node reachable from root through children(node), each after all of its children (iterative: graphs can
+  be deeper than Python's stack)."""
+  seen, order, stack = set(), [], [(root, False)]
+  while stack:
+    n, done = stack.pop()
+    if done: order.append(n); continue
+    if id(n) in seen: continue
+    seen.add(id(n))
+    stack.append((n, True))
+    stack.extend((c, False) for c in children(n) if id(c) not in seen)
+  return order

@@ -2,6 +2,7 @@
 from __future__ import annotations
 import itertools, weakref
 from alloy.dtype import DType
+from alloy.helpers import toposort
 from alloy.ir.ops import Op
 
 # key -> weak reference to the live node with that key. A plain dict without death callbacks: a callback per
@@ -72,14 +73,4 @@ class Node:
   def __repr__(self):
     return f"Node({self.op.name}, {self.dtype.name}, {self.shape}{', ' + str(self.arg) if self.op not in (Op.BUFFER, Op.VIEW) else ''})"
 
-  def toposort(self) -> list["Node"]:
-    seen, order = set(), []
-    stack = [(self, False)]
-    while stack:
-      n, done = stack.pop()
-      if done: order.append(n); continue
-      if id(n) in seen: continue
-      seen.add(id(n))
-      stack.append((n, True))
-      stack.extend((s, False) for s in reversed(n.src))
-    return order
+  def toposort(self) -> list["Node"]: return toposort(self, lambda n: reversed(n.src))
