@@ -122,19 +122,16 @@ class Scalar:
 
 # A constant's value that is a traced Scalar's: equal only to itself, so a graph never shares its node with a plain
 # constant or another Scalar's of the same value (the schedule makes every one a kernel argument of its own).
-class TracedFloat(float):
+class Traced:
+  """What TracedFloat and TracedInt add to their number type: identity equality and the Scalar they stand for."""
   source: Scalar
   def __eq__(self, o): return self is o
   def __ne__(self, o): return self is not o
   def __hash__(self): return id(self)
   def constant(self, d: DType): return self.source.constant(d)
 
-class TracedInt(int):
-  source: Scalar
-  def __eq__(self, o): return self is o
-  def __ne__(self, o): return self is not o
-  def __hash__(self): return id(self)
-  def constant(self, d: DType): return self.source.constant(d)
+class TracedFloat(Traced, float): pass
+class TracedInt(Traced, int): pass
 
 TRACED = (Scalar, TracedFloat, TracedInt)
 
