@@ -35,6 +35,7 @@ def _norm_axis(axis: int, ndim: int, what="dimension") -> int:
     raise IndexError(f"{what} {axis} is out of range for a tensor with {ndim} dimensions "
                      f"(expected to be in range of [{-max(ndim,1)}, {max(ndim,1)-1}])")
   return axis % max(ndim, 1)
+norm_axis = _norm_axis   # public: the op modules beside this one (gathering, ordering, ...) check dims the same way
 
 def broadcast_shape(*shapes: tuple) -> tuple:
   if all(s == shapes[0] for s in shapes[1:]): return tuple(shapes[0])
