@@ -27,7 +27,8 @@ def _index_arg(index, what: str, device: str) -> Tensor:
 def check_bounds(index: Tensor, size: int, what: str, dim: int) -> None:
   """Every index in [0, size): read on the host (a sync for an index computed on the device)."""
   if index.numel() == 0: return
-  vals = index.numpy()
+  # a constant is read off its node, no kernel (a kernel would also cache its value on the node for every device)
+  vals = np.asarray(index.node.arg) if index.node.op is Op.CONST else index.numpy()
   if vals.min() < 0 or vals.max() >= size:
     bad = vals[(vals < 0) | (vals >= size)].flat[0]
     raise IndexError(f"{what}: index {bad} is out of bounds for dimension {dim} with size {size}")
