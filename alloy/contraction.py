@@ -40,8 +40,6 @@ def _prepare(t: Tensor, labels: list, sizes: dict) -> tuple[Tensor, list]:
   while len(set(labels)) < len(labels):
     p = next(k for k, a in enumerate(labels) if labels.count(a) > 1)
     q = labels.index(labels[p], p + 1)
-    if t.shape[p] != t.shape[q]:
-      raise _error(f"subscript {labels[p]} is repeated for an operand but the sizes don't match, {t.shape[p]} != {t.shape[q]}")
     t = _diagonal(t, p, q)
     labels = labels[:q] + labels[q + 1:]
   target = tuple(sizes[a] for a in labels)
@@ -99,6 +97,8 @@ def einsum(equation: str, *operands) -> Tensor:
   sizes: dict = {}
   for lab, t in zip(labels, operands):
     for x, s in zip(lab, t.shape):
+      if (r := t.shape[lab.index(x)]) != s:
+        raise _error(f"subscript {x} is repeated for an operand but the sizes don't match, {r} != {s}")
       if s != 1 and sizes.get(x, 1) not in (1, s):
         raise _error(f"operands do not broadcast: subscript {'...' if x[0] == '.' else x} has sizes {sizes[x]} and {s}")
       if s != 1 or x not in sizes: sizes[x] = s
