@@ -35,16 +35,20 @@ def check_bounds(index: Tensor, size: int, what: str, dim: int) -> None:
 
 def _positions(n: int, device: str) -> Tensor: return Tensor.arange(n, dtype=dt.int32, device=device)
 
-def take(x: Tensor, dim: int, index: Tensor) -> Tensor:
+def positions_along(shape: tuple, dim: int, device: str) -> list:
+  """For take: each axis but dim's own position, broadcast to shape (None at dim); a caller taking many times with
+  one shape builds them once."""
+  return [None if a == dim else _positions(n, device).reshape(tuple(n if b == a else 1 for b in range(len(shape)))).expand(shape)
+          for a, n in enumerate(shape)]
+
+def take(x: Tensor, dim: int, index: Tensor, others: list | None = None) -> Tensor:
   """out[..., i, ...] = x[..., index[..., i, ...], ...]: index has x's rank and is at most x's size in the other dims,
-  every value in [0, x.shape[dim]) (unchecked). No autograd: callers record their own rule."""
+  every value in [0, x.shape[dim]) (unchecked). `others`: positions_along(index.shape, dim). No autograd: callers
+  record their own rule."""
   shape = index.shape
   if 0 in shape: return Tensor.zeros(*shape, dtype=x.dtype, device=x.device)
-  picks = []
-  for a, n in enumerate(shape):
-    if a == dim: p = index.cast(dt.int32 if x.shape[a] <= INT32_MAX else dt.int64)
-    else: p = _positions(n, x.device).reshape(tuple(n if b == a else 1 for b in range(len(shape)))).expand(shape)
-    picks.append(p)
+  picks = others or positions_along(shape, dim, x.device)
+  picks = [index.cast(dt.int32 if x.shape[dim] <= INT32_MAX else dt.int64) if a == dim else p for a, p in enumerate(picks)]
   return x._new(Node(Op.GATHER, (x.node, *[p.node for p in picks]), tuple(range(x.ndim)), x.dtype, shape))
 
 def one_hot_along(index: Tensor, dim: int, size: int, dtype) -> Tensor:

@@ -1,76 +1,93 @@
 """sort, argsort and topk (PyTorch's signatures and tie rules), forward and backward.
 
 Every sort here is stable: elements compare by (value, original index), a total order, so the result is the one
-stable order whatever the network. NaN sorts as the largest value (last ascending, first descending), as in PyTorch.
-The rows (the sorted dim, the others flattened into a batch) are sorted by one of two algorithms:
+stable order whatever the network. NaN sorts as the largest value (last ascending, first descending) and -0.0 ties
+with 0.0, as in PyTorch. Each value first becomes an integer key with the same order (a float's bits with the
+negative ones' magnitude bits flipped; descending: the key's complement). A key of 32 bits or less (every dtype but
+int64 and float64) is packed with the element's index into one int64, key * 2^32 + index: the items then compare
+with one integer `<`, and the network moves the items themselves. 64-bit keys are sorted as a permutation whose
+comparisons read the keys at the permuted positions (GATHERs) and break ties by index.
 
-- rows of at most RANK_MAX_LENGTH: each element's rank is the count of elements that sort before it (one fused
-  reduction, n^2 compares per row), and the permutation is read back from the ranks (a second one). Two kernels.
-- longer rows: a bitonic network over the row padded to a power of two N, log2(N)(log2(N)+1)/2 stages. A stage is
-  one kernel over R*N elements that sorts only the permutation: each position reads its partner (index ^ j) and
-  the two values at the permuted positions (GATHERs from the input), and keeps the one its place in the block
-  wants. j and the block size are kernel arguments, so every stage after the first runs the same compiled kernel.
-  A row of 4096 is 78 launches of O(N) work each: O(N log^2 N) per row.
+The rows (the sorted dim, the others flattened into a batch) are sorted by one of two algorithms:
+- rows of at most RANK_MAX_LENGTH: each item's rank is the count of items before it (one fused reduction, n^2
+  compares per row), and the permutation is read back from the ranks (a second one). Two kernels.
+- longer rows: a bitonic network over the row padded to a power of two N (the padding sorts last),
+  log2(N)(log2(N)+1)/2 stages. A stage is one kernel over R*N items: each position reads its partner (index ^ j)
+  and keeps the one its place in the block wants. j and the block size are kernel arguments, so the stages share
+  a compiled kernel. A row of 4096 is 78 launches of O(N) work each: O(N log^2 N) per row.
 
 Backward: sort's gradient is the output gradient read at the inverse permutation (an argsort of the permutation,
 only computed when backward runs); topk's is scattered to its k indices (O(k n) per row, one kernel).
 """
 from __future__ import annotations
 from alloy import dtype as dt, autograd
-from alloy.gathering import take, scatter_add_rows
+from alloy.gathering import positions_along, take, scatter_add_rows
 from alloy.tensor import MaxResult, Tensor, where, norm_axis
 
 RANK_MAX_LENGTH = 64
 SortResult = MaxResult   # (values, indices), as torch.return_types
 
-def _precedes(va: Tensor, ia: Tensor, vb: Tensor, ib: Tensor, descending: bool) -> Tensor:
-  """Whether (va, ia) sorts before (vb, ib): by value (NaN largest), ties by the original index."""
-  first = va > vb if descending else va < vb
-  eq = va == vb
-  if va.dtype.is_float:
-    na, nb = va != va, vb != vb
-    first = first | (na & ~nb) if descending else first | (nb & ~na)
-    eq = eq | (na & nb)
-  return first | (eq & (ia < ib))
+def sort_key(v: Tensor, descending: bool) -> Tensor:
+  """int32 (int64 for 64-bit dtypes) keys ordered as v's values: NaN largest, -0.0 equal to 0.0."""
+  if v.dtype.is_float:
+    x = v.cast(dt.float32) if v.dtype.itemsize < 4 else v
+    x = where(x == 0, 0.0, x)
+    it = dt.int32 if x.dtype is dt.float32 else dt.int64
+    bits = x.bitcast(it)
+    key = where(x != x, dt.max_value(it), where(bits < 0, bits ^ dt.max_value(it), bits))
+  else: key = v.cast(dt.int64 if v.dtype.itemsize >= 4 and v.dtype is not dt.int32 else dt.int32)
+  return ~key if descending else key
 
-def _rank_perm(v: Tensor, descending: bool) -> tuple[Tensor, Tensor]:
-  """(permutation, ranks) of the rows of v, (R, n), by counting: rank[i] = #{j sorting before i}."""
-  n = v.shape[1]
-  pos = Tensor.arange(n, dtype=dt.int32, device=v.device)
-  before = _precedes(v.unsqueeze(1), pos.reshape(1, 1, n), v.unsqueeze(2), pos.reshape(1, n, 1), descending)
-  rank = before.cast(dt.int32).sum(2, dtype=dt.int32).contiguous()           # [r, i]: j runs along the last axis
+def _rank_perm(before) -> tuple[Tensor, Tensor]:
+  """(permutation, ranks) from before(j-axis items, i-axis items) -> [r, i, j]: item j sorts before item i."""
+  rank = before.cast(dt.int32).sum(2, dtype=dt.int32).contiguous()
+  n = rank.shape[1]
+  pos = Tensor.arange(n, dtype=dt.int32, device=rank.device)
   perm = where(rank.unsqueeze(1) == pos.reshape(1, n, 1), pos.reshape(1, 1, n), 0).sum(2, dtype=dt.int32)
   return perm.contiguous(), rank
 
-def _bitonic_perm(v: Tensor, descending: bool) -> Tensor:
-  """The permutation sorting each row of v, (R, n), through a bitonic network on a row padded to a power of 2."""
-  rows, n = v.shape
-  size = 1 << max(0, (n - 1).bit_length())
-  col = Tensor.arange(size, dtype=dt.int32, device=v.device).reshape(1, size).expand(rows, size)
-  perm = col
-  def value_at(p: Tensor) -> Tensor: return take(v, 1, p.minimum(n - 1))
+def _network(items: Tensor, less) -> Tensor:
+  """items (R, N), N a power of 2, sorted along the rows by less(a, b) (a strict total order) in a bitonic network."""
+  rows, size = items.shape
+  col = Tensor.arange(size, dtype=dt.int32, device=items.device).reshape(1, size).expand(rows, size)
+  picks = positions_along((rows, size), 1, items.device)
   k = 2
   while k <= size:
     j = k // 2
     while j >= 1:
-      other = take(perm, 1, col ^ j)
-      a_first = _precedes(value_at(perm), perm, value_at(other), other, descending)
-      a_first = where((perm >= n) | (other >= n), perm < other, a_first)   # padding sorts last, in index order
+      other = take(items, 1, col ^ j, picks)
       want_first = ((col & j) == 0) == ((col & k) == 0)   # the lower slot of an ascending block takes the first
-      perm = where(a_first == want_first, perm, other).contiguous()
+      items = where(less(items, other) == want_first, items, other).contiguous()
       j //= 2
     k *= 2
-  return perm if size == n else perm[:, :n].contiguous()
+  return items
+
+def _padded(t: Tensor, size: int) -> Tensor:
+  """Rows padded to size with the largest int64: the padding sorts after every item."""
+  return t.pad(((0, 0), (0, size - t.shape[1])), value=dt.max_value(dt.int64)) if size != t.shape[1] else t
 
 def sort_rows(v: Tensor, descending: bool) -> tuple[Tensor, object]:
-  """(int32 permutation of each row of v (R, n), a function giving the inverse permutation)."""
-  if v.dtype.is_bool: v = v.cast(dt.uint8)
-  v = v.contiguous()
-  if v.shape[1] <= RANK_MAX_LENGTH:
-    perm, rank = _rank_perm(v, descending)
-    return perm, lambda: rank
-  perm = _bitonic_perm(v, descending)
-  return perm, lambda: _bitonic_perm(perm, False)
+  """(int32 permutation sorting each row of v (R, n), a function giving the inverse permutation)."""
+  key = sort_key(v, descending).contiguous()
+  rows, n = key.shape
+  size = 1 << max(0, (n - 1).bit_length())
+  pos = Tensor.arange(n, dtype=dt.int32, device=v.device).reshape(1, n)
+  if key.dtype is dt.int32:
+    items = key.cast(dt.int64) * (1 << 32) + pos.cast(dt.int64)   # unique, ordered as (key, index)
+    if n <= RANK_MAX_LENGTH: perm, rank = _rank_perm(items.contiguous().unsqueeze(1) < items.unsqueeze(2))
+    else: perm = (_network(_padded(items, size), lambda a, b: a < b)[:, :n] & 0xFFFFFFFF).cast(dt.int32).contiguous()
+  elif n <= RANK_MAX_LENGTH:
+    ka, kb = key.unsqueeze(1), key.unsqueeze(2)
+    perm, rank = _rank_perm((ka < kb) | ((ka == kb) & (pos.unsqueeze(1) < pos.reshape(1, n, 1))))
+  else:
+    padded, picks = _padded(key, size), positions_along((rows, size), 1, v.device)
+    def less(a, b):
+      ka, kb = take(padded, 1, a, picks), take(padded, 1, b, picks)
+      return (ka < kb) | ((ka == kb) & (a < b))
+    col = Tensor.arange(size, dtype=dt.int32, device=v.device).reshape(1, size).expand(rows, size)
+    perm = _network(col, less)[:, :n].contiguous()
+  if n <= RANK_MAX_LENGTH: return perm, lambda: rank
+  return perm, lambda: sort_rows(perm, False)[0]
 
 def _rows_of(x: Tensor, d: int) -> Tensor:
   t = x.transpose(d, -1)

@@ -265,6 +265,7 @@ class Tensor:
     return self
   def contiguous(self) -> "Tensor":
     if self.node.op is Op.VIEW and self.node.src[0].op is Op.BUFFER and self.node.arg.is_contiguous: return self
+    if self.node.op is Op.CONTIGUOUS: return self   # already stored once: a second CONTIGUOUS would not lower
     t = self._new(Node(Op.CONTIGUOUS, (self.node,), None, self.dtype, self.shape))
     return t if self._ag is None else autograd.record(t, autograd.identity_rule, (self,))
   def numpy(self) -> np.ndarray:

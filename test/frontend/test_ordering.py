@@ -136,3 +136,9 @@ def test_errors(device):
   with pytest.raises(ValueError, match=r"k \(4\) is out of range for dimension 1 of size 3"): x.topk(4)
   with pytest.raises(TypeError, match="k must be an int"): x.topk(1.0)
   with pytest.raises(TypeError, match="expected a Tensor"): alloy.sort([3, 1])
+
+def test_contiguous_twice(device):
+  """sort's backward sorts a permutation not yet computed: contiguous() of a contiguous() result stays one node."""
+  t = (Tensor(np.arange(6.0, dtype=np.float32), device=device) * 2).contiguous()
+  assert t.contiguous().node is t.node
+  np.testing.assert_array_equal(t.contiguous().numpy(), np.arange(6.0) * 2)
