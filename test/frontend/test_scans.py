@@ -3,6 +3,7 @@ gradients (cumprod's at zeros, cummax's to the latest tie) against finite differ
 import numpy as np, pytest
 import alloy
 from alloy import Tensor
+from alloy.scans import TRIANGLE_MAX_LENGTH
 from conftest import rand_np, assert_close
 from op_grads import check_grads, weights
 
@@ -27,6 +28,20 @@ def test_cumprod(device, rng, dim):
   assert_close(Tensor(x, device=device).cumprod(dim).numpy(), np.cumprod(x, dim))
   assert_close(alloy.cumprod(Tensor(x, device=device), dim).numpy(), np.cumprod(x, dim))
 
+@pytest.mark.parametrize("n", [TRIANGLE_MAX_LENGTH + 1, 300, 4096])
+def test_long_rows(device, rng, n):
+  """The log-step scan: cumprod and the running extremes of long rows."""
+  x = rand_np(rng, (2, n), low=0.9, high=1.1)
+  x[1, n // 3] = 0
+  assert_close(Tensor(x, device=device).cumprod(1).numpy(), np.cumprod(x, 1), rtol=1e-4, atol=1e-30)
+  t = rng.integers(-50, 50, (2, n)).astype(np.float32)
+  t[0, n // 2] = np.nan
+  for largest in (True, False):
+    v, i = (alloy.cummax if largest else alloy.cummin)(Tensor(t, device=device), -1)
+    want_v, want_i = np_cum_extreme(t, 1, largest)
+    np.testing.assert_array_equal(v.numpy(), want_v)
+    np.testing.assert_array_equal(i.numpy(), want_i)
+
 @pytest.mark.parametrize("dtype", ["int32", "bool", "float16"])
 def test_cumprod_dtypes(device, rng, dtype):
   x = rand_np(rng, (2, 6), dtype, low=0.5, high=1.5) if dtype == "float16" else rand_np(rng, (2, 6), dtype)
@@ -49,9 +64,11 @@ def test_cummax_cummin(device, rng, largest, dim):
     tv, ti = (torch.cummax if largest else torch.cummin)(torch.tensor(x), dim)
     np.testing.assert_array_equal(i.numpy(), ti.numpy())
 
-@pytest.mark.parametrize("dtype", ["int32", "int64", "bool", "uint8"])
-def test_cummax_ints(device, rng, dtype):
-  x = rand_np(rng, (3, 7), dtype)
+@pytest.mark.parametrize("dtype", ["int32", "int64", "bool", "uint8", "float64"])
+@pytest.mark.parametrize("n", [7, 100])
+def test_cummax_dtypes(device, rng, dtype, n):
+  x = rand_np(rng, (3, n), dtype)
+  if dtype == "int32": x[0, 3] = np.iinfo(np.int32).max   # the largest key is not NaN's for integers
   for largest in (True, False):
     v, i = (Tensor.cummax if largest else Tensor.cummin)(Tensor(x, device=device), 1)
     want_v, want_i = np_cum_extreme(x, 1, largest)
@@ -72,6 +89,8 @@ GRAD_CASES = {
   "cumprod_two_zeros": (lambda a: (a.cumprod(0) * weights(a, 4, 2)).sum(), [(4, 2)], [(1, 0), (2, 0), (0, 1), (3, 1)]),
   "cummax": (lambda a: (a.cummax(1).values * weights(a, 3, 5)).sum(), [(3, 5)], None),
   "cummin_dim0": (lambda a: (a.cummin(0)[0].exp()).sum(), [(4, 3)], None),
+  "cumprod_long": (lambda a: (a.cumprod(1) * weights(a, 2, 70)).sum(), [(2, 70)], [(0, 5), (1, 40), (1, 60)]),
+  "cummax_long": (lambda a: (a.cummax(1).values * weights(a, 2, 70)).sum(), [(2, 70)], None),
 }
 
 @pytest.mark.parametrize("case", sorted(GRAD_CASES))
