@@ -57,6 +57,7 @@ __all__ = ["MTLResourceCPUCacheModeDefaultCache", "MTLResourceCPUCacheModeWriteC
            "MAX_THREADS_PER_THREADGROUP", "MAX_THREADGROUP_MEMORY", "MAX_SET_BYTES", "MAX_BUFFER_BINDINGS", "SIMD_WIDTH",
            "MTLIndirectCommandBufferExecutionRangeMake", "MTLResourceOptions", "MTLPipelineOption", "MTLSize", "MTLSizeMake", "NSRange",
            "NSMakeRange", "LIB_MAGIC", "compile_library", "MTLCopyAllDevices", "MTLCreateSystemDefaultDevice", "MetalCompileError", "MetalError",
-           "MetalExecutionError", "MetalHazardError", "MetalKernelCrash", "MetalKernelTimeout", "MetalLimitError", "MetalValidationError", "shutdown", "worker_pid",
+           "MetalExecutionError", "MetalHazardError",
+           "MetalKernelCrash", "MetalKernelTimeout", "MetalLimitError", "MetalValidationError", "shutdown", "worker_pid",
            "get_options", "get_target", "options", "set_options", "set_target", "MTLCompileOptions", "MTLComputePipelineDescriptor",
            "MTLIndirectCommandBufferDescriptor"]
