@@ -7,7 +7,8 @@ source on the CPU (never the default device; ask for it with DEV=METAL). ALLOY_M
 Stages, one file each: MetalCompiler (compiler.py: MSL -> metallib through xcrun, or the source itself to compile
 at load time, or a software library), MetalProgram (program.py: library -> function -> compute pipeline state),
 MetalCommandEncoder (encoder.py: the open command buffer launches go into, a barrier only on a hazard),
-MetalAllocator (allocator.py: shared-storage buffers read and written through contents()), MetalGraph (graph.py: an indirect command buffer replaying captured launches), MetalDevice (here).
+MetalAllocator (allocator.py: shared-storage buffers read and written through contents()), MetalGraph (graph.py:
+an indirect command buffer replaying captured launches), MetalDevice (here).
 
 Ordering: one command queue runs command buffers in commit order; inside one, the encoder's barriers order the
 dispatches. Each launch remembers its command buffer for the buffers it binds (users) and writes (writers): copyout
