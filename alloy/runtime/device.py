@@ -165,10 +165,12 @@ class CommandEncoder:
     self.open_kernels, self.open_barriers, self.open_bytes = [], 0, 0
     self._commit(kernels)
     self.committed += 1
-    if DEBUG >= 2 or commit_listeners:
-      record = CommandBufferRecord(self.device.name, kernels, len(kernels), barriers, self.opened, time.perf_counter())
-      if DEBUG >= 2: print(f"  commit {self.device.name} command buffer {self.committed}: {record.dispatches} dispatches, {barriers} barriers")
-      for listener in commit_listeners: listener(record)
+    if DEBUG >= 2 or commit_listeners: self.report(kernels, barriers, self.opened)
+  def report(self, kernels: list, barriers: int, opened: float) -> None:
+    """Tell DEBUG=2 and the commit listeners of a committed command buffer."""
+    record = CommandBufferRecord(self.device.name, kernels, len(kernels), barriers, opened, time.perf_counter())
+    if DEBUG >= 2: print(f"  commit {self.device.name} command buffer {self.committed}: {record.dispatches} dispatches, {barriers} barriers")
+    for listener in commit_listeners: listener(record)
   def _commit(self, kernels: list) -> None:
     """Send the open command buffer, which holds one dispatch of each of `kernels` (their names)."""
     raise NotImplementedError
