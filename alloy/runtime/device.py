@@ -169,7 +169,9 @@ class CommandEncoder:
   def report(self, kernels: list, barriers: int, opened: float) -> None:
     """Tell DEBUG=2 and the commit listeners of a committed command buffer."""
     record = CommandBufferRecord(self.device.name, kernels, len(kernels), barriers, opened, time.perf_counter())
-    if DEBUG >= 2: print(f"  commit {self.device.name} command buffer {self.committed}: {record.dispatches} dispatches, {barriers} barriers")
+    if DEBUG >= 2:
+      print(f"  commit {self.device.name} command buffer {self.committed}: {record.dispatches} dispatch{'es' if record.dispatches != 1 else ''}, "
+            f"{barriers} barrier{'s' if barriers != 1 else ''}")
     for listener in commit_listeners: listener(record)
   def _commit(self, kernels: list) -> None:
     """Send the open command buffer, which holds one dispatch of each of `kernels` (their names)."""
