@@ -40,13 +40,13 @@ def test_copy_on_one_device(device):
 @pytest.mark.parametrize("dst", DEVICES)
 def test_copy_of_a_strided_view_and_an_empty_tensor(dst, no_host_arrays):
   x = np.arange(24, dtype=np.float32).reshape(4, 6)
-  t = Tensor(x).T[1:3].to(dst)                          # a view: copied into a buffer of its own first
-  e = Tensor(np.zeros((0, 3), np.float32)).to(dst)
+  t = Tensor(x, device="CPU").T[1:3].to(dst)            # a view: copied into a buffer of its own first
+  e = Tensor(np.zeros((0, 3), np.float32), device="CPU").to(dst)
   no_host_arrays.undo()
   np.testing.assert_array_equal(t.numpy(), x.T[1:3])
   assert e.numpy().shape == (0, 3)
 
 def test_to_keeps_the_dtype_and_casts_when_asked():
-  t = Tensor(np.arange(6, dtype=np.int32)).to(DEVICES[-1], float32)
+  t = Tensor(np.arange(6, dtype=np.int32), device="CPU").to(DEVICES[-1], float32)
   assert t.dtype == float32 and t.device == DEVICES[-1]
   np.testing.assert_array_equal(t.numpy(), np.arange(6, dtype=np.float32))
