@@ -176,12 +176,13 @@ class Search:
           if not cands: break
           seen.update(cands)
           bar.total = (bar.total or 1) + len(cands)
-          timed = []
-          for opts, kernel in self._compile_all(cands):
+          timed, chunk = [], max(2, os.cpu_count() or 1)   # compiled a few at a time, so the budget holds
+          for i in range(0, len(cands), chunk):
             if time.perf_counter() >= deadline: break
-            if (seconds := self._time(opts, kernel, beam[0][0], base_s)) is not None: timed.append((seconds, opts))
-            bar.update(1)
-            bar.set_postfix_str(f"best {beam[0][0] * 1e6:.1f} us")
+            for opts, kernel in self._compile_all(cands[i:i + chunk]):
+              if (seconds := self._time(opts, kernel, beam[0][0], base_s)) is not None: timed.append((seconds, opts))
+              bar.update(1)
+              bar.set_postfix_str(f"best {min([beam[0][0]] + [t for t, _ in timed]) * 1e6:.1f} us")
           better = sorted(beam + timed, key=lambda t: t[0])[:self.width]
           if better[0][0] >= beam[0][0]: break   # nothing faster this round
           beam = better
