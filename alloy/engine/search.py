@@ -32,6 +32,8 @@ BEAM_BUDGET_S = getenv("BEAM_BUDGET_S", 30.0)
 REPEATS = 3                 # timed runs per candidate after the first; the best counts
 CANDIDATE_TIMEOUT_S = 20.0  # a CPU candidate still running after this (beside 20x the heuristic's time) is stopped
 CACHE_TABLE = "beam"
+CHECK_MAX = 1 << 22         # outputs compared with the heuristic kernel's (a fixed sample of a bigger output)
+MIN_GAIN = 0.05             # a winner must beat the heuristics by this much when both are timed again, or they stand
 
 _width = threading.local()
 searches = 0                # searches run in this process (what the cache tests count)
@@ -95,12 +97,15 @@ def _report(ast: KernelAST, entry: dict, how: str) -> None:
 def _mismatch(got: bytes, ref: bytes, dtype: dt.DType) -> str | None:
   """Why a candidate's output is not the heuristic kernel's, or None (floats within a reordered sum's rounding)."""
   a, b = np.frombuffer(got, dtype.np), np.frombuffer(ref, dtype.np)
+  if a.size > CHECK_MAX:   # an odd stride through a big output: every column of every tile shape is reached
+    step = (a.size // CHECK_MAX) | 1
+    a, b = a[::step], b[::step]
   if dtype is dt.bfloat16: a, b = dt.bfloat16_bits_to_float32(a), dt.bfloat16_bits_to_float32(b)
   if not dtype.is_float: return None if np.array_equal(a, b) else f"{int((a != b).sum())} of {a.size} outputs differ"
   rtol = {2: 2e-2, 4: 1e-3}.get(dtype.itemsize, 1e-8)
   finite = np.abs(b[np.isfinite(b)])
   atol = rtol * max(1.0, float(finite.max()) if finite.size else 1.0)
-  ok = np.isclose(a.astype(np.float64), b.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True)
+  ok = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
   return None if ok.all() else f"{int((~ok).sum())} of {a.size} outputs differ from the heuristic kernel's"
 
 class Search:
@@ -151,9 +156,8 @@ class Search:
       if DEBUG >= 2: print(f"BEAM {self.ast.root.shape}: skipped {describe(opts)}: {e}", file=sys.stderr)
       return None
 
-  def _retime(self, opts, seconds: float) -> float:
-    self.sources.clear()
-    ((_, kernel),) = self._compile_all([opts])
+  def _retime(self, kernel, seconds: float) -> float:
+    if isinstance(kernel, str): return seconds
     try: return min(seconds, self.timer.time(kernel, self.scalars, REPEATS, float("inf"), max(CANDIDATE_TIMEOUT_S, 60.0))[0])
     except CandidateFailed: return seconds
 
@@ -187,8 +191,10 @@ class Search:
           if better[0][0] >= beam[0][0]: break   # nothing faster this round
           beam = better
       best_s, best = beam[0]
-      if best != base:   # timed again side by side: the first runs of a search meet a cold machine
-        base_s, best_s = self._retime(base, base_s), self._retime(best, best_s)
-        if best_s >= base_s: best_s, best = base_s, base
+      if best != base:   # timed again, in turn: the first runs of a search meet a cold machine, and load changes
+        self.sources.clear()
+        kernels = dict(self._compile_all([base, best]))
+        for _ in range(3): base_s, best_s = self._retime(kernels[base], base_s), self._retime(kernels[best], best_s)
+        if best_s >= base_s * (1 - MIN_GAIN): best_s, best = base_s, base
     finally: self.timer.close()
     return dict(opts=best, base_s=base_s, best_s=best_s, search_s=time.perf_counter() - start, tried=self.tried, skipped=self.skipped)
