@@ -1,8 +1,8 @@
 """Lowering one kernel AST to a linear program.
 
 Longer than the house's 400 lines: one pass whose parts share the Lowerer's state (open loops, lanes, packed panels).
-Making the opts typed transforms and the shared passes (hoisting, address stepping, unrolling) separate files is the
-codegen issue's work.
+It reads a Plan (plan.py) made from a list of typed transforms (transforms.py); making the shared passes (hoisting,
+address stepping, unrolling) separate files is the codegen issue's work.
 
 Every node is evaluated at a symbolic index. Each instruction is placed in the innermost open
 loop whose variable it uses, so loop-invariant work (a broadcast row maximum, say) is computed
