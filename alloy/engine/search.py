@@ -184,6 +184,7 @@ class Search:
           for i in range(0, len(cands), chunk):
             if time.perf_counter() >= deadline: break
             for opts, kernel in self._compile_all(cands[i:i + chunk]):
+              if time.perf_counter() >= deadline: break
               if (seconds := self._time(opts, kernel, beam[0][0], base_s)) is not None: timed.append((seconds, opts))
               bar.update(1)
               bar.set_postfix_str(f"best {min([beam[0][0]] + [t for t, _ in timed]) * 1e6:.1f} us")

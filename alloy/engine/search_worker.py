@@ -19,13 +19,21 @@ def scratch_buffers(device: str, arrays: list) -> list:
   """Fresh buffers holding copies of the inputs (dtype name, array): the user's own are never written."""
   return [Buffer(device, a.size, DTYPES[name]).copyin(a) for name, a in arrays]
 
+_poisons: dict = {}
+def _poison(nbytes: int) -> np.ndarray:
+  """POISON bytes, made once per size (a big output is refilled for every candidate)."""
+  if (p := _poisons.get(nbytes)) is None:
+    _poisons.clear()
+    p = _poisons[nbytes] = np.full(nbytes, POISON, np.uint8)
+  return p
+
 def time_kernel(device_name: str, inputs: list, out: tuple, kernel: tuple, scalars: tuple, repeats: int, slow_s: float) -> tuple:
   """(best device seconds, the output's bytes) of kernel = (name, binary, global_size, local_size) run on the input
   buffers and a fresh output of out = (dtype name, size). After the first run, repeats more, unless the first took
   over slow_s (a candidate far slower than the best needs no precise figure)."""
   device = get_device(device_name)
   name, binary, global_size, local_size = kernel
-  output = Buffer(device_name, out[1], DTYPES[out[0]]).copyin(np.full(out[1] * DTYPES[out[0]].itemsize, POISON, np.uint8).view(DTYPES[out[0]].np))
+  output = Buffer(device_name, out[1], DTYPES[out[0]]).copyin(_poison(out[1] * DTYPES[out[0]].itemsize).view(DTYPES[out[0]].np))
   runner = device.load(name, binary)
   handles = [output.handle] + [b.handle for b in inputs]
   times = [runner(handles, scalars, global_size, local_size, wait=True)]

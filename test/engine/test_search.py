@@ -72,6 +72,7 @@ def _breaker(kinds: dict):
   def filt(opts, source):
     u = next((o.arg for o in opts if o[0] == "UNROLL"), None)
     if (how := kinds.get(u)) is None: return source
+    if how == "garbage": return source + "\nthis is not a kernel\n"
     if how == "wrong":   # before the kernel's closing brace: the first output is overwritten
       end = source.rindex("\n}")
       return source[:end] + "\n  data0[0] = 12345.0f;" + source[end:]
@@ -81,7 +82,8 @@ def _breaker(kinds: dict):
   return filt
 
 def test_failing_candidates_are_skipped(device, fresh_cache, monkeypatch, capsys):
-  kinds = {4: "wrong", 16: "crash", 1: "loop"} if device == "CPU" else {4: "wrong"}
+  # CUDA runs PTX, where C statements cannot go: there the broken candidate fails to compile
+  kinds = {4: "wrong", 16: "crash", 1: "loop"} if device == "CPU" else {4: "garbage"} if device == "CUDA" else {4: "wrong"}
   monkeypatch.setattr(search, "source_filters", [_breaker(kinds)])
   monkeypatch.setattr(search, "CANDIDATE_TIMEOUT_S", 3.0)
   monkeypatch.setattr(search, "BEAM_BUDGET_S", 120.0)   # the first round (where the broken ones are) always runs whole
@@ -90,7 +92,7 @@ def test_failing_candidates_are_skipped(device, fresh_cache, monkeypatch, capsys
   with alloy.beam(2): got = Tensor(a, device=device).sum(1).numpy()
   assert_close(got, a.astype(np.float64).sum(1), rtol=1e-4, atol=1e-3)
   err = capsys.readouterr().err
-  assert "outputs differ from the heuristic kernel's" in err
+  assert ("failed to compile" if device == "CUDA" else "outputs differ from the heuristic kernel's") in err
   if device == "CPU":
     assert "crashed the timing process (signal 11)" in err and "timed out after" in err
   entry = search._decode(unpack_entry(next(fresh_cache.iterdir()).read_bytes()))
