@@ -5,15 +5,18 @@ threads, a loop swap, operand staging), or swaps the GPU's grouped form for the 
 lists the validator (plan.check) accepts are returned, each once.
 """
 from __future__ import annotations
+from alloy.helpers import prod
 from alloy.ir.ops import Op
 from alloy.ir.kernel import KernelAST
 from alloy.caps import DeviceCaps
 from alloy.codegen.transforms import Opt, OptKind, upcast, unroll, local, group, thread, swap, stage, loop_order
-from alloy.codegen.plan import check
+from alloy.codegen.plan import check, make_plan
+from alloy.codegen.opts import row_axes
 
 LANES = (2, 4, 8, 16, 32, 64)
 UNROLLS = (1, 4, 8, 16, 32)
 THREADS = (32, 64, 128, 256, 512, 1024)
+MIN_THREADS_FRACTION = 16   # a GPU candidate keeps at least 1/16 of its parent's threads
 
 def _normalized(shape: tuple, opts: list) -> tuple:
   """THREAD follows the outermost loop (a swap may have moved it); UNROLL's axis must stay upcast."""
@@ -64,8 +67,7 @@ def neighbours(ast: KernelAST, caps: DeviceCaps, opts) -> list[tuple]:
       for n in THREADS:
         if l is None: add(opts + [local(n)])
         elif n != l.arg: add([local(n) if x is l else x for x in opts])
-      if has_reduce:   # the grouped form: a threadgroup per row of the leading axes
-        for k in range(len(shape) + 1): add([group(k, caps.default_local)])
+      if has_reduce: add([group(row_axes(root), caps.default_local)])   # the grouped form: a threadgroup per row
   else:
     if (t := kinds.get(OptKind.THREAD)) is not None: add(without(t))
     else: add(opts + [thread(0)])   # _normalized puts it on the outermost loop
@@ -79,8 +81,17 @@ def neighbours(ast: KernelAST, caps: DeviceCaps, opts) -> list[tuple]:
     elif len(ups) == 2:
       for a in ups: add(opts + [stage(a)])
   seen, out = {tuple(opts)}, []
+  threads = _threads(ast, caps, opts) if caps.threads else 0
   for cand in found:
     if cand in seen: continue
     seen.add(cand)
-    if check(ast, caps, cand) is None: out.append(cand)
+    if check(ast, caps, cand) is not None: continue
+    # far fewer GPU threads than the list it comes from leaves the GPU idle for a long time (a search cannot stop
+    # a GPU kernel once it runs): not tried
+    if caps.threads and _threads(ast, caps, cand) * MIN_THREADS_FRACTION < threads: continue
+    out.append(cand)
   return out
+
+def _threads(ast: KernelAST, caps: DeviceCaps, opts) -> int:
+  plan = make_plan(ast, caps, opts)
+  return prod(plan.global_size) * prod(plan.local_size)

@@ -234,6 +234,16 @@ def _unit_stride(loads: list, var: str) -> bool:
 def _output_axes(exprs) -> set:
   return {int(v.name[1:]) for e in exprs for v in e.vars() if v.name.startswith("o")}
 
+def row_axes(root: Node) -> int:
+  """The leading output axes that pick a row of the longest reduction: the trailing ones it runs along (softmax's
+  columns) or of length 1 belong to the row, not the grid (GROUP's axis)."""
+  reduces = [m for m in root.toposort() if m.op is Op.REDUCE]
+  big = max(reduces, key=lambda r: prod(r.src[0].shape[a] for a in r.arg[1]))
+  shape, k = root.shape, len(root.shape)
+  if len(big.shape) == len(shape):
+    while k > 0 and (shape[k - 1] == 1 or ((k - 1) in big.arg[1] and big.src[0].shape[k - 1] == shape[k - 1])): k -= 1
+  return k
+
 def _grouped_opts(root: Node, caps: DeviceCaps) -> list[Opt] | None:
   """Rows of long reductions: a threadgroup per row, its threads striding over the row (coalesced loads)
   and combining partial results through SIMD shuffles and threadgroup memory."""
@@ -241,12 +251,8 @@ def _grouped_opts(root: Node, caps: DeviceCaps) -> list[Opt] | None:
   if not reduces or prod(root.shape) == 0: return None
   def length(r: Node) -> int: return prod(r.src[0].shape[a] for a in r.arg[1])
   big = max(reduces, key=length)
-  shape = root.shape
-  # trailing output axes the big reduction runs along (softmax's columns) belong to the row, not the grid
-  k = len(shape)
-  if len(big.shape) == len(shape):
-    while k > 0 and (shape[k - 1] == 1 or ((k - 1) in big.arg[1] and big.src[0].shape[k - 1] == shape[k - 1])): k -= 1
-  rows = prod(shape[:k])
+  k = row_axes(root)
+  rows = prod(root.shape[:k])
   if length(big) < GROUP_MIN_REDUCE or rows >= GROUP_MAX_ROWS: return None
   local = max(caps.simd_width, min(caps.default_local, _pow2_at_least(length(big) // 8)))
   return [group(k, local)]
