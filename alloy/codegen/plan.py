@@ -56,7 +56,8 @@ def _stash(root: Node, threads: bool, full: bool, split_axis) -> tuple:
   return output_stash(root)
 
 def check(ast: KernelAST, caps: DeviceCaps, opts) -> str | None:
-  """Why `opts` cannot lower this kernel on a device with these caps, or None where it can."""
+  """Why `opts` cannot lower this kernel on a device with these caps, or None where it can. The grid's size is left to
+  each device's Program, which refuses a launch past its own limits with an error saying so."""
   root, shape = ast.root, ast.root.shape
   ndim, gpu = len(shape), caps.threads
   opts = list(opts)
@@ -121,12 +122,9 @@ def check(ast: KernelAST, caps: DeviceCaps, opts) -> str | None:
         return f"{g!r}: threads must be a power of two from {caps.simd_width} (a SIMD group) to {caps.max_local}"
       if (nb := g.arg * max(r.dtype.itemsize for r in reduces)) > caps.shared_bytes:
         return f"{g!r}: {nb} bytes of shared memory, over the device's {caps.shared_bytes}"
-      if prod(shape[:g.axis]) > caps.max_grid: return f"{g!r}: {prod(shape[:g.axis])} rows, over the grid's {caps.max_grid} groups"
       return None
     n = by[OptKind.LOCAL].arg if OptKind.LOCAL in by else 1
     if not 1 <= n <= caps.max_local: return f"LOCAL(0, {n}): threads per group must be 1..{caps.max_local}"
-    tiles = prod(-(-s // ups.get(a, 1)) for a, s in enumerate(shape))
-    if -(-tiles // n) > caps.max_grid: return f"{-(-tiles // n)} threadgroups, over the grid's {caps.max_grid}"
     return None
   for k in (OptKind.LOCAL, OptKind.GROUP):
     if k in by: return f"{by[k]!r}: GPU only (a CPU kernel has no threadgroups; its threads are THREAD)"
