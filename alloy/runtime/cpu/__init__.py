@@ -21,7 +21,8 @@ from alloy.runtime.cpu.queue import CPUQueue, queue_binary
 
 class CPUDevice(Device):
   renderer = CRenderer()
-  caps = DeviceCaps(threads=False, vector_widths=(8, 4), vector_arithmetic=True)
+  # registers: AVX2's 16 vector registers of 8 float32; shared_bytes: a packed panel lives on the kernel thread's stack
+  caps = DeviceCaps(threads=False, vector_widths=(8, 4), vector_arithmetic=True, registers=16 * 8, shared_bytes=1 << 18)
   graph = CPUGraph
   launch_list = CPULaunchList
   def __init__(self, name: str):

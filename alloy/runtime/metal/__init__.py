@@ -62,7 +62,9 @@ class MetalDevice(Device):
   uses and writes which buffer, host copies and allocations are serialized behind one lock per device (`lock`);
   waiting for a command buffer happens outside it, so other threads keep launching meanwhile."""
   renderer = MetalRenderer()
-  caps = DeviceCaps(threads=True)
+  # 32 KiB of threadgroup memory (Apple's feature-set tables); Apple publishes no per-thread register count: 128 is a
+  # conservative figure for the validator
+  caps = DeviceCaps(threads=True, registers=128, shared_bytes=32 << 10)
   graph = MetalGraph   # None per instance where indirect command buffers are missing
 
   def __new__(cls, name: str = "METAL"):
