@@ -14,3 +14,4 @@ class DeviceCaps:
   vector_widths: tuple = (4,)   # elements per vector load/store, for the dtypes below
   vector_arithmetic: bool = False   # the language computes on vectors: lane-wise arithmetic becomes vector arithmetic
   vector_dtypes: frozenset = frozenset({"float32", "int32", "uint32"})
+  codegen_loops: bool = False   # codegen unrolls short innermost loops and steps pointers (its compiler does not: ptxas)

@@ -18,6 +18,7 @@ from alloy.ir.ops import Op, FLOP_COST, ELEMENTWISE
 from alloy.codegen.program import Instr, Kind, KernelMeta, LinearProgram
 from alloy.codegen.opts import KernelOpts, choose_opts
 from alloy.codegen.vectorize import vectorize
+from alloy.codegen.passes import after_lowering
 from alloy.ir.kernel import KernelAST
 
 GROUP_VECTOR = 4   # elements a grouped-reduction thread takes at once: one 16-byte access for 4-byte types
@@ -528,4 +529,5 @@ def lower(ast: KernelAST, device_caps) -> LinearProgram:
   prog = Lowerer(ast, choose_opts(ast, device_caps)).lower()
   prog.instrs, prog.meta.vector_widths = vectorize(prog.instrs, device_caps.vector_widths, device_caps.vector_dtypes,
                                                    aligned=device_caps.threads, arithmetic=device_caps.vector_arithmetic)
+  prog.instrs = after_lowering(prog.instrs, device_caps)
   return prog
