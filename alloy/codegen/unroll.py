@@ -14,38 +14,55 @@ MAX_BODY = 64   # instructions: a longer body has work enough in flight already,
 FACTORS = (4, 2)
 _BARRIERS = (Kind.RANGE, Kind.GROUP_REDUCE, Kind.LOCAL, Kind.SPECIAL)
 
-def _rebuild(e: sym.Expr, var: sym.Var, value: sym.Expr, refs: dict) -> sym.Expr:
-  """e with var replaced by value and each named index (Opaque) of the body by its copy's."""
-  if isinstance(e, sym.Var): return value if e == var else e
-  if isinstance(e, sym.Const): return e
-  if isinstance(e, sym.Opaque): return sym.Opaque(refs.get(id(e.ref), e.ref), e.min, e.max) if id(e.ref) in refs else e
-  if isinstance(e, sym.Sum):
-    out = sym.Const(e.const)
-    for t, c in e.terms: out = out + _rebuild(t, var, value, refs) * c
+class _Copy:
+  """Copy k of a loop body unrolled by `factor`: the counter var reads outer*factor + k."""
+  def __init__(self, var: sym.Var, outer: sym.Var, factor: int, k: int):
+    self.var, self.outer, self.factor, self.k = var, outer, factor, k
+    self.value = outer * factor + k
+    self.refs: dict = {}   # id(body instruction) -> its copy
+
+  def touched(self, e: sym.Expr) -> bool:
+    """Whether e reads var or a named index (Opaque) of the body: only then is it rebuilt (rebuilding is costly)."""
+    if isinstance(e, sym.Var): return e.name == self.var.name   # loop variables' names are the kernel's own, one each
+    if isinstance(e, sym.Opaque): return id(e.ref) in self.refs
+    if isinstance(e, sym.Sum): return any(self.touched(t) for t, _ in e.terms)
+    if isinstance(e, (sym.Div, sym.Mod)): return self.touched(e.a)
+    return False
+
+  def expr(self, e: sym.Expr) -> sym.Expr:
+    """e with var replaced and each named index of the body by its copy's."""
+    if not self.touched(e): return e
+    if isinstance(e, sym.Var): return self.value
+    if isinstance(e, sym.Opaque): return sym.Opaque(self.refs[id(e.ref)], e.min, e.max)
+    if isinstance(e, sym.Sum):
+      changed = [(t, c) for t, c in e.terms if self.touched(t)]
+      if changed == [(self.var, c) for _, c in changed]:   # the counter itself: same place in the order (same name)
+        c = changed[0][1]
+        return sym.Sum(tuple((self.outer, c * self.factor) if t == self.var else (t, k) for t, k in e.terms), e.const + c * self.k)
+      out = e
+      for t, c in changed: out = out + (self.expr(t) - t) * c
+      return out
+    if isinstance(e, sym.Div): return sym.div(self.expr(e.a), e.d)
+    return sym.mod(self.expr(e.a), e.d)
+
+  def cond(self, c: sym.Cond) -> sym.Cond:
+    out = sym.Cond()
+    for clause in c.clauses:
+      if clause == ("false",): return sym.FALSE
+      kind, e, bound = clause
+      e = self.expr(e)
+      out = out & (sym.in_range(e, bound, 1 << 62) if kind == "ge" else sym.in_range(e, -(1 << 62), bound))
     return out
-  if isinstance(e, sym.Div): return sym.div(_rebuild(e.a, var, value, refs), e.d)
-  if isinstance(e, sym.Mod): return sym.mod(_rebuild(e.a, var, value, refs), e.d)
-  raise TypeError(e)
 
-def _rebuild_cond(c: sym.Cond, var, value, refs) -> sym.Cond:
-  out = sym.Cond()
-  for clause in c.clauses:
-    if clause == ("false",): return sym.FALSE
-    kind, e, bound = clause
-    e = _rebuild(e, var, value, refs)
-    out = out & (sym.in_range(e, bound, 1 << 62) if kind == "ge" else sym.in_range(e, -(1 << 62), bound))
-  return out
-
-def _copy(ins: Instr, var, value, refs: dict) -> Instr:
-  arg, op = ins.arg, ins.op
-  def ex(e): return _rebuild(e, var, value, refs)
-  if op in (Kind.LOAD, Kind.STORE): arg = (ex(arg[0]), _rebuild_cond(arg[1], var, value, refs))
-  elif op in (Kind.VLOAD, Kind.VSTORE): arg = (ex(arg[0]), arg[1])
-  elif op is Kind.INDEX: arg = ex(arg)
-  elif op in (Kind.COND, Kind.IF): arg = _rebuild_cond(arg, var, value, refs)
-  out = Instr(op, ins.dtype, tuple(refs.get(id(s), s) for s in ins.src), arg)
-  refs[id(ins)] = out
-  return out
+  def instr(self, ins: Instr) -> Instr:
+    arg, op = ins.arg, ins.op
+    if op in (Kind.LOAD, Kind.STORE): arg = (self.expr(arg[0]), self.cond(arg[1]))
+    elif op in (Kind.VLOAD, Kind.VSTORE): arg = (self.expr(arg[0]), arg[1])
+    elif op is Kind.INDEX: arg = self.expr(arg)
+    elif op in (Kind.COND, Kind.IF): arg = self.cond(arg)
+    out = Instr(op, ins.dtype, tuple(self.refs.get(id(s), s) for s in ins.src), arg)
+    self.refs[id(ins)] = out
+    return out
 
 def unroll(instrs: list) -> list:
   out, i = [], 0
@@ -64,7 +81,7 @@ def unroll(instrs: list) -> list:
     outer = sym.Var(var.name, 0, count // factor - 1)
     out[-1] = Instr(Kind.RANGE, ins.dtype, (), (outer, parallel))
     for k in range(factor):
-      refs: dict = {}
-      out.extend(_copy(b, var, outer * factor + k, refs) for b in body)
+      copy = _Copy(var, outer, factor, k)
+      out.extend(copy.instr(b) for b in body)
     i = end
   return out
