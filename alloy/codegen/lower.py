@@ -1,8 +1,8 @@
 """Lowering one kernel AST to a linear program.
 
 Longer than the house's 400 lines: one pass whose parts share the Lowerer's state (open loops, lanes, packed panels).
-Making the opts typed transforms and the shared passes (hoisting, address stepping, unrolling) separate files is the
-codegen issue's work.
+Making the opts typed transforms is the codegen issue's work; the passes after lowering (index arithmetic, hoisting,
+address stepping, unrolling) are codegen/passes.py's.
 
 Every node is evaluated at a symbolic index. Each instruction is placed in the innermost open
 loop whose variable it uses, so loop-invariant work (a broadcast row maximum, say) is computed
