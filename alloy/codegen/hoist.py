@@ -4,11 +4,14 @@ Each PURE instruction (program.py) goes to the block of its innermost operand, j
 held it, and is merged with an equal instruction already visible there. Index arithmetic lowered in place by
 index.py thus runs once per iteration of the loops it depends on, for every renderer: NVVM and C compilers do this
 themselves, but ptxas does not (PTX matmul ran at 0.27x of its speed with the index math left in the loop).
-A PTR that a STEP moves stays where strength.py put it: it changes in its loop.
+A PTR that a STEP moves stays where strength.py put it: it changes in its loop; so does what reads an accumulator
+(its value is final only after the loop that updates it).
 """
 from __future__ import annotations
 from alloy.codegen.blocks import Block, flat, homes, nest
 from alloy.codegen.program import Kind, PURE
+
+_CHANGING = (Kind.ACC, Kind.VACC)
 
 def hoist(instrs: list) -> list:
   top = nest(instrs)
@@ -54,7 +57,7 @@ def hoist(instrs: list) -> list:
         i = block.items.index(item) + 1   # hoisted instructions went in before it
         continue
       item.src = tuple(replaced.get(id(s), s) for s in item.src)
-      if item.op in PURE and id(item) not in stepped and not place(item, block):
+      if item.op in PURE and id(item) not in stepped and not any(x.op in _CHANGING for x in item.src) and not place(item, block):
         del block.items[i]
         continue
       i += 1
