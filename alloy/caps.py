@@ -18,3 +18,4 @@ class DeviceCaps:
   registers: int = 255     # 32-bit registers one thread may hold (sm_90's limit); half of them may be accumulators
   shared_bytes: int = 48 << 10   # bytes of the fast arrays one kernel may stage: a threadgroup's shared memory on a GPU
                                  # (CUDA's static limit), the kernel thread's stack on the CPU
+  codegen_loops: bool = False   # codegen unrolls short innermost loops and steps pointers (its compiler does not: ptxas)

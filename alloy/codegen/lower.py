@@ -1,8 +1,8 @@
 """Lowering one kernel AST to a linear program.
 
 Longer than the house's 400 lines: one pass whose parts share the Lowerer's state (open loops, lanes, packed panels).
-It reads a Plan (plan.py) made from a list of typed transforms (transforms.py); making the shared passes (hoisting,
-address stepping, unrolling) separate files is the codegen issue's work.
+It reads a Plan (plan.py) made from a list of typed transforms (transforms.py); the passes after lowering (index
+arithmetic, hoisting, address stepping, unrolling) are codegen/passes.py's.
 
 Every node is evaluated at a symbolic index. Each instruction is placed in the innermost open
 loop whose variable it uses, so loop-invariant work (a broadcast row maximum, say) is computed
@@ -19,6 +19,7 @@ from alloy.codegen.program import Instr, Kind, KernelMeta, LinearProgram
 from alloy.codegen.opts import choose_opts
 from alloy.codegen.plan import Plan, make_plan
 from alloy.codegen.vectorize import vectorize
+from alloy.codegen.passes import after_lowering
 from alloy.ir.kernel import KernelAST
 
 GROUP_VECTOR = 4   # elements a grouped-reduction thread takes at once: one 16-byte access for 4-byte types
@@ -532,4 +533,5 @@ def lower(ast: KernelAST, device_caps, opts=None) -> LinearProgram:
   prog = Lowerer(ast, plan).lower()
   prog.instrs, prog.meta.vector_widths = vectorize(prog.instrs, device_caps.vector_widths, device_caps.vector_dtypes,
                                                    aligned=device_caps.threads, arithmetic=device_caps.vector_arithmetic)
+  prog.instrs = after_lowering(prog.instrs, device_caps)
   return prog

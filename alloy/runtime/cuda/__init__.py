@@ -40,7 +40,7 @@ def is_available() -> bool: return not unavailable_reason()
 
 class CUDADevice(Device):
   renderer = CUDARenderer()   # this instance's: PTX first where nvJitLink assembles it (see __init__)
-  caps = DeviceCaps(threads=True)
+  caps = DeviceCaps(threads=True, codegen_loops=True)   # PTX goes to ptxas, which neither unrolls nor steps pointers
   graph = CUDAGraph
   launch_list = CUDALaunchList
 
