@@ -91,11 +91,13 @@ def conv_weight_grad(x, gy, w_shape: tuple, stride, pads, dilation, groups):
   o = gy.shape[2:]
   if xw.shape[3:3 + nd] != o: xw = xw.shrink(tuple((0, s) for s in xw.shape[:3]) + tuple((0, m) for m in o) + tuple((0, k) for k in kernel))
   sp, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
-  xw = xw.permute((1, 2) + ks + (0,) + sp).reshape((g, 1, cg) + kernel + (n,) + o)
+  # computed as (G, Cg, *K, Cout_g), the output channels innermost: a register tile of input channels times output
+  # channels, each loaded element serving a row or a column of it (matmul's), then viewed as the weight's layout
+  xw = xw.permute((1, 2) + ks + (0,) + sp).reshape((g, cg) + kernel + (1, n) + o)
   gg = computed(gy.cast(d)).reshape((n, g, cog) + o).permute((1, 2, 0) + tuple(range(3, 3 + nd)))
-  gg = gg.reshape((g, cog, 1) + (1,) * nd + (n,) + o)
-  gw = (xw.cast(acc) * gg.cast(acc)).sum(tuple(range(3 + nd, 4 + 2 * nd))).cast(d)
-  return gw.reshape(w_shape)
+  gg = gg.reshape((g, 1) + (1,) * nd + (cog, n) + o)
+  gw = (xw.cast(acc) * gg.cast(acc)).sum(tuple(range(3 + nd, 4 + 2 * nd))).cast(d)   # (G, Cg, *K, Cout_g)
+  return gw.permute((0, 2 + nd, 1) + tuple(range(2, 2 + nd))).reshape(w_shape)
 
 def _conv_rule(out, gy, x, w, stride, pads, dilation, groups):
   gx = conv_input_grad(gy, w, x.shape[2:], stride, tuple(p[0] for p in pads), dilation, groups)
