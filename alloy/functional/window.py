@@ -14,7 +14,7 @@ def computed(x):
   """x, or a contiguous copy of it when it is work that a window view would redo once per window element."""
   n = x.node
   base = n.src[0] if n.op is Op.VIEW else n
-  return x if base.op in (Op.BUFFER, Op.CONTIGUOUS) or base.realized is not None else x.contiguous()
+  return x if base.op in (Op.BUFFER, Op.CONTIGUOUS) else x.contiguous()
 
 def pad_spatial(x, pads: tuple, value=0.0):
   """x padded (pads[i] = (before, after) >= 0) or cropped (< 0) along its last len(pads) axes."""
@@ -35,11 +35,15 @@ def windows(x, kernel: tuple, stride: tuple, dilation: tuple):
   out = tuple(out_size(n, k, s, d) for n, k, s, d in zip(spatial, kernel, stride, dilation))
   rows = strides_for_shape(x.shape)
   strides = rows[:len(lead)] + tuple(r * s for r, s in zip(rows[len(lead):], stride)) + tuple(r * d for r, d in zip(rows[len(lead):], dilation))
+  return strided(x, lead + out + kernel, strides)
+
+def strided(x, shape: tuple, strides: tuple):
+  """A view of x's elements in row-major order, element [i...] at sum(i * strides) (strides may overlap): pushed
+  over x's own tracker, so x is still read in place. No autograd: callers record their own rule."""
   n = x.node
   base, st = (n.src[0], n.arg) if n.op is Op.VIEW else (n, ShapeTracker.contiguous(x.shape))
-  view = View.create(lead + out + kernel, strides, 0)
-  st = ShapeTracker(st.views + (view,)).simplify()
-  return x._new(Node(Op.VIEW, (base,), st, x.dtype, view.shape))
+  st = ShapeTracker(st.views + (View.create(shape, strides, 0),)).simplify()
+  return x._new(Node(Op.VIEW, (base,), st, x.dtype, tuple(shape)))
 
 def dilate(g, axis: int, s: int):
   """s-1 zeros between the elements of one axis: (n,) -> ((n-1)*s + 1,)."""
