@@ -91,13 +91,13 @@ def lane_device(device: str) -> bool:
 def conv_weight_grad(x, gy, w_shape: tuple, stride, pads, dilation, groups):
   """The weight gradient of conv_forward: gw[co, ci, k] = sum over the batch and the output positions of the input's
   window element times gy; one reduction over the input's window view."""
-  if all(s == 1 for s in stride) and lane_device(x.device): return _weight_grad_as_matmul(x, gy, w_shape, pads, dilation, groups)
   nd = len(w_shape) - 2
   n, g, cg, kernel = x.shape[0], groups, w_shape[1], tuple(w_shape[2:])
   cog = w_shape[0] // g
   d = dt.promote_types(x.dtype, gy.dtype)
   acc = accumulator(d)
   x = pad_spatial(computed(x.cast(d)), pads)
+  if all(s == 1 for s in stride) and lane_device(x.device): return _weight_grad_as_matmul(x, gy.cast(d), w_shape, dilation, groups, acc)
   xw = windows(x.reshape((n, g, cg) + x.shape[2:]), kernel, stride, dilation)   # (N, G, Cg, *O, *K)
   o = gy.shape[2:]
   if xw.shape[3:3 + nd] != o: xw = xw.shrink(tuple((0, s) for s in xw.shape[:3]) + tuple((0, m) for m in o) + tuple((0, k) for k in kernel))
@@ -110,31 +110,27 @@ def conv_weight_grad(x, gy, w_shape: tuple, stride, pads, dilation, groups):
   gw = (xw.cast(acc) * gg.cast(acc)).sum(tuple(range(3 + nd, 4 + 2 * nd))).cast(d)   # (G, Cg, *K, Cout_g)
   return gw.permute((0, 2 + nd, 1) + tuple(range(2, 2 + nd))).reshape(w_shape)
 
-def _weight_grad_as_matmul(x, gy, w_shape: tuple, pads, dilation, groups):
+def _weight_grad_as_matmul(xp, gy, w_shape: tuple, dilation, groups, acc):
   """The stride-1 weight gradient as one matmul-shaped reduction, for lane devices: with the padded input and gy
   (zero-padded to the same grid) flattened over (batch, *grid) into one axis j, gw[co, ci, k] = sum_j
   gy[co, j] * x[ci, j + shift(k)], shift(k) = sum_i k_i * dilation_i * (grid row stride)_i. A shift that runs past a
   row or an image meets gy's zero padding. One reduction axis, gy laid out (j, co): the CPU's matmul register tile
   with vector loads along co (64 -> 64 channels, 56x56, 3x3: 2-3 -> 26 GFLOP/s on the 2-core VM), where the
   three-axis reduction ran scalar multiply-adds."""
-  nd = len(w_shape) - 2
-  n, g, cg, kernel = x.shape[0], groups, w_shape[1], tuple(w_shape[2:])
+  nd, (n, g, cg), kernel = len(w_shape) - 2, (xp.shape[0], groups, w_shape[1]), tuple(w_shape[2:])
   cog = w_shape[0] // g
-  d = dt.promote_types(x.dtype, gy.dtype)
-  acc = accumulator(d)
-  xp = pad_spatial(computed(x.cast(d)), pads)
   grid = xp.shape[2:]
   p = prod(grid)
   # x as (G, Cg, N * grid) and gy as (G, N * grid, Cout_g), both contiguous copies (input- and output-sized)
   xt = xp.reshape((n, g, cg) + grid).permute((1, 2, 0) + tuple(range(3, 3 + nd))).contiguous().reshape(g, cg, n * p)
-  gp = pad_spatial(computed(gy.cast(d)), tuple((0, s - o) for s, o in zip(grid, gy.shape[2:])))
+  gp = pad_spatial(computed(gy), tuple((0, s - o) for s, o in zip(grid, gy.shape[2:])))
   gt = gp.reshape((n, g, cog) + grid).permute((1, 0) + tuple(range(3, 3 + nd)) + (2,)).contiguous().reshape(g, n * p, cog)
   rows = strides_for_shape(grid)
   span = sum((k - 1) * dl * r for k, dl, r in zip(kernel, dilation, rows))
   j = n * p - span   # the positions whose every shift stays inside the buffer; the rest are gy's padding
   a = strided(xt, (g, cg) + kernel + (1, j), (cg * n * p, n * p) + tuple(dl * r for dl, r in zip(dilation, rows)) + (0, 1))
   b = gt.shrink(((0, g), (0, j), (0, cog))).permute(0, 2, 1).reshape((g, 1) + (1,) * nd + (cog, j))
-  gw = (a.cast(acc) * b.cast(acc)).sum(-1).cast(d)   # (G, Cg, *K, Cout_g)
+  gw = (a.cast(acc) * b.cast(acc)).sum(-1).cast(xp.dtype)   # (G, Cg, *K, Cout_g)
   return gw.permute((0, 2 + nd, 1) + tuple(range(2, 2 + nd))).reshape(w_shape)
 
 def _conv_rule(out, gy, x, w, stride, pads, dilation, groups):

@@ -27,7 +27,8 @@ CONV2D = [((2, 3, 7, 9), (4, 3, 3, 3), dict(padding=1)),
 CONV_T2D = [((2, 3, 5, 6), (3, 4, 3, 3), dict()),
             ((2, 4, 5, 4), (4, 3, 3, 3), dict(stride=2, padding=1, output_padding=1, groups=2)),
             ((1, 2, 4, 4), (2, 3, 2, 3), dict(stride=3, padding=(1, 0), output_padding=(2, 1), dilation=2)),
-            ((1, 1, 3, 5), (1, 1, 3, 1), dict(stride=(1, 2), padding=(2, 0)))]
+            ((1, 1, 3, 5), (1, 1, 3, 1), dict(stride=(1, 2), padding=(2, 0))),
+            ((2, 2, 4, 3), (2, 2, 2, 3), dict(padding=1, output_padding=1, dilation=2))]
 
 def _run(fn, tfn, x, w, b, kw, device, dtype=np.float32, tol=1e-4):
   gy_shape = tfn(torch.tensor(x), torch.tensor(w), torch.tensor(b) if b is not None else None, **kw).shape
