@@ -84,6 +84,8 @@ def conv_input_grad(gy, w, in_spatial: tuple, stride, pads_before, dilation, gro
   wt = wt.flip(tuple(range(2, 2 + nd)))
   return conv_forward(gy, wt, (1,) * nd, pads, dilation, groups)
 
+WEIGHT_GRAD_CHUNK = 1024   # positions per partial sum of the matmul-shaped weight gradient (see _weight_grad_as_matmul)
+
 def lane_device(device: str) -> bool:
   """Whether the device runs a kernel as loops whose innermost outputs are vector lanes (the CPU), not threads."""
   return not get_device(device).caps.threads
@@ -121,16 +123,27 @@ def _weight_grad_as_matmul(xp, gy, w_shape: tuple, dilation, groups, acc):
   cog = w_shape[0] // g
   grid = xp.shape[2:]
   p = prod(grid)
-  # x as (G, Cg, N * grid) and gy as (G, N * grid, Cout_g), both contiguous copies (input- and output-sized)
-  xt = xp.reshape((n, g, cg) + grid).permute((1, 2, 0) + tuple(range(3, 3 + nd))).contiguous().reshape(g, cg, n * p)
-  gp = pad_spatial(computed(gy), tuple((0, s - o) for s, o in zip(grid, gy.shape[2:])))
-  gt = gp.reshape((n, g, cog) + grid).permute((1, 0) + tuple(range(3, 3 + nd)) + (2,)).contiguous().reshape(g, n * p, cog)
   rows = strides_for_shape(grid)
   span = sum((k - 1) * dl * r for k, dl, r in zip(kernel, dilation, rows))
-  j = n * p - span   # the positions whose every shift stays inside the buffer; the rest are gy's padding
-  a = strided(xt, (g, cg) + kernel + (1, j), (cg * n * p, n * p) + tuple(dl * r for dl, r in zip(dilation, rows)) + (0, 1))
-  b = gt.shrink(((0, g), (0, j), (0, cog))).permute(0, 2, 1).reshape((g, 1) + (1,) * nd + (cog, j))
-  gw = (a.cast(acc) * b.cast(acc)).sum(-1).cast(xp.dtype)   # (G, Cg, *K, Cout_g)
+  # the positions j whose every shift stays inside the flattened input (the rest are gy's padding), in chunks of
+  # WEIGHT_GRAD_CHUNK summed apart, then the partial sums added: one chunk of both operands stays in cache while every
+  # register tile passes over it (batch 64 at 56x56: 5.8 -> 28 GFLOP/s on the 2-core VM)
+  chunk = WEIGHT_GRAD_CHUNK if n * p - span > 4 * WEIGHT_GRAD_CHUNK else n * p - span
+  chunks = -(-(n * p - span) // chunk)
+  extra = chunks * chunk + span - n * p   # zeros after the last image, so the chunks divide the positions
+  length = n * p + extra
+  # x as (G, Cg, N * grid) and gy as (G, N * grid, Cout_g), both contiguous copies (input- and output-sized)
+  xt = xp.reshape((n, g, cg) + grid).permute((1, 2, 0) + tuple(range(3, 3 + nd))).reshape(g, cg, n * p)
+  xt = xt.pad(((0, 0), (0, 0), (0, extra))).contiguous()
+  gp = pad_spatial(computed(gy), tuple((0, s - o) for s, o in zip(grid, gy.shape[2:])))
+  gt = gp.reshape((n, g, cog) + grid).permute((1, 0) + tuple(range(3, 3 + nd)) + (2,)).reshape(g, n * p, cog)
+  gt = gt.pad(((0, 0), (0, extra), (0, 0))).contiguous()
+  a = strided(xt, (chunks, g, cg) + kernel + (1, chunk),
+              (chunk, cg * length, length) + tuple(dl * r for dl, r in zip(dilation, rows)) + (0, 1))
+  b = gt.shrink(((0, g), (0, chunks * chunk), (0, cog))).reshape(g, chunks, chunk, cog).permute(1, 0, 3, 2)
+  b = b.reshape((chunks, g, 1) + (1,) * nd + (cog, chunk))
+  partial = (a.cast(acc) * b.cast(acc)).sum(-1)   # (chunks, G, Cg, *K, Cout_g)
+  gw = (partial.contiguous().sum(0) if chunks > 1 else partial.reshape(partial.shape[1:])).cast(xp.dtype).reshape((g, cg) + kernel + (cog,))
   return gw.permute((0, 2 + nd, 1) + tuple(range(2, 2 + nd))).reshape(w_shape)
 
 def _conv_rule(out, gy, x, w, stride, pads, dilation, groups):

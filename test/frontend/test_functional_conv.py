@@ -4,6 +4,7 @@ non-square), the window view (one kernel, no im2col buffer) and the errors."""
 import numpy as np, pytest
 from alloy import Tensor
 import alloy.nn.functional as F
+from alloy.functional import conv as conv_module
 from alloy.functional.conv import lane_device
 from alloy.engine import realize
 from alloy.schedule.fusion import schedule
@@ -50,6 +51,14 @@ def test_conv2d(case, device):
   xs, ws, kw = CONV2D[case]
   rng = np.random.default_rng(case)
   _run(F.conv2d, TF.conv2d, rand(rng, *xs), rand(rng, *ws), rand(rng, ws[0]) if case % 2 == 0 else None, kw, device)
+
+@pytest.mark.parametrize("case", [0, 1, 3, 6])
+def test_conv2d_weight_gradient_in_chunks(case, monkeypatch):
+  """The CPU's matmul-shaped weight gradient sums its positions in chunks; small chunks that do not divide them."""
+  monkeypatch.setattr(conv_module, "WEIGHT_GRAD_CHUNK", 7)
+  xs, ws, kw = CONV2D[case]
+  rng = np.random.default_rng(case)
+  _run(F.conv2d, TF.conv2d, rand(rng, *xs), rand(rng, *ws), None, kw, "CPU")
 
 @pytest.mark.parametrize("case", range(len(CONV_T2D)))
 def test_conv_transpose2d(case, device):
