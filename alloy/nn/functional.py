@@ -10,6 +10,7 @@ from alloy.functional.loss import (cross_entropy, nll_loss, mse_loss, l1_loss, s
                                    binary_cross_entropy_with_logits, kl_div)
 from alloy.functional.norm import layer_norm, rms_norm, group_norm, batch_norm, instance_norm, dropout
 from alloy.functional.attention import scaled_dot_product_attention
+from alloy.functional.linear import linear, pad, pixel_shuffle, pixel_unshuffle, cosine_similarity, pairwise_distance
 
 __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "sigmoid", "tanh", "hardtanh",
            "hardsigmoid", "hardswish", "softplus", "logsigmoid", "softsign", "tanhshrink", "threshold", "softmax",
@@ -18,4 +19,5 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "interpolate", "upsample",
            "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "kl_div", "layer_norm", "rms_norm", "group_norm", "batch_norm",
-           "instance_norm", "dropout", "scaled_dot_product_attention"]
+           "instance_norm", "dropout", "scaled_dot_product_attention", "linear", "pad", "pixel_shuffle", "pixel_unshuffle",
+           "cosine_similarity", "pairwise_distance"]

@@ -1,5 +1,6 @@
-"""alloy.nn.functional normalization, dropout, attention and activations against PyTorch on every device (values and
-gradients), finite differences (float64, CPU), batch_norm's running statistics, and the errors."""
+"""alloy.nn.functional normalization, dropout, attention, activations, linear and the shape helpers (pad,
+pixel_shuffle) against PyTorch on every device (values and gradients), finite differences (float64, CPU),
+batch_norm's running statistics, and the errors."""
 import numpy as np, pytest
 import alloy
 from alloy import Tensor
@@ -128,3 +129,33 @@ def test_softmax_implicit_dim(device):
 def test_norm_errors(call, err, match):
   x = Tensor(np.ones((2, 2, 4), np.float32))
   with pytest.raises(err, match=match): call(x)
+
+def test_linear(device):
+  rng = np.random.default_rng(12)
+  x, w, b = rand(rng, 2, 3, 5), rand(rng, 4, 5), rand(rng, 4)
+  against_torch(F.linear, TF.linear, [x, w, b], device, tol=1e-4)
+  against_torch(F.linear, TF.linear, [x, w, None], device, tol=1e-4)
+  with pytest.raises(ValueError, match="in_features"): F.linear(Tensor(x), Tensor(w[:, :3]))
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
+def test_pad(mode, device):
+  x = rand(np.random.default_rng(13), 2, 3, 5, 4)
+  for p, t in (((1, 2), x[0]), ((2, 1, 0, 3), x), ((1, 1, 2, 2), x), ((3, 0), x[:, 0])):
+    against_torch(lambda x: F.pad(x, p, mode=mode), lambda x: TF.pad(x, p, mode=mode), [t], device)
+  if mode == "constant":
+    against_torch(lambda x: F.pad(x, (1, -2, -1, 2), value=0.5), lambda x: TF.pad(x, (1, -2, -1, 2), value=0.5), [x], device)
+
+def test_pixel_shuffle_and_similarity(device):
+  rng = np.random.default_rng(14)
+  x = rand(rng, 2, 8, 3, 5)
+  against_torch(lambda x: F.pixel_shuffle(x, 2), lambda x: TF.pixel_shuffle(x, 2), [x], device)
+  against_torch(lambda x: F.pixel_unshuffle(x, 3), lambda x: TF.pixel_unshuffle(x, 3), [rand(rng, 1, 2, 6, 9)], device)
+  a, b = rand(rng, 4, 6), rand(rng, 4, 6)
+  against_torch(F.cosine_similarity, TF.cosine_similarity, [a, b], device)
+  against_torch(F.pairwise_distance, TF.pairwise_distance, [a, b], device)
+
+def test_pad_and_linear_finite_differences():
+  rng = np.random.default_rng(15)
+  finite_differences(lambda x: F.pad(x, (2, 1, 1, 2), mode="reflect") + F.pad(x, (2, 1, 1, 2), mode="replicate"),
+                     [rand(rng, 1, 1, 3, 4, dtype=np.float64)], [0])
+  finite_differences(F.linear, [rand(rng, 2, 3, dtype=np.float64), rand(rng, 4, 3, dtype=np.float64), rand(rng, 4, dtype=np.float64)], [0, 1, 2])
