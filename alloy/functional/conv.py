@@ -7,6 +7,7 @@ a reduction over the input's window view times the output gradient. A transposed
 functions with their roles swapped.
 """
 from __future__ import annotations
+import numbers
 from alloy import autograd, dtype as dt
 from alloy.helpers import prod, strides_for_shape
 from alloy.runtime.registry import get_device
@@ -14,11 +15,14 @@ from alloy.functional.window import computed, dilate, pad_spatial, strided, wind
 
 def accumulator(d): return dt.float32 if d in (dt.float16, dt.bfloat16) else d
 
+def _is_int(x) -> bool: return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
 def int_tuple(v, nd: int, name: str, op: str, minimum: int) -> tuple:
   """An int or a sequence of nd ints, each at least `minimum`, as a tuple of nd ints."""
-  t = (v,) * nd if isinstance(v, int) and not isinstance(v, bool) else tuple(v) if isinstance(v, (tuple, list)) else None
-  if t is None or len(t) != nd or not all(isinstance(x, int) and not isinstance(x, bool) for x in t):
+  t = (v,) * nd if _is_int(v) else tuple(v) if isinstance(v, (tuple, list)) else None
+  if t is None or len(t) != nd or not all(_is_int(x) for x in t):
     raise TypeError(f"{op}: {name} must be an int or a sequence of {nd} ints, got {v!r}")
+  t = tuple(int(x) for x in t)
   if any(x < minimum for x in t):
     raise ValueError(f"{op}: {name} must be {'non-negative' if minimum == 0 else 'positive'}, got {v!r}")
   return t
@@ -32,7 +36,7 @@ def _check(x, w, nd: int, op: str, groups, transposed=False):
   if w.ndim != nd + 2: raise ValueError(f"{op}: expected a {nd + 2}-D weight, got shape {w.shape}")
   if x.ndim not in (nd + 1, nd + 2):
     raise ValueError(f"{op}: expected a {nd + 1}-D (unbatched) or {nd + 2}-D (batched) input, got shape {x.shape}")
-  if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1: raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+  if not _is_int(groups) or groups < 1: raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
   c = x.shape[-nd - 1]
   if transposed:
     if w.shape[0] != c: raise ValueError(f"{op}: input has {c} channels, the weight {w.shape} expects {w.shape[0]}")
@@ -166,7 +170,7 @@ def _add_bias(out, bias, nd: int, op: str):
 
 def conv(x, weight, bias, stride, padding, dilation, groups, nd: int, op: str):
   _check(x, weight, nd, op, groups)
-  kernel = weight.shape[2:]
+  groups, kernel = int(groups), weight.shape[2:]
   stride, dilation = int_tuple(stride, nd, "stride", op, 1), int_tuple(dilation, nd, "dilation", op, 1)
   pads = _padding(padding, nd, kernel, stride, dilation, op)
   unbatched = x.ndim == nd + 1
@@ -180,7 +184,7 @@ def conv(x, weight, bias, stride, padding, dilation, groups, nd: int, op: str):
 
 def conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation, nd: int, op: str):
   _check(x, weight, nd, op, groups, transposed=True)
-  kernel = weight.shape[2:]
+  groups, kernel = int(groups), weight.shape[2:]
   stride, dilation = int_tuple(stride, nd, "stride", op, 1), int_tuple(dilation, nd, "dilation", op, 1)
   if isinstance(padding, str): raise ValueError(f"{op}: padding must be an int or a tuple of ints, got {padding!r}")
   padding, output_padding = int_tuple(padding, nd, "padding", op, 0), int_tuple(output_padding, nd, "output_padding", op, 0)

@@ -5,6 +5,7 @@ import numpy as np, pytest
 import alloy
 from alloy import Tensor
 import alloy.nn.functional as F
+from alloy.engine import realize
 from functional_check import rand, against_torch, finite_differences
 
 torch = pytest.importorskip("torch")
@@ -159,3 +160,15 @@ def test_pad_and_linear_finite_differences():
   finite_differences(lambda x: F.pad(x, (2, 1, 1, 2), mode="reflect") + F.pad(x, (2, 1, 1, 2), mode="replicate"),
                      [rand(rng, 1, 1, 3, 4, dtype=np.float64)], [0])
   finite_differences(F.linear, [rand(rng, 2, 3, dtype=np.float64), rand(rng, 4, 3, dtype=np.float64), rand(rng, 4, dtype=np.float64)], [0, 1, 2])
+
+def test_layer_norm_gradients_realized_together(device):
+  """The optimizer realizes every gradient in one schedule: there layer_norm's input gradient is one row kernel with
+  two reductions, whose vector code once broadcast a scalar before it was defined (codegen/vectorize.py)."""
+  rng = np.random.default_rng(16)
+  x, w, b, probe = rand(rng, 64, 32), rand(rng, 32), rand(rng, 32), rand(rng, 64, 32)
+  xs = [Tensor(a, device=device, requires_grad=True) for a in (x, w, b)]
+  (F.layer_norm(xs[0], (32,), xs[1], xs[2]) * Tensor(probe, device=device)).sum().backward()
+  realize.realize([t.grad for t in xs])
+  ts = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
+  (TF.layer_norm(ts[0], (32,), ts[1], ts[2]) * torch.tensor(probe)).sum().backward()
+  for a, t in zip(xs, ts): np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-4)
