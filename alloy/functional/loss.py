@@ -103,16 +103,25 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
   denom = w.sum()
   return (nll.sum() * (1 - label_smoothing) + smooth.sum() * (label_smoothing / c)) / denom
 
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+def _weighted(loss, weight, reduction: str, op: str, mean_by_weight=True):
+  """PyTorch's optional elementwise weight of the regression losses: mse's and l1's mean divides by the weights'
+  sum, huber's by the element count."""
+  if weight is None: return _reduce(loss, reduction)
+  if weight.shape != loss.shape: raise ValueError(f"{op}: weights and input must have the same size, got {weight.shape} and {loss.shape}")
+  loss = loss * weight
+  if reduction != "mean" or not mean_by_weight: return _reduce(loss, reduction)
+  return loss.sum() / weight.sum()
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
   reduction = reduction_arg(size_average, reduce, reduction, "mse_loss")
   _same_shape(input, target, "mse_loss")
   d = input - target
-  return _reduce(d * d, reduction)
+  return _weighted(d * d, weight, reduction, "mse_loss")
 
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
   reduction = reduction_arg(size_average, reduce, reduction, "l1_loss")
   _same_shape(input, target, "l1_loss")
-  return _reduce((input - target).abs(), reduction)
+  return _weighted((input - target).abs(), weight, reduction, "l1_loss")
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
   reduction = reduction_arg(size_average, reduce, reduction, "smooth_l1_loss")
@@ -122,12 +131,12 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
   if beta == 0: return _reduce(d, reduction)
   return _reduce(_where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction)
 
-def huber_loss(input, target, reduction="mean", delta=1.0):
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
   reduction = reduction_arg(None, None, reduction, "huber_loss")
   _same_shape(input, target, "huber_loss")
   if delta <= 0: raise ValueError(f"huber_loss: delta must be positive, got {delta}")
   d = (input - target).abs()
-  return _reduce(_where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction)
+  return _weighted(_where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta), weight, reduction, "huber_loss", mean_by_weight=False)
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
   reduction = reduction_arg(size_average, reduce, reduction, "binary_cross_entropy")

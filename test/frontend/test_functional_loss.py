@@ -52,6 +52,14 @@ def test_regression_losses(name, reduction, device):
   rng = np.random.default_rng(5)
   against_torch(getattr(F, name), getattr(TF, name), [rand(rng, 3, 5), rand(rng, 3, 5)], device, kw=dict(reduction=reduction))
 
+@pytest.mark.parametrize("name", ["mse_loss", "l1_loss", "huber_loss"])
+def test_weighted_regression_losses(name, device):
+  rng = np.random.default_rng(10)
+  x, t, w = rand(rng, 3, 4), rand(rng, 3, 4), rand(rng, 3, 4, low=0.1, high=2)
+  for reduction in ("mean", "sum", "none"):
+    against_torch(lambda x, t, w: getattr(F, name)(x, t, reduction=reduction, weight=w),
+                  lambda x, t, w: getattr(TF, name)(x, t, reduction=reduction, weight=w), [x, t, w], device)
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_binary_cross_entropy(reduction, device):
   rng = np.random.default_rng(6)
