@@ -103,7 +103,12 @@ def conv_weight_grad(x, gy, w_shape: tuple, stride, pads, dilation, groups):
   d = dt.promote_types(x.dtype, gy.dtype)
   acc = accumulator(d)
   x = pad_spatial(computed(x.cast(d)), pads)
-  if all(s == 1 for s in stride) and lane_device(x.device): return _weight_grad_as_matmul(x, gy.cast(d), w_shape, dilation, groups, acc)
+  if lane_device(x.device):
+    # a strided convolution's weight gradient is the stride-1 one of gy dilated by the stride (zeros between its
+    # elements): s^nd times the multiply-adds, still about 3x faster on the CPU than the generic reduction below
+    gy = computed(gy.cast(d))
+    for i, s in enumerate(stride): gy = dilate(gy, 2 + i, s)
+    return _weight_grad_as_matmul(x, gy, w_shape, dilation, groups, acc)
   xw = windows(x.reshape((n, g, cg) + x.shape[2:]), kernel, stride, dilation)   # (N, G, Cg, *O, *K)
   o = gy.shape[2:]
   if xw.shape[3:3 + nd] != o: xw = xw.shrink(tuple((0, s) for s in xw.shape[:3]) + tuple((0, m) for m in o) + tuple((0, k) for k in kernel))
@@ -117,10 +122,10 @@ def conv_weight_grad(x, gy, w_shape: tuple, stride, pads, dilation, groups):
   return gw.permute((0, 2 + nd, 1) + tuple(range(2, 2 + nd))).reshape(w_shape)
 
 def _weight_grad_as_matmul(xp, gy, w_shape: tuple, dilation, groups, acc):
-  """The stride-1 weight gradient as one matmul-shaped reduction, for lane devices: with the padded input and gy
-  (zero-padded to the same grid) flattened over (batch, *grid) into one axis j, gw[co, ci, k] = sum_j
-  gy[co, j] * x[ci, j + shift(k)], shift(k) = sum_i k_i * dilation_i * (grid row stride)_i. A shift that runs past a
-  row or an image meets gy's zero padding. One reduction axis, gy laid out (j, co): the CPU's matmul register tile
+  """The stride-1 weight gradient (gy already dilated for a strided one) as one matmul-shaped reduction, for lane
+  devices: with the padded input and gy (zero-padded to the same grid) flattened over (batch, *grid) into one axis
+  j, gw[co, ci, k] = sum_j gy[co, j] * x[ci, j + shift(k)], shift(k) = sum_i k_i * dilation_i * (grid row stride)_i.
+  A shift that runs past a row or an image meets gy's zero padding. One reduction axis, gy laid out (j, co): the CPU's matmul register tile
   with vector loads along co (64 -> 64 channels, 56x56, 3x3: 2-3 -> 26 GFLOP/s on the 2-core VM), where the
   three-axis reduction ran scalar multiply-adds."""
   nd, (n, g, cg), kernel = len(w_shape) - 2, (xp.shape[0], groups, w_shape[1]), tuple(w_shape[2:])
