@@ -1,12 +1,13 @@
 """Pooling with PyTorch's functional signatures: max_pool1d/2d/3d (the gradient to each window's first maximum, as
 PyTorch routes it), avg_pool1d/2d/3d (count_include_pad, ceil_mode, divisor_override) and adaptive_avg_pool1d/2d/3d.
-Each is a reduction over a window view of the padded input (alloy/functional/window.py)."""
+Each is a reduction over a window view of the padded input (alloy/functional/window.py); unfold and fold are that
+view itself and its adjoint."""
 from __future__ import annotations
 import numpy as np
 from alloy import autograd, dtype as dt
 from alloy.helpers import prod
 from alloy.functional.conv import int_tuple
-from alloy.functional.window import computed, pad_spatial, window_adjoint, windows
+from alloy.functional.window import computed, out_size as window_count, pad_spatial, window_adjoint, windows
 
 def _check_input(input, nd: int, op: str):
   from alloy.tensor import Tensor
@@ -164,3 +165,27 @@ def adaptive_avg_pool1d(input, output_size): return adaptive_avg_pool(input, out
 def adaptive_avg_pool2d(input, output_size): return adaptive_avg_pool(input, output_size, 2, "adaptive_avg_pool2d")
 def adaptive_avg_pool3d(input, output_size): return adaptive_avg_pool(input, output_size, 3, "adaptive_avg_pool3d")
 
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+  """PyTorch's im2col, asked for explicitly: (N, C, H, W) -> (N, C * kh * kw, L), L the window positions; the window
+  view made contiguous."""
+  if input.ndim != 4: raise ValueError(f"unfold: expected a 4-D input (N, C, H, W), got shape {input.shape}")
+  kernel, dilation = int_tuple(kernel_size, 2, "kernel_size", "unfold", 1), int_tuple(dilation, 2, "dilation", "unfold", 1)
+  padding, stride = int_tuple(padding, 2, "padding", "unfold", 0), int_tuple(stride, 2, "stride", "unfold", 1)
+  xw = windows(pad_spatial(computed(input), tuple((p, p) for p in padding)), kernel, stride, dilation)   # (N, C, *O, *K)
+  n, c, oh, ow = xw.shape[:4]
+  if oh <= 0 or ow <= 0: raise ValueError(f"unfold: the kernel {kernel} does not fit the (padded) input {input.shape[2:]}")
+  return xw.permute(0, 1, 4, 5, 2, 3).reshape(n, c * kernel[0] * kernel[1], oh * ow)
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+  """unfold's adjoint (col2im): (N, C * kh * kw, L) -> (N, C, *output_size), overlapping window elements summed."""
+  size = int_tuple(output_size, 2, "output_size", "fold", 1)
+  kernel, dilation = int_tuple(kernel_size, 2, "kernel_size", "fold", 1), int_tuple(dilation, 2, "dilation", "fold", 1)
+  padding, stride = int_tuple(padding, 2, "padding", "fold", 0), int_tuple(stride, 2, "stride", "fold", 1)
+  o = tuple(window_count(n + 2 * p, k, s, d) for n, p, k, s, d in zip(size, padding, kernel, stride, dilation))
+  if input.ndim != 3 or input.shape[1] % (kernel[0] * kernel[1]) or input.shape[2] != o[0] * o[1]:
+    raise ValueError(f"fold: expected an input (N, C * {kernel[0] * kernel[1]}, {o[0] * o[1]}) for these sizes, got shape {input.shape}")
+  n, c = input.shape[0], input.shape[1] // (kernel[0] * kernel[1])
+  g = input.reshape(n, c, kernel[0], kernel[1], o[0], o[1]).permute(0, 1, 4, 5, 2, 3)
+  padded = window_adjoint(g, tuple(s + 2 * p for s, p in zip(size, padding)), kernel, stride, dilation)
+  return pad_spatial(padded, tuple((-p, -p) for p in padding))

@@ -89,6 +89,14 @@ def test_interpolate(case, device):
 def test_pool_finite_differences(fn):
   finite_differences(fn, [rand(np.random.default_rng(5), 1, 2, 5, 4, dtype=np.float64)], [0])
 
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=(2, 3), stride=(2, 1), padding=1, dilation=(1, 2))])
+def test_unfold_fold(kw, device):
+  rng = np.random.default_rng(6)
+  x = rand(rng, 2, 3, 6, 7)
+  against_torch(lambda x: F.unfold(x, **kw), lambda x: TF.unfold(x, **kw), [x], device)
+  cols = TF.unfold(torch.tensor(x), **kw).numpy()
+  against_torch(lambda c: F.fold(c, (6, 7), **kw), lambda c: TF.fold(c, (6, 7), **kw), [cols], device)
+
 @pytest.mark.parametrize("call, err, match", [
   (lambda x: F.max_pool2d(x, 2, padding=2), ValueError, "at most half"),
   (lambda x: F.max_pool2d(x, 0), ValueError, "kernel_size must be positive"),
