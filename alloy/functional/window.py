@@ -58,6 +58,9 @@ def window_adjoint(g, in_spatial: tuple, kernel: tuple, stride: tuple, dilation:
   window elements that read it. Windows that tile the input (stride == kernel, no dilation) are a reshape;
   otherwise one shifted, dilated view of g per kernel position, added up (elementwise: one fused kernel)."""
   nd = len(kernel)
+  # g's values, stored: the padded views below would otherwise evaluate g's expression at the padding's
+  # out-of-range indices, whose loads the lowering does not guard (a masked view over a computed value)
+  g = computed(g)
   lead = g.shape[:-2 * nd]
   out = g.shape[len(lead):len(lead) + nd]
   if all(s == k and d == 1 for s, k, d in zip(stride, kernel, dilation)):
