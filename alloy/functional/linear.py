@@ -20,11 +20,11 @@ def pad(input, pad, mode="constant", value=None):
   if len(pad) % 2 or len(pad) // 2 > input.ndim:
     raise ValueError(f"pad: the padding must hold a (before, after) pair per dim, at most {input.ndim} pairs, got {pad}")
   pairs = [(0, 0)] * (input.ndim - len(pad) // 2) + [(pad[2 * i], pad[2 * i + 1]) for i in reversed(range(len(pad) // 2))]
-  if mode == "constant":
-    from alloy.functional.window import pad_spatial
-    return pad_spatial(input, tuple(pairs), 0.0 if value is None else value)
+  from alloy.functional.window import computed, pad_spatial
+  # a stored value: a padded view of a computed one reads out of its buffers at the padding (README, known bugs)
+  if mode == "constant": return pad_spatial(computed(input), tuple(pairs), 0.0 if value is None else value)
   if value not in (None, 0): raise ValueError(f"pad: value is only for mode 'constant', got value={value} with mode {mode!r}")
-  out = input
+  out = computed(input)
   for axis, (b, a) in enumerate(pairs):
     if b == 0 and a == 0: continue
     n = out.shape[axis]
@@ -40,7 +40,7 @@ def pad(input, pad, mode="constant", value=None):
         e = part(at, at + 1)
         return e.expand(tuple(k if i == axis else s for i, s in enumerate(e.shape)))
       before, after = edge(0, b), edge(n - 1, a)
-    out = cat([t for t, k in ((before, b), (out, n), (after, a)) if k], axis)
+    out = computed(cat([t for t, k in ((before, b), (out, n), (after, a)) if k], axis))
   return out
 
 def pixel_shuffle(input, upscale_factor: int):
