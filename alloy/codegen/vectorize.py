@@ -122,9 +122,8 @@ def pack_arithmetic(instrs: list) -> list:
 
   def vector(src, width: int) -> Instr:
     if src.op in (Kind.VLOAD, Kind.VALU, Kind.VACC, Kind.VBROADCAST): return src
-    if (b := broadcasts.get((id(src), width))) is None:
+    if (b := broadcasts.get((id(src), width))) is None:   # placed right after src, wherever src ends up (below)
       b = broadcasts[(id(src), width)] = Instr(Kind.VBROADCAST, src.dtype, (src,), width)
-      insert_after.setdefault(pos[id(src)], []).append(b)
     return b
 
   def try_pack(seed: Instr, width: int) -> Instr | None:
@@ -179,11 +178,18 @@ def pack_arithmetic(instrs: list) -> list:
     if ins.op is Kind.VSTORE and (v := operand(list(ins.src[1:]), ins.arg[1], broadcast=False)) is not None:
       ins.src = (ins.src[0], v)
   if not (insert_before or insert_after or drop): return instrs
+  # a broadcast goes right after its scalar's final place: a scalar packed into a later vector moved to after that
+  # vector (it is one of its lanes now), and a broadcast left at its old place would read it before it is defined
+  after_src: dict[int, list] = {}
+  for b in broadcasts.values(): after_src.setdefault(id(b.src[0]), []).append(b)
   out = []
+  def emit(ins):
+    out.append(ins)
+    out.extend(after_src.get(id(ins), ()))
   for k, ins in enumerate(instrs):
-    out.extend(insert_before.get(k, ()))
-    if k not in drop: out.append(ins)
-    out.extend(insert_after.get(k, ()))
+    for x in insert_before.get(k, ()): emit(x)
+    if k not in drop: emit(ins)
+    for x in insert_after.get(k, ()): emit(x)
   return _fuse_multiply_add(out)
 
 def _fuse_multiply_add(instrs: list) -> list:
