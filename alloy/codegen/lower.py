@@ -166,8 +166,12 @@ class Lowerer:
     where = [n.arg.index(list(idx)) for idx in lanes]
     if src.op is Op.INPUT: return tuple(self._load(src, flat, valid) for flat, valid in where)
     live = [k for k, (_, valid) in enumerate(where) if not valid.is_false]
-    strides = strides_for_shape(src.shape)
-    inner = dict(zip(live, self.value(src, tuple(tuple(sym.mod(sym.div(where[k][0], st), sz) if st else sym.Const(0)
+    strides, total = strides_for_shape(src.shape), prod(src.shape)
+    # a lane the mask drops still evaluates the source (then selects 0), so its index must stay inside the source:
+    # where the flat index can be negative (the left pad), a whole number of source sizes is added first, which
+    # moves no valid lane's index, and C's `%` of the result is never negative
+    flats = {k: where[k][0] if where[k][0].min >= 0 else sym.add(where[k][0], -(where[k][0].min // total) * total) for k in live}
+    inner = dict(zip(live, self.value(src, tuple(tuple(sym.mod(sym.div(flats[k], st), sz) if st else sym.Const(0)
                                                        for sz, st in zip(src.shape, strides)) for k in live)))) if live else {}
     zero = self.emit(Kind.CONST, n.dtype, arg=_zero(n.dtype))
     out = []
