@@ -58,8 +58,7 @@ def window_adjoint(g, in_spatial: tuple, kernel: tuple, stride: tuple, dilation:
   window elements that read it. Windows that tile the input (stride == kernel, no dilation) are a reshape;
   otherwise one shifted, dilated view of g per kernel position, added up (elementwise: one fused kernel)."""
   nd = len(kernel)
-  # g's values, stored: the padded views below would otherwise evaluate g's expression at the padding's
-  # out-of-range indices, whose loads the lowering does not guard (a masked view over a computed value)
+  # g's values, stored: each of the shifted views below would otherwise evaluate g's expression again
   g = computed(g)
   lead = g.shape[:-2 * nd]
   out = g.shape[len(lead):len(lead) + nd]
