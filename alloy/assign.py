@@ -91,10 +91,10 @@ def assign(t, new, what: str, cast_any: bool = False, keep_grad: bool = False):
     if new._ag is None and t._ag is not None:   # a value that no longer depends on the graph (fill_): it keeps requiring grad
       new = autograd.record(new._new(new.node), autograd.no_gradient_rule, (autograd.snapshot(t),))
     t._ag = new._ag
-  t._version = autograd.version(t) + 1
+  autograd.bump(t)
   if isinstance(t._ag, autograd.GradNode) and t._ag is new._ag and t._ag.saved:   # what the op saved of its output is now t
-    import weakref
-    t._ag.saved = tuple((weakref.ref(t), t._version, w) if r() is new else (r, v, w) for r, v, w in t._ag.saved)
+    mine = getattr(new, "_version", None)
+    t._ag.saved = tuple(autograd.saved_entry(t, e[2]) if e[0] is mine else e for e in t._ag.saved)
   if b is not None: t._base = (b[0], b[1], b[2], autograd.version(b[0]))
   return t
 

@@ -15,7 +15,7 @@ create_graph=True runs the rules with recording on, so gradients are differentia
 through a copy to another device (to() cuts the graph).
 """
 from __future__ import annotations
-import contextlib, functools, math, threading, weakref
+import contextlib, functools, math, threading
 from alloy.helpers import toposort
 from alloy.ir.ops import Op
 
@@ -47,7 +47,7 @@ class Leaf:
 class GradNode:
   """One recorded op: rule(out, g, *args) gives the gradient of each parent (None for no gradient). parents are
   snapshots (Tensors holding the parent's node and `_ag` as they were), node the output's node; saved lists
-  (weak reference, version, what) for the tensors whose values the rule reads; grad is kept only after retain_grad()."""
+  saved_entry()s for the tensors whose values the rule reads; grad is kept only after retain_grad()."""
   __slots__ = ("rule", "parents", "args", "freed", "node", "device", "saved", "grad", "retain", "hooks")
   def __init__(self, rule, parents, args, out):
     self.rule, self.parents, self.args, self.freed = rule, parents, args, False
@@ -66,7 +66,17 @@ class GradNode:
     if self.rule is view_rule: return a
     return self.rule.__name__.replace("_rule", "")
 
-def version(t) -> int: return getattr(t, "_version", 0)
+def version(t) -> int:
+  box = getattr(t, "_version", None)
+  return box[0] if box else 0
+
+def counter(t) -> list:
+  """t's version counter, a [count] a GradNode can hold without holding t (t may be gone when backward checks)."""
+  box = getattr(t, "_version", None)
+  if box is None: box = t._version = [0]
+  return box
+
+def bump(t) -> None: counter(t)[0] += 1
 
 def snapshot(t):
   """A Tensor holding t's node and graph as they are now: what a GradNode keeps of a parent that may change in place."""
@@ -80,7 +90,7 @@ def record(out, rule, parents: tuple, *args):
   if out._ag is not None: out = out._new(out.node)   # a primitive that returned its input as is: a new tensor
   ag = out._ag = GradNode(rule, tuple(snapshot(p) if p is not None and p._ag is not None else None for p in parents), args, out)
   saved = _saved_tensors(rule, args, parents, out)
-  if saved: ag.saved = tuple((weakref.ref(t), version(t), what) for t, what in saved)
+  if saved: ag.saved = tuple(saved_entry(t, what) for t, what in saved)
   return out
 
 _SAVES_OUTPUT = {Op.EXP, Op.EXP2, Op.SQRT, Op.RSQRT, Op.RECIP, Op.TAN, Op.TANH}
@@ -102,13 +112,17 @@ def _saved_tensors(rule, args, parents, out) -> list:
   if rule is reduce_rule and args[0] in (Op.MAX, Op.MIN, Op.MUL): return [(parents[0], "its input 0"), (out, "its output")]
   return []
 
+def saved_entry(t, what: str) -> tuple:
+  """(t's version counter, its count now, what the op saved it as, t's dtype and shape for the error)."""
+  box = counter(t)
+  return (box, box[0], what, f"{t.dtype.name} tensor of shape {t.shape}")
+
 def check_saved(ag) -> None:
-  for ref, v, what in ag.saved:
-    t = ref()
-    if t is not None and version(t) != v:
+  for box, v, what, desc in ag.saved:
+    if box[0] != v:
       raise RuntimeError(f"backward: one of the tensors needed for gradient computation has been modified by an in-place operation: "
-                         f"the {t.dtype.name} tensor of shape {t.shape} that {ag.name()} saved ({what}) is at version {version(t)}; "
-                         f"expected version {v}. Change a copy instead (x = x + 1 rather than x += 1), or compute it again")
+                         f"the {desc} that {ag.name()} saved ({what}) is at version {box[0]}; expected version {v}. "
+                         f"Change a copy instead (x = x + 1 rather than x += 1), or compute it again")
 
 def no_gradient_rule(out, g): return (None,)
 

@@ -99,7 +99,7 @@ def _data_set(self, value):
   from alloy.tensor import Tensor
   if not isinstance(value, Tensor): raise TypeError(f"data: expected a Tensor, got {type(value).__name__}")
   self.node = value.to(self.device).node
-  self._version = autograd.version(self) + 1
+  autograd.bump(self)
 
 def install(Tensor) -> None:
   for name, out_of_place in OPERATORS.items(): setattr(Tensor, name, _inplace(name, getattr(Tensor, out_of_place)))

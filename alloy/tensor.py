@@ -59,7 +59,7 @@ def _check_dtype(device: str, d: DType) -> None:
   if (why := unsupported_dtype(device, d.name)): raise TypeError(f"{d.name} is not supported on {device}: {why}")
 
 class Tensor:
-  # _ag: None, or autograd's Leaf or GradNode; _version: in-place changes so far; _base: what this is a view of (assign.py)
+  # _ag: None, or autograd's Leaf or GradNode; _version: a [count] of in-place changes (autograd.bump); _base: what this is a view of (assign.py)
   __slots__ = ("node", "device", "_ag", "_version", "_base", "__weakref__")
   _seed, _rng_counter = 0, 0
 
@@ -114,7 +114,7 @@ class Tensor:
     return t if self._ag is None else autograd.record(t, autograd.identity_rule, (self,))
   def detach(self) -> "Tensor":   # a new tensor holds no graph; an in-place change to it writes through, as in PyTorch
     t = self._new(self.node)
-    t._base = (self, "detach", None, getattr(self, "_version", 0))
+    t._base = (self, "detach", None, autograd.version(self))
     return t
   # ---- autograd (alloy/autograd.py)
   @property
@@ -325,7 +325,7 @@ class Tensor:
     elif st.is_contiguous and st.shape == base.shape and base.op is not Op.BUFFER: t = self._new(base)
     else: t = self._new(Node(Op.VIEW, (base,), st, self.dtype, st.shape))
     if self._ag is not None: t = autograd.record(t, autograd.view_rule, (self,), method, args, self.shape)
-    if method in ("reshape", "permute", "shrink"): t._base = (self, method, args, getattr(self, "_version", 0))   # PyTorch's views
+    if method in ("reshape", "permute", "shrink"): t._base = (self, method, args, autograd.version(self))   # PyTorch's views
     return t
   def _const(self, v, d: DType | None = None, shape: tuple = ()) -> "Tensor":
     d = d or self.node.dtype
