@@ -37,6 +37,7 @@ def _pending_tensors() -> list:
   return out
 
 engine.realize_companions.append(_pending_tensors)
+assign_listeners: list = []   # listener(tensor) on every in-place change (the jit's capture checks what changed)
 
 def _tensor_cls():
   from alloy.tensor import Tensor
@@ -101,6 +102,7 @@ def assign(t, new, what: str, cast_any: bool = False, keep_grad: bool = False):
     assign(base, _write_back(current(base), how, args, new), what, True, keep_grad or how == "detach")
   t.node = new.node
   _pending[id(t)] = weakref.ref(t)
+  for listener in assign_listeners: listener(t)
   if autograd.is_grad_enabled() and not keep_grad:
     if new._ag is None and t._ag is not None:   # a value that no longer depends on the graph (fill_): it keeps requiring grad
       new = autograd.record(new._new(new.node), autograd.no_gradient_rule, (autograd.snapshot(t),))

@@ -20,6 +20,7 @@ from alloy.helpers import toposort
 from alloy.ir.ops import Op
 
 _state = threading.local()
+leaf_grad_listeners: list = []   # listener(Leaf) when backward sets a leaf's .grad (the jit's capture checks whose)
 
 def is_grad_enabled() -> bool: return getattr(_state, "enabled", True)
 def set_grad_enabled(mode: bool) -> None: _state.enabled = bool(mode)
@@ -41,7 +42,7 @@ class enable_grad(_GradMode):
 
 class Leaf:
   """What a leaf tensor that requires grad holds: its accumulated gradient, and the hooks registered on it."""
-  __slots__ = ("grad", "hooks")
+  __slots__ = ("grad", "hooks", "__weakref__")
   def __init__(self): self.grad, self.hooks = None, None
 
 class GradNode:
@@ -263,7 +264,9 @@ def propagate(t, gradient, retain_graph: bool, create_graph: bool, targets: dict
       if ag.hooks: g = _run_hooks(ag, g)
       if targets is not None and id(ag) in targets: found[id(ag)] = g
       if isinstance(ag, Leaf):
-        if targets is None: ag.grad = g if ag.grad is None else ag.grad + g
+        if targets is None:
+          ag.grad = g if ag.grad is None else ag.grad + g
+          for listener in leaf_grad_listeners: listener(ag)
         continue
       if ag.retain and targets is None: ag.grad = g if ag.grad is None else ag.grad + g
       if ag.freed:

@@ -16,7 +16,8 @@ its value is baked into the capture, and a call with another value raises JitErr
 
 Buffers a captured launch reads that are neither arguments nor made by the function (weights reached through
 a closure or `self`, constants built inside) are bound as they were at capture: pass tensors that change
-between calls as arguments.
+between calls as arguments. Tensor arguments the function changes in place, and the .grad of leaf arguments, are
+state a replay carries over (jit_state.py): a training step is one jitted function of its parameters.
 
 JIT=0 turns capture off, JIT=2 captures but replays launch by launch (no graphs).
 """
@@ -62,8 +63,9 @@ class _Capture:
                    f"Return the tensor and read it after the call, or call the function without @jit")
 
   def run(self, fn, args, kwargs, state: jit_state.State):
+    watch = jit_state.Watch()   # what the function changes in place or gives a .grad: its arguments only
     listeners = ((engine.launch_listeners, self.on_launch), (rng_key_listeners, self.on_rng_key),
-                 (engine.host_read_guards, self.on_host_read))
+                 (engine.host_read_guards, self.on_host_read)) + watch.listeners()
     global _capturing
     for where, listener in listeners: where.append(listener)
     _capturing = self
@@ -74,6 +76,7 @@ class _Capture:
         ret = fn(*jit_args.trace_numbers(args, self.baked, count), **jit_args.trace_numbers(kwargs, self.baked, count))
         outs: list = []
         template = jit_args.template(ret, outs)
+        watch.check(self.name, state.tensors, outs)
         self.changes, changed = state.changes()   # arguments changed in place, .grads set: outputs after the returned ones
         engine.realize(outs + changed)
     finally:
@@ -288,9 +291,7 @@ class Replay:
 
   def __call__(self, args, kwargs):
     tensors = self._tensors(args, kwargs)
-    if self.grad_args or self.changes:
-      jit_state.check_no_new_grads(tensors, self.grad_args, self.name)
-      args_only, tensors = tensors, list(tensors) + jit_state.grads_of(tensors, self.grad_args, self.name)
+    args_only, tensors = tensors, jit_state.with_grads(tensors, self.grad_args, self.name) if self.grad_args or self.changes else tensors
     h = self.handles[:]
     bound: list = []
     for i, t in enumerate(tensors):
@@ -332,13 +333,10 @@ class Replay:
       n_graphs = sum(1 for g, *_ in self.graphs if g is not None)
       print(f"jit {self.name}: replayed {len(self.launches)} kernels in {n_graphs} graph{'s' if n_graphs != 1 else ''}"
             + (f"; one by one: {self.graph_off}" if self.graph_off else ""))
-    n_changed = sum(1 for kind, _ in self.changes if kind != "no grad")
-    if self.changes:
-      first = len(self.outputs) - n_changed
-      jit_state.apply(self.changes, args_only, [self._result(k, results, bound) for k in range(first, len(self.outputs))])
+    n = len(self.outputs) - sum(1 for kind, _ in self.changes if kind != "no grad")   # the returned ones, then the changed state
+    if self.changes: jit_state.apply(self.changes, args_only, [self._result(k, results, bound) for k in range(n, len(self.outputs))])
     if self.template is jit_args.TENSOR: return self._result(0, results, bound)
-    returned = [self._result(k, results, bound) for k in range(len(self.outputs) - n_changed)]
-    return jit_args.rebuild(self.template, iter(returned), self.numbers)
+    return jit_args.rebuild(self.template, iter([self._result(k, results, bound) for k in range(n)]), self.numbers)
 
   def _launch_observed(self, h, bound, results, keys) -> None:
     """Launch by launch, telling the listeners (the trace) about each, with device time when it is asked for."""

@@ -60,3 +60,21 @@ def test_accumulated_grads_are_inputs(device):
   np.testing.assert_array_equal(w.grad.numpy(), np.full(3, 10.0))
   w.grad = None
   with pytest.raises(JitError, match="had a .grad at capture"): f(Tensor(np.ones(3, np.float32), device=device), w)
+
+def test_changing_what_is_not_an_argument_is_refused():
+  w = Tensor(np.ones(3, np.float32), requires_grad=True)
+  def closure_grad(x):
+    (x * w).sum().backward()
+    return x * 1
+  f = jit(closure_grad)
+  f(Tensor(np.ones(3, np.float32)))
+  with pytest.raises(JitError, match="sets the .grad of a tensor that is not an argument"): f(Tensor(np.ones(3, np.float32)))
+  state = Tensor(np.zeros(3, np.float32))
+  def closure_update(x):
+    state.add_(x)
+    local = x * 1
+    local += 1                               # a temporary changed in place is fine
+    return local
+  g = jit(closure_update)
+  g(Tensor(np.ones(3, np.float32)))
+  with pytest.raises(JitError, match="changes in place a tensor of shape \\(3,\\) that is not an argument"): g(Tensor(np.ones(3, np.float32)))
