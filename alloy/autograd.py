@@ -11,8 +11,8 @@ The graph is one of GradNodes and Leafs, not of Tensors: an in-place op (alloy/a
 new node, so a GradNode keeps a snapshot of each parent (its node and its `_ag` when the op ran) and backward walks
 the `_ag` objects. Each Tensor has a version, bumped by every in-place change; a GradNode notes the versions of the
 tensors its rule reads (PyTorch's saved tensors) and backward refuses one changed since, naming it.
-create_graph=True runs the rules with recording on, so gradients are differentiable again. Not yet: a gradient
-through a copy to another device (to() cuts the graph).
+create_graph=True runs the rules with recording on, so gradients are differentiable again. A copy to another
+device (to()) copies its gradient back, through the host as the forward does.
 """
 from __future__ import annotations
 import contextlib, functools, math, threading
@@ -211,6 +211,10 @@ def reduce_rule(out, g, op, axes, keep_shape, in_shape, x):
   raise RuntimeError(f"autograd: no gradient rule for the reduction {op.name}")
 
 def identity_rule(out, g): return (g,)
+
+def to_rule(out, g, device):
+  """A copy to another device: the gradient is copied back (a host round trip, as the forward's copy is)."""
+  return (g.to(device),)
 
 def gather_rule(out, g, adv_pos, in_shape):
   """Scatter-add through one-hot masks: x's gradient at (s_1..s_m, rest) sums g[b, rest] over the index positions b

@@ -298,6 +298,7 @@ class Tensor:
       src = buffer_of(self)
       buf = Buffer(dev, src.size, src.dtype).copyin(src.numpy())
       t = Tensor(_buffer_view(buf, self.shape), device=dev)
+      if self._ag is not None: t = autograd.record(t, autograd.to_rule, (self,), self.device)   # the gradient goes back
     return t.cast(dtype) if dtype is not None else t
   def cpu(self): return self.to("CPU")
   def cuda(self, device=None): return self.to("CUDA" if device is None else f"CUDA:{device}")

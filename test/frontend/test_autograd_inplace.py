@@ -162,3 +162,11 @@ def test_create_graph_and_nested_grad(device):
     (gax,) = alloy.autograd.grad_of((ax.tanh() * ax).sum(), ax, create_graph=True)
     gax.sum().backward()
     np.testing.assert_allclose(ax.grad.numpy(), tx.grad.numpy(), rtol=1e-5)
+
+def test_gradient_across_devices(device):
+  x = Tensor([1.0, 2.0, 3.0], device="CPU", requires_grad=True)
+  y = x.to(device)                          # a copy to the device (none on CPU); its gradient comes back to CPU
+  assert y.requires_grad and y.device == device
+  (y * y).sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0, 6.0])
+  assert x.grad.device == "CPU"
