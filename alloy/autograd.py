@@ -2,11 +2,17 @@
 functional grad/value_and_grad (JAX and MLX style).
 
 tensor.py records at its few primitives (elementwise, views, reductions, contiguous, the cumsum window) and indexing.py at GATHER; only
-when an input requires grad and grad mode is on: the result's `_ag` is a `GradNode` (the rule, the parent
-tensors, what the rule needs). A leaf that requires grad holds a `Leaf` there, with its `.grad`. Every composite
+when an input requires grad and grad mode is on: the result's `_ag` is a `GradNode` (the rule, snapshots of the
+parents, what the rule needs). A leaf that requires grad holds a `Leaf` there, with its `.grad`. Every composite
 op (matmul, softmax, var, ...) is differentiable through its primitives. The backward pass is lazy alloy ops, so it
-fuses like forward work; nothing in it realizes. Not yet: higher-order gradients (create_graph), retain_grad on
-non-leaves, hooks, and a gradient through a copy to another device (to() cuts the graph).
+fuses like forward work; nothing in it realizes.
+
+The graph is one of GradNodes and Leafs, not of Tensors: an in-place op (alloy/assign.py) rebinds a Tensor to a
+new node, so a GradNode keeps a snapshot of each parent (its node and its `_ag` when the op ran) and backward walks
+the `_ag` objects. Each Tensor has a version, bumped by every in-place change; a GradNode notes the versions of the
+tensors its rule reads (PyTorch's saved tensors) and backward refuses one changed since, naming it.
+create_graph=True runs the rules with recording on, so gradients are differentiable again. A copy to another
+device (to()) copies its gradient back, through the host as the forward does.
 """
 from __future__ import annotations
 import contextlib, functools, math, threading
@@ -14,6 +20,7 @@ from alloy.helpers import toposort
 from alloy.ir.ops import Op
 
 _state = threading.local()
+leaf_grad_listeners: list = []   # listener(Leaf) when backward sets a leaf's .grad (the jit's capture checks whose)
 
 def is_grad_enabled() -> bool: return getattr(_state, "enabled", True)
 def set_grad_enabled(mode: bool) -> None: _state.enabled = bool(mode)
@@ -34,23 +41,91 @@ class enable_grad(_GradMode):
   mode = True
 
 class Leaf:
-  """What a leaf tensor that requires grad holds: its accumulated gradient."""
-  __slots__ = ("grad",)
-  def __init__(self): self.grad = None
+  """What a leaf tensor that requires grad holds: its accumulated gradient, and the hooks registered on it."""
+  __slots__ = ("grad", "hooks", "__weakref__")
+  def __init__(self): self.grad, self.hooks = None, None
 
 class GradNode:
-  """One recorded op: rule(out, g, *args) gives the gradient of each parent (None for no gradient). `node` is the
-  output's graph node as recorded: a realize rebinds the tensor to its buffer, and rules read the op's sources."""
-  __slots__ = ("rule", "parents", "args", "freed", "node")
-  def __init__(self, rule, parents, args, node):
-    self.rule, self.parents, self.args, self.freed, self.node = rule, parents, args, False, node
+  """One recorded op: rule(out, g, *args) gives the gradient of each parent (None for no gradient). parents are
+  snapshots (Tensors holding the parent's node and `_ag` as they were), node the output's node; saved lists
+  saved_entry()s for the tensors whose values the rule reads; grad is kept only after retain_grad()."""
+  __slots__ = ("rule", "parents", "args", "freed", "node", "device", "saved", "grad", "retain", "hooks")
+  def __init__(self, rule, parents, args, out):
+    self.rule, self.parents, self.args, self.freed = rule, parents, args, False
+    self.node, self.device, self.saved, self.grad, self.retain, self.hooks = out.node, out.device, (), None, False, None
+  def output(self):
+    """The output as the op made it, a Tensor whose graph is this node (the rules' `out`)."""
+    from alloy.tensor import Tensor
+    t = Tensor.__new__(Tensor)
+    t.node, t.device, t._ag = self.node, self.device, self
+    return t
+  def name(self) -> str:
+    """The op, as an error names it: "exp", "max reduction", "reshape", "gather"."""
+    a = self.args[0] if self.args else None
+    if self.rule is ew_rule: return a.name.lower()
+    if self.rule is reduce_rule: return f"{a.name.lower()} reduction"
+    if self.rule is view_rule: return a
+    return self.rule.__name__.replace("_rule", "")
+
+def version(t) -> int:
+  box = getattr(t, "_version", None)
+  return box[0] if box else 0
+
+def counter(t) -> list:
+  """t's version counter, a [count] a GradNode can hold without holding t (t may be gone when backward checks)."""
+  box = getattr(t, "_version", None)
+  if box is None: box = t._version = [0]
+  return box
+
+def bump(t) -> None: counter(t)[0] += 1
+
+def snapshot(t):
+  """A Tensor holding t's node and graph as they are now: what a GradNode keeps of a parent that may change in place."""
+  s = t._new(t.node)
+  s._ag = t._ag
+  return s
 
 def record(out, rule, parents: tuple, *args):
   """Attach rule to out when grad mode is on and the output is a float; called once some parent requires grad."""
   if not is_grad_enabled() or not out.dtype.is_float: return out
   if out._ag is not None: out = out._new(out.node)   # a primitive that returned its input as is: a new tensor
-  out._ag = GradNode(rule, tuple(p if p is not None and p._ag is not None else None for p in parents), args, out.node)
+  ag = out._ag = GradNode(rule, tuple(snapshot(p) if p is not None and p._ag is not None else None for p in parents), args, out)
+  saved = _saved_tensors(rule, args, parents, out)
+  if saved: ag.saved = tuple(saved_entry(t, what) for t, what in saved)
   return out
+
+_SAVES_OUTPUT = {Op.EXP, Op.EXP2, Op.SQRT, Op.RSQRT, Op.RECIP, Op.TAN, Op.TANH}
+_SAVES_INPUTS = {Op.LOG, Op.LOG2, Op.SIN, Op.COS, Op.ERF, Op.ABS, Op.MAX, Op.MIN}
+
+def _saved_tensors(rule, args, parents, out) -> list:
+  """The tensors whose values the rule reads, as PyTorch saves them for backward: an in-place change to one after
+  the op makes backward refuse (the values here are snapshots, but code that relies on it would differ from PyTorch)."""
+  if rule is ew_rule:
+    op, ps = args[0], [p for p in parents]
+    if op in _SAVES_OUTPUT: return [(out, "its output")]
+    if op in _SAVES_INPUTS: return [(p, f"its input {i}") for i, p in enumerate(ps) if p is not None]
+    if op is Op.MUL:   # each factor is saved for the other's gradient
+      return [(ps[1 - i], f"its input {1 - i}") for i in range(2) if ps[i] is not None and ps[i]._ag is not None and ps[1 - i] is not None]
+    if op is Op.DIV: return [(p, f"its input {i}") for i, p in enumerate(ps) if p is not None] + [(out, "its output")]
+    if op is Op.POW: return [(p, f"its input {i}") for i, p in enumerate(ps) if p is not None] + [(out, "its output")]
+    if op is Op.WHERE and ps[0] is not None: return [(ps[0], "its condition")]
+    return []
+  if rule is reduce_rule and args[0] in (Op.MAX, Op.MIN, Op.MUL): return [(parents[0], "its input 0"), (out, "its output")]
+  return []
+
+def saved_entry(t, what: str) -> tuple:
+  """(t's version counter, its count now, what the op saved it as, t's dtype and shape for the error)."""
+  box = counter(t)
+  return (box, box[0], what, f"{t.dtype.name} tensor of shape {t.shape}")
+
+def check_saved(ag) -> None:
+  for box, v, what, desc in ag.saved:
+    if box[0] != v:
+      raise RuntimeError(f"backward: one of the tensors needed for gradient computation has been modified by an in-place operation: "
+                         f"the {desc} that {ag.name()} saved ({what}) is at version {box[0]}; expected version {v}. "
+                         f"Change a copy instead (x = x + 1 rather than x += 1), or compute it again")
+
+def no_gradient_rule(out, g): return (None,)
 
 def check_requires_grad(t) -> None:
   if not t.dtype.is_float: raise RuntimeError(f"only tensors of floating point dtype can require gradients, got {t.dtype.name}")
@@ -63,7 +138,7 @@ def _where(c, a, b):
 
 def ew_rule(out, g, op):
   n = out.node
-  x = [out._new(s) for s in n.src]
+  x = [p if p is not None else out._new(s) for p, s in zip(out._ag.parents, n.src)]   # the parents: create_graph differentiates through them
   a = x[0]
   if op is Op.ADD: return g, g
   if op is Op.SUB: return g, -g
@@ -125,6 +200,7 @@ def view_rule(out, g, method, args, in_shape):
   raise RuntimeError(f"autograd: no gradient rule for the view {method}")
 
 def reduce_rule(out, g, op, axes, keep_shape, in_shape, x):
+  x = out._ag.parents[0]
   g = g.reshape(keep_shape)
   if op is Op.ADD: return (g.expand(in_shape),)
   if op in (Op.MAX, Op.MIN):
@@ -135,6 +211,10 @@ def reduce_rule(out, g, op, axes, keep_shape, in_shape, x):
   raise RuntimeError(f"autograd: no gradient rule for the reduction {op.name}")
 
 def identity_rule(out, g): return (g,)
+
+def to_rule(out, g, device):
+  """A copy to another device: the gradient is copied back (a host round trip, as the forward's copy is)."""
+  return (g.to(device),)
 
 def gather_rule(out, g, adv_pos, in_shape):
   """Scatter-add through one-hot masks: x's gradient at (s_1..s_m, rest) sums g[b, rest] over the index positions b
@@ -164,41 +244,93 @@ def window_rule(out, g, n, in_shape):
 
 # ---- the backward pass
 
-def _parents(t) -> list:
-  ag = t._ag
-  return [p for p in ag.parents if p is not None] if isinstance(ag, GradNode) else []
+def _parents(ag) -> list:
+  return [p._ag for p in ag.parents if p is not None] if isinstance(ag, GradNode) else []
 
-def _topo(root) -> list:
-  """Tensors from root to the leaves, each after every tensor that uses it."""
-  return toposort(root, _parents)[::-1]
+def _run_hooks(ag, g):
+  for hook in ag.hooks or ():
+    r = hook(g)
+    if r is not None:
+      if getattr(r, "shape", None) != g.shape:
+        raise RuntimeError(f"hook: a hook returned {getattr(r, 'shape', type(r).__name__)}, expected a Tensor of shape {g.shape}")
+      g = r
+  return g
 
-def backward(t, gradient=None, retain_graph=False) -> None:
+def propagate(t, gradient, retain_graph: bool, create_graph: bool, targets: dict | None = None) -> dict:
+  """Push gradient back from t through its graph. targets None: gradients accumulate into the leaves' .grad (and
+  retained non-leaves'); else {id(ag): ag}: the gradients reaching those are returned by id and no .grad changes."""
+  found: dict = {}
+  with enable_grad() if create_graph else no_grad():
+    grads = {id(t._ag): gradient}
+    for ag in toposort(t._ag, _parents)[::-1]:   # each after every node that uses it
+      g = grads.pop(id(ag), None)
+      if g is None: continue
+      if ag.hooks: g = _run_hooks(ag, g)
+      if targets is not None and id(ag) in targets: found[id(ag)] = g
+      if isinstance(ag, Leaf):
+        if targets is None:
+          ag.grad = g if ag.grad is None else ag.grad + g
+          for listener in leaf_grad_listeners: listener(ag)
+        continue
+      if ag.retain and targets is None: ag.grad = g if ag.grad is None else ag.grad + g
+      if ag.freed:
+        raise RuntimeError(f"backward: trying to backward through the graph a second time (the saved state of {ag.name()} was freed); "
+                           "pass retain_graph=True to the first backward")
+      check_saved(ag)
+      for p, pg in zip(ag.parents, ag.rule(ag.output(), g, *ag.args)):
+        if p is None or pg is None: continue
+        if pg.shape != p.shape: pg = pg.reshape(p.shape)
+        if pg.dtype is not p.dtype: pg = pg.cast(p.dtype)
+        k = id(p._ag)
+        grads[k] = pg if k not in grads else grads[k] + pg
+      if not retain_graph: ag.freed = True
+  return found
+
+def _seed(t, gradient):
   from alloy.tensor import Tensor
   if t._ag is None: raise RuntimeError("backward: this tensor does not require grad and has no graph (element 0 of tensors does not require grad)")
   if gradient is None:
     if t.numel() != 1: raise RuntimeError(f"backward: grad can be implicitly created only for scalar outputs; pass gradient= of shape {t.shape}")
-    gradient = Tensor.ones(*t.shape, dtype=t.dtype, device=t.device)
-  elif not isinstance(gradient, Tensor): gradient = Tensor(gradient, dtype=t.dtype, device=t.device)
+    return Tensor.ones(*t.shape, dtype=t.dtype, device=t.device)
+  if not isinstance(gradient, Tensor): gradient = Tensor(gradient, dtype=t.dtype, device=t.device)
   if gradient.shape != t.shape: raise RuntimeError(f"backward: gradient has shape {gradient.shape}, the output has shape {t.shape}")
-  with no_grad():
-    grads = {id(t): gradient.detach().cast(t.dtype)}
-    for u in _topo(t):
-      g = grads.pop(id(u), None)
-      ag = u._ag
-      if g is None: continue
-      if isinstance(ag, Leaf):
-        ag.grad = g if ag.grad is None else ag.grad + g
-        continue
-      if ag.freed:
-        raise RuntimeError("backward: trying to backward through the graph a second time (its saved state was freed); "
-                           "pass retain_graph=True to the first backward")
-      recorded = u if u.node is ag.node else u._new(ag.node)
-      for p, pg in zip(ag.parents, ag.rule(recorded, g, *ag.args)):
-        if p is None or pg is None: continue
-        if pg.shape != p.shape: pg = pg.reshape(p.shape)
-        if pg.dtype is not p.dtype: pg = pg.cast(p.dtype)
-        grads[id(p)] = pg if id(p) not in grads else grads[id(p)] + pg
-      if not retain_graph: ag.freed = True
+  return gradient.cast(t.dtype)
+
+def backward(t, gradient=None, retain_graph=None, create_graph: bool = False) -> None:
+  g = _seed(t, gradient)
+  propagate(t, g if create_graph else g.detach(), create_graph if retain_graph is None else retain_graph, create_graph)
+
+def grad_of(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False, allow_unused: bool = False) -> tuple:
+  """torch.autograd.grad: the gradients of outputs (a Tensor) w.r.t. each of inputs, leaving every .grad as it is."""
+  inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+  for i, x in enumerate(inputs):
+    if x._ag is None: raise RuntimeError(f"grad: input {i} (shape {x.shape}) does not require grad")
+  g = _seed(outputs, grad_outputs)
+  found = propagate(outputs, g, create_graph if retain_graph is None else retain_graph, create_graph, {id(x._ag): x._ag for x in inputs})
+  out = []
+  for i, x in enumerate(inputs):
+    if id(x._ag) not in found and not allow_unused:
+      raise RuntimeError(f"grad: input {i} (shape {x.shape}) is not used to compute the output; pass allow_unused=True to get None for it")
+    out.append(found.get(id(x._ag)))
+  return tuple(out)
+
+class HookHandle:
+  """What register_hook returns: remove() unregisters the hook."""
+  def __init__(self, ag, hook): self.ag, self.hook = ag, hook
+  def remove(self) -> None:
+    if self.ag.hooks and self.hook in self.ag.hooks: self.ag.hooks.remove(self.hook)
+
+def register_hook(t, hook) -> HookHandle:
+  """hook(grad) runs when the gradient of t is computed; a Tensor it returns replaces the gradient."""
+  if t._ag is None:
+    raise RuntimeError(f"register_hook: cannot register a hook on a tensor that does not require grad (shape {t.shape}, {t.dtype.name})")
+  if t._ag.hooks is None: t._ag.hooks = []
+  t._ag.hooks.append(hook)
+  return HookHandle(t._ag, hook)
+
+def retain_grad(t) -> None:
+  if t._ag is None: raise RuntimeError(f"retain_grad: cannot retain the gradient of a tensor that does not require grad (shape {t.shape})")
+  if isinstance(t._ag, GradNode): t._ag.retain = True
 
 # ---- functional forms
 
@@ -210,23 +342,23 @@ def _argnums(argnums, n: int) -> tuple:
 
 def value_and_grad(f, argnums=0):
   """f of Tensors returning a scalar Tensor -> a function giving (f's value, its gradient w.r.t. args[argnums]);
-  a tuple of gradients when argnums is a tuple."""
+  a tuple of gradients when argnums is a tuple. Nested (grad(grad(f))), the inner gradient is differentiable."""
   @functools.wraps(f)
   def wrapper(*args, **kw):
     from alloy.tensor import Tensor
     nums = _argnums(argnums, len(args))
-    args = list(args)
+    args, nested = list(args), False
     for k in nums:
       if not isinstance(args[k], Tensor): raise TypeError(f"grad: argument {k} must be a Tensor, got {type(args[k]).__name__}")
-      args[k] = args[k].detach().requires_grad_()
+      if args[k]._ag is not None and is_grad_enabled():   # inside an outer grad: keep the path to its argument
+        args[k], nested = record(args[k]._new(args[k].node), identity_rule, (args[k],)), True
+      else: args[k] = args[k].detach().requires_grad_()
     with enable_grad(): out = f(*args, **kw)
     if not isinstance(out, Tensor) or out.numel() != 1:
       raise TypeError(f"grad: f must return a scalar Tensor, got {getattr(out, 'shape', type(out).__name__)}")
-    if out._ag is None: grads = [args[k].zeros_like() for k in nums]
-    else:
-      backward(out)
-      grads = [args[k].grad if args[k].grad is not None else args[k].zeros_like() for k in nums]
-    return out.detach(), (grads[0] if isinstance(argnums, int) else tuple(grads))
+    found = grad_of(out, [args[k] for k in nums], create_graph=nested, allow_unused=True) if out._ag is not None else [None] * len(nums)
+    grads = [g if g is not None else args[k].detach().zeros_like() for g, k in zip(found, nums)]
+    return (out if nested else out.detach()), (grads[0] if isinstance(argnums, int) else tuple(grads))
   return wrapper
 
 def grad(f, argnums=0):

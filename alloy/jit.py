@@ -16,7 +16,8 @@ its value is baked into the capture, and a call with another value raises JitErr
 
 Buffers a captured launch reads that are neither arguments nor made by the function (weights reached through
 a closure or `self`, constants built inside) are bound as they were at capture: pass tensors that change
-between calls as arguments.
+between calls as arguments. Tensor arguments the function changes in place, and the .grad of leaf arguments, are
+state a replay carries over (jit_state.py): a training step is one jitted function of its parameters.
 
 JIT=0 turns capture off, JIT=2 captures but replays launch by launch (no graphs).
 """
@@ -35,7 +36,7 @@ from alloy.engine import search
 from alloy.codegen.program import scalar_words
 from alloy.scalar import TRACED, cast_number
 from alloy.tensor import Tensor, rng_key_listeners
-from alloy import jit_args
+from alloy import jit_args, jit_state
 
 JIT = getenv("JIT", 1)
 FIRST_BATCH, MAX_BATCH = 2, 1024   # graph batch sizes double from FIRST_BATCH up to MAX_BATCH launches
@@ -62,9 +63,10 @@ class _Capture:
                    f"or a copy to another device) inside the captured function; a replay cannot repeat that. "
                    f"Return the tensor and read it after the call, or call the function without @jit")
 
-  def run(self, fn, args, kwargs):
+  def run(self, fn, args, kwargs, state: jit_state.State):
+    watch = jit_state.Watch()   # what the function changes in place or gives a .grad: its arguments only
     listeners = ((engine.launch_listeners, self.on_launch), (rng_key_listeners, self.on_rng_key),
-                 (engine.host_read_guards, self.on_host_read))
+                 (engine.host_read_guards, self.on_host_read)) + watch.listeners()
     global _capturing
     for where, listener in listeners: where.append(listener)
     _capturing = self
@@ -75,11 +77,13 @@ class _Capture:
         ret = fn(*jit_args.trace_numbers(args, self.baked, count), **jit_args.trace_numbers(kwargs, self.baked, count))
         outs: list = []
         template = jit_args.template(ret, outs)
-        engine.realize(outs)
+        watch.check(self.name, state.tensors, outs)
+        self.changes, changed = state.changes()   # arguments changed in place, .grads set: outputs after the returned ones
+        engine.realize(outs + changed)
     finally:
       _capturing = None
       for where, listener in listeners: where.remove(listener)
-    return jit_args.rebuild(template, iter(outs)), template, outs
+    return jit_args.rebuild(template, iter(outs)), template, outs + changed
 
 class _Slots:
   """Numbers every buffer the captured launches touch; fixed ones keep their Buffer, the others are bound per call."""
@@ -103,11 +107,14 @@ def _tensor(node: Node, device: str) -> Tensor:
 class Replay:
   """What a capture left: the launches with their buffer slots, the input checks, how to bind each call."""
   def __init__(self, name: str, arg_names: list[str], args, kwargs, cap: _Capture, template, outs: list[Tensor],
-               inputs: list[Node], graph_mode: bool):
+               inputs: list[Node], graph_mode: bool, grad_args: list):
     self.name, self.arg_names = name, arg_names
     labels: list = []
     tensors, self.others = jit_args.flatten_args(arg_names, args, kwargs, labels)
     self.other_labels, self.labels = labels, jit_args.tensor_labels(self.others, labels)
+    (self.grad_args, entry_grads), self.changes = grad_args, cap.changes   # see jit_state.py
+    self.labels += [f"{self.labels[i]}.grad" for i in self.grad_args]
+    tensors = list(tensors) + entry_grads
     self.plain = all(o is jit_args.TENSOR for o in self.others)   # Tensors only, by position: checked without flattening
     self.specs = [jit_args.spec(t, n) for t, n in zip(tensors, inputs)]
     slots = _Slots()
@@ -285,6 +292,7 @@ class Replay:
 
   def __call__(self, args, kwargs):
     tensors = self._tensors(args, kwargs)
+    args_only, tensors = tensors, jit_state.with_grads(tensors, self.grad_args, self.name) if self.grad_args or self.changes else tensors
     h = self.handles[:]
     bound: list = []
     for i, t in enumerate(tensors):
@@ -326,8 +334,10 @@ class Replay:
       n_graphs = sum(1 for g, *_ in self.graphs if g is not None)
       print(f"jit {self.name}: replayed {len(self.launches)} kernels in {n_graphs} graph{'s' if n_graphs != 1 else ''}"
             + (f"; one by one: {self.graph_off}" if self.graph_off else ""))
+    n = len(self.outputs) - sum(1 for kind, _ in self.changes if kind != "no grad")   # the returned ones, then the changed state
+    if self.changes: jit_state.apply(self.changes, args_only, [self._result(k, results, bound) for k in range(n, len(self.outputs))])
     if self.template is jit_args.TENSOR: return self._result(0, results, bound)
-    return jit_args.rebuild(self.template, iter([self._result(k, results, bound) for k in range(len(self.outputs))]), self.numbers)
+    return jit_args.rebuild(self.template, iter([self._result(k, results, bound) for k in range(n)]), self.numbers)
 
   def _launch_observed(self, h, bound, results, keys) -> None:
     """Launch by launch, telling the listeners (the trace) about each, with device time when it is asked for."""
@@ -392,17 +402,20 @@ class Jit:
     if JIT == 0 or _capturing is not None: return self.fn(*args, **kwargs)
     self.calls += 1
     tensors, _ = jit_args.flatten_args(self.arg_names, args, kwargs)
-    inputs = [jit_args.bound_buffer(t) for t in tensors]
+    grad_args = jit_state.grad_inputs(tensors)   # leaf arguments' .grad: inputs too
+    entry_grads = [tensors[i].grad for i in grad_args]
+    inputs = [jit_args.bound_buffer(t) for t in tensors + entry_grads]
+    state = jit_state.State(tensors)
     if self.calls == 1:
       ret = self.fn(*args, **kwargs)
       outs: list = []
       jit_args.template(ret, outs)
-      engine.realize(outs)
+      engine.realize(outs + state.changes()[1])
       return ret
     cap = _Capture(self.name)
-    ret, template, outs = cap.run(self.fn, args, kwargs)
+    ret, template, outs = cap.run(self.fn, args, kwargs, state)
     graph_mode = self.graph if self.graph is not None else JIT != 2
-    self.replay = Replay(self.name, self.arg_names, args, kwargs, cap, template, outs, inputs, graph_mode)
+    self.replay = Replay(self.name, self.arg_names, args, kwargs, cap, template, outs, inputs, graph_mode, (grad_args, entry_grads))
     return ret
 
 def jit(fn=None, *, graph: bool | None = None, beam: int | None = None):

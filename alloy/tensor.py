@@ -61,7 +61,8 @@ def _check_dtype(device: str, d: DType) -> None:
   if (why := unsupported_dtype(device, d.name)): raise TypeError(f"{d.name} is not supported on {device}: {why}")
 
 class Tensor:
-  __slots__ = ("node", "device", "_ag", "__weakref__")   # _ag: None, or autograd's Leaf or GradNode
+  # _ag: None, or autograd's Leaf or GradNode; _version: a [count] of in-place changes (autograd.bump); _base: what this is a view of (assign.py)
+  __slots__ = ("node", "device", "_ag", "_version", "_base", "__weakref__")
   _seed, _rng_counter = 0, 0
 
   def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool = False):
@@ -113,7 +114,10 @@ class Tensor:
   def clone(self) -> "Tensor":   # values never change in place: sharing the node is a copy
     t = self._new(self.node)
     return t if self._ag is None else autograd.record(t, autograd.identity_rule, (self,))
-  def detach(self) -> "Tensor": return self._new(self.node)  # a new tensor holds no graph
+  def detach(self) -> "Tensor":   # a new tensor holds no graph; an in-place change to it writes through, as in PyTorch
+    t = self._new(self.node)
+    t._base = (self, "detach", None, autograd.version(self))
+    return t
   # ---- autograd (alloy/autograd.py)
   @property
   def requires_grad(self) -> bool: return self._ag is not None
@@ -130,7 +134,7 @@ class Tensor:
   @property
   def is_leaf(self) -> bool: return not isinstance(self._ag, autograd.GradNode)
   @property
-  def grad(self) -> "Tensor | None": return self._ag.grad if isinstance(self._ag, autograd.Leaf) else None
+  def grad(self) -> "Tensor | None": return self._ag.grad if self._ag is not None else None   # a non-leaf's only after retain_grad()
   @grad.setter
   def grad(self, g):
     if not isinstance(self._ag, autograd.Leaf):
@@ -139,7 +143,11 @@ class Tensor:
     if g is not None and (not isinstance(g, Tensor) or g.shape != self.shape):
       raise RuntimeError(f"grad: expected a Tensor of shape {self.shape}, got {getattr(g, 'shape', type(g).__name__)}")
     self._ag.grad = g
-  def backward(self, gradient=None, retain_graph: bool = False) -> None: autograd.backward(self, gradient, retain_graph)
+  def backward(self, gradient=None, retain_graph=None, create_graph=False) -> None: autograd.backward(self, gradient, retain_graph, create_graph)
+  def register_hook(self, hook): return autograd.register_hook(self, hook)
+  def retain_grad(self) -> None: autograd.retain_grad(self)
+  @property
+  def retains_grad(self) -> bool: return isinstance(self._ag, autograd.GradNode) and self._ag.retain
   def view_as(self, other: "Tensor") -> "Tensor": return self.reshape(other.shape)
   reshape_as = view_as
   def expand_as(self, other: "Tensor") -> "Tensor": return self.expand(other.shape)
@@ -294,6 +302,7 @@ class Tensor:
       buf = Buffer(dev, src.size, src.dtype)
       copy_buffer(buf, src)   # no host round trip where the devices allow it (runtime/transfer.py)
       t = Tensor(_buffer_view(buf, self.shape), device=dev)
+      if self._ag is not None: t = autograd.record(t, autograd.to_rule, (self,), self.device)   # the gradient goes back
     return t.cast(dtype) if dtype is not None else t
   def cpu(self): return self.to("CPU")
   def cuda(self, device=None): return self.to("CUDA" if device is None else f"CUDA:{device}")
@@ -316,10 +325,13 @@ class Tensor:
     if self.node.op is Op.VIEW: base, st = self.node.src[0], self.node.arg
     else: base, st = self.node, ShapeTracker.contiguous(self.shape)
     st = getattr(st, method)(*args)
-    if base.op is Op.CONST and method != "pad": t = self._new(Node(Op.CONST, (), base.arg, self.dtype, st.shape))   # stays one node
+    if base.op is Op.CONST and method != "pad" and all(v.mask is None for v in st.views):   # stays one node (a padded constant is not one value)
+      t = self._new(Node(Op.CONST, (), base.arg, self.dtype, st.shape))
     elif st.is_contiguous and st.shape == base.shape and base.op is not Op.BUFFER: t = self._new(base)
     else: t = self._new(Node(Op.VIEW, (base,), st, self.dtype, st.shape))
-    return t if self._ag is None else autograd.record(t, autograd.view_rule, (self,), method, args, self.shape)
+    if self._ag is not None: t = autograd.record(t, autograd.view_rule, (self,), method, args, self.shape)
+    if method in ("reshape", "permute", "shrink"): t._base = (self, method, args, autograd.version(self))   # PyTorch's views
+    return t
   def _const(self, v, d: DType | None = None, shape: tuple = ()) -> "Tensor":
     d = d or self.node.dtype
     return self._new(Node(Op.CONST, (), _cast_scalar(v, d), d, shape))
@@ -439,7 +451,7 @@ class Tensor:
 
   def __getitem__(self, idx) -> "Tensor":
     from alloy.indexing import getitem
-    return getitem(self, idx)
+    return assign.index_view(self, idx, getitem(self, idx))
 
   # ---- type
   def cast(self, dtype) -> "Tensor":
@@ -578,9 +590,9 @@ class Tensor:
   def _float_unary(self, op: Op) -> "Tensor":
     t = self if self.dtype.is_float else self.cast(dt.default_float)
     return t._ew(op)
-  def abs(self): return self if self.dtype.is_bool or self.dtype.is_unsigned else self._ew(Op.ABS)
+  def abs(self): return self._new(self.node) if self.dtype.is_bool or self.dtype.is_unsigned else self._ew(Op.ABS)
   def sign(self):
-    if self.dtype.is_bool: return self
+    if self.dtype.is_bool: return self._new(self.node)
     return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
   def exp(self): return self._float_unary(Op.EXP)
   def exp2(self): return self._float_unary(Op.EXP2)
@@ -604,7 +616,7 @@ class Tensor:
     return 0.5 * t * (1 + (t * (1 / math.sqrt(2))).erf())
   def silu(self): return self * self.sigmoid()
   def _round_op(self, op):
-    return self if not self.dtype.is_float else self._ew(op)
+    return self._new(self.node) if not self.dtype.is_float else self._ew(op)   # a new tensor: an in-place change to it leaves self
   def floor(self): return self._round_op(Op.FLOOR)
   def ceil(self): return self._round_op(Op.CEIL)
   def round(self): return self._round_op(Op.ROUND)
@@ -884,3 +896,7 @@ def stack(tensors: Sequence[Tensor], dim=0) -> Tensor:
   if not all_same(t.shape for t in tensors): raise ValueError(f"stack: all tensors must have the same shape, got {[t.shape for t in tensors]}")
   d = _norm_axis(dim, tensors[0].ndim + 1)
   return cat([t.unsqueeze(d) for t in tensors], d)
+
+from alloy import assign, inplace, scatter   # noqa: E402  t[idx] = v, the in-place ops and the scatter family: methods bound there
+inplace.install(Tensor)
+scatter.install(Tensor)

@@ -17,8 +17,8 @@ ALLOWED = {
   "front":    {"base", "ir", "schedule", "codegen", "renderer", "runtime", "engine", "front"},
 }
 FOLDERS = {"ir", "schedule", "codegen", "renderer", "runtime", "engine"}
-FRONT = {"tensor", "autograd", "indexing", "jit", "jit_args", "trace", "dlpack", "scalar", "__init__", "functional", "nn",
-         "gathering", "ordering", "scans", "contraction", "triangular", "logexp", "vector_norm"}
+FRONT = {"tensor", "autograd", "indexing", "assign", "inplace", "scatter", "jit", "jit_args", "jit_state", "trace", "dlpack", "scalar",
+         "__init__", "functional", "nn", "gathering", "ordering", "scans", "contraction", "triangular", "logexp", "vector_norm"}
 BASE = {"helpers", "dtype", "caps"}
 
 def layer_of(module: str) -> str:

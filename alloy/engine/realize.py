@@ -22,6 +22,8 @@ kernels_launched = 0
 device_time_requests = 0
 # called with the tensor before any read of its value on the host (the jit's capture refuses them)
 host_read_guards: list = []
+# each returns tensors to compute along with any realize (the in-place ops' new values: alloy/assign.py)
+realize_companions: list = []
 
 def buffer_view(buf: Buffer, shape) -> Node:
   """The node reading a whole buffer as a tensor of `shape`."""
@@ -104,6 +106,8 @@ def _peel_reshape(n: Node) -> Node:
   return n
 
 def realize(tensors) -> None:
+  for companions in realize_companions:
+    if (more := companions()): tensors = list(tensors) + more
   by_device: dict[str, list] = {}
   for t in tensors:
     n = realized(t.node, t.device)

@@ -1,0 +1,113 @@
+"""The in-place Tensor methods, bound onto Tensor by install(): the augmented operators (+=, -=, ... >>=), PyTorch's
+`_` methods (add_, clamp_, zero_, fill_, copy_, ...), __setitem__, masked_fill_, index_put_, index_add_/copy_/fill_
+(and their out-of-place forms), addcmul/addcdiv, uniform_/normal_, detach_ and `.data`. Each computes the
+out-of-place result from the tensor's current value and hands it to assign.assign (see alloy/assign.py)."""
+from __future__ import annotations
+from alloy import autograd
+from alloy.assign import assign, current, setitem_value, check_leaf
+
+def _inplace(name: str, fn, cast_any: bool = False):
+  def method(self, *args, **kw): return assign(self, fn(current(self), *args, **kw), name, cast_any)
+  method.__name__ = name
+  method.__doc__ = f"In place: self = {getattr(fn, '__name__', name)}(self, ...), cast to self's dtype."
+  return method
+
+# (in-place name, out-of-place Tensor method)
+OPERATORS = {"__iadd__": "__add__", "__isub__": "__sub__", "__imul__": "__mul__", "__itruediv__": "__truediv__",
+             "__ifloordiv__": "__floordiv__", "__imod__": "__mod__", "__ipow__": "__pow__", "__iand__": "__and__",
+             "__ior__": "__or__", "__ixor__": "__xor__", "__ilshift__": "__lshift__", "__irshift__": "__rshift__"}
+METHODS = ("add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "neg", "abs", "exp", "exp2", "log", "log2", "sqrt",
+           "rsqrt", "reciprocal", "sin", "cos", "tan", "tanh", "erf", "sigmoid", "relu", "floor", "ceil", "round", "trunc",
+           "sign", "square", "clamp", "clip", "lerp", "masked_fill", "logical_not", "addcmul", "addcdiv",
+           "index_put", "index_add", "index_copy", "index_fill", "eq", "ne", "lt", "le", "gt", "ge")
+ALIASES = {"subtract_": "sub", "multiply_": "mul", "divide_": "div", "true_divide_": "div", "negative_": "neg",
+           "bitwise_and_": "__and__", "bitwise_or_": "__or__", "bitwise_xor_": "__xor__", "bitwise_not_": "__invert__",
+           "bitwise_left_shift_": "__lshift__", "bitwise_right_shift_": "__rshift__", "fmod_": "remainder"}
+
+def norm_dim(dim, ndim: int, what: str) -> int:
+  try: return range(max(ndim, 1))[dim]
+  except (IndexError, TypeError):
+    raise IndexError(f"{what}: dim {dim!r} is out of range for a tensor with {ndim} dimensions") from None
+
+def _index_key(self, dim: int, index): return (slice(None),) * norm_dim(dim, self.ndim, "index") + (index,)
+
+def _check_index_source(self, dim, index, source, what):
+  from alloy.tensor import Tensor
+  d = norm_dim(dim, self.ndim, what)
+  n = index.numel() if isinstance(index, Tensor) else len(index)
+  if getattr(index, "ndim", 1) > 1: raise IndexError(f"{what}: index should be at most 1-D, got shape {index.shape}")
+  if isinstance(source, Tensor):
+    want = self.shape[:d] + (n,) + self.shape[d + 1:]
+    if source.ndim and source.shape != want:
+      raise IndexError(f"{what}: source of shape {source.shape} does not fit: expected {want} for index of length {n} along dim {d}")
+    if source.dtype != self.dtype: raise RuntimeError(f"{what}: source has dtype {source.dtype.name}, self has {self.dtype.name}; they must match")
+
+def index_put(self, indices, values, accumulate: bool = False):
+  """torch.index_put: self with self[indices] = values (+= with accumulate, each repeated index adding)."""
+  from alloy.tensor import Tensor
+  if not isinstance(indices, (tuple, list)): raise TypeError(f"index_put: indices must be a tuple of tensors, got {type(indices).__name__}")
+  if isinstance(values, Tensor) and values.dtype != self.dtype:
+    raise RuntimeError(f"index_put: values have dtype {values.dtype.name}, self has {self.dtype.name}; they must match")
+  return setitem_value(self, tuple(indices), values, accumulate, "index_put")
+
+def index_add(self, dim, index, source, alpha=1):
+  _check_index_source(self, dim, index, source, "index_add")
+  return setitem_value(self, _index_key(self, dim, index), source if alpha == 1 else source * alpha, True, "index_add")
+
+def index_copy(self, dim, index, source):
+  _check_index_source(self, dim, index, source, "index_copy")
+  return setitem_value(self, _index_key(self, dim, index), source, False, "index_copy")
+
+def index_fill(self, dim, index, value): return setitem_value(self, _index_key(self, dim, index), value, False, "index_fill")
+
+def addcmul(self, tensor1, tensor2, value=1): return self + value * tensor1 * tensor2 if value != 1 else self + tensor1 * tensor2
+def addcdiv(self, tensor1, tensor2, value=1): return self + value * (tensor1 / tensor2) if value != 1 else self + tensor1 / tensor2
+
+def setitem(self, key, value) -> None:
+  """self[key] = value: every index __getitem__ takes; the value broadcasts and is cast to self's dtype, as in PyTorch."""
+  check_leaf(self, "setitem")
+  b = getattr(value, "_base", None)
+  # x[i] op= y: the view x[i] was changed in place and already wrote itself through to x
+  if b is not None and b[0] is self and b[1] == "index" and b[2] is key and b[3] == autograd.version(self): return
+  assign(self, setitem_value(current(self), key, value), "setitem", cast_any=True)
+
+def fill_(self, value):
+  from alloy.tensor import Tensor
+  if isinstance(value, Tensor) and value.ndim: raise RuntimeError(f"fill_: expected a 0-d value tensor, got shape {value.shape}")
+  v = value if isinstance(value, Tensor) else Tensor(value, device=self.device)
+  return assign(self, v.cast(self.dtype)._broadcast_to(self.shape), "fill_", cast_any=True)
+
+def zero_(self): return fill_(self, 0)
+def copy_(self, src, non_blocking=False):
+  from alloy.tensor import Tensor
+  if not isinstance(src, Tensor): raise TypeError(f"copy_: expected a Tensor, got {type(src).__name__}")
+  return assign(self, src.to(self.device), "copy_", cast_any=True)
+def uniform_(self, a=0.0, b=1.0): return assign(self, self.rand_like() * (b - a) + a, "uniform_")
+def normal_(self, mean=0.0, std=1.0): return assign(self, self.randn_like() * std + mean, "normal_")
+def clamp_min_(self, m): return assign(self, current(self).clamp(min=m), "clamp_min_")
+def clamp_max_(self, m): return assign(self, current(self).clamp(max=m), "clamp_max_")
+
+def detach_(self):
+  if isinstance(getattr(self, "_base", None), tuple) and self._base[1] != "detach":
+    raise RuntimeError("detach_: cannot detach a view in place; use detach()")
+  self._ag = None
+  return self
+
+def _data_get(self): return self.detach()
+def _data_set(self, value):
+  """t.data = other: t takes other's value; its graph stays, as PyTorch's .data assignment."""
+  from alloy.tensor import Tensor
+  if not isinstance(value, Tensor): raise TypeError(f"data: expected a Tensor, got {type(value).__name__}")
+  self.node = value.to(self.device).node
+  autograd.bump(self)
+
+def install(Tensor) -> None:
+  for name, out_of_place in OPERATORS.items(): setattr(Tensor, name, _inplace(name, getattr(Tensor, out_of_place)))
+  for name, fn in (("addcmul", addcmul), ("addcdiv", addcdiv), ("index_put", index_put), ("index_add", index_add),
+                   ("index_copy", index_copy), ("index_fill", index_fill)):
+    setattr(Tensor, name, fn)
+  for name in METHODS: setattr(Tensor, name + "_", _inplace(name + "_", getattr(Tensor, name), name.startswith(("index", "masked"))))
+  for name, out_of_place in ALIASES.items(): setattr(Tensor, name, _inplace(name, getattr(Tensor, out_of_place)))
+  Tensor.__setitem__ = setitem
+  for fn in (fill_, zero_, copy_, uniform_, normal_, clamp_min_, clamp_max_, detach_): setattr(Tensor, fn.__name__, fn)
+  Tensor.data = property(_data_get, _data_set)
