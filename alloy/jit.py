@@ -1,4 +1,6 @@
 """@jit: run a function of Tensors once, capture the launches it makes on the second call, replay them after.
+Longer than the house's 400 lines: capture, its checks and replay share the Jit's state (argument binding and the
+in-place state are already split out: jit_args.py, jit_state.py).
 
 A replay binds the new inputs' buffers (and output buffers, and fresh random keys) into the captured launches
 and submits them, in batches of growing size as device graphs where the device has a Graph class, else through
