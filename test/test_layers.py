@@ -17,7 +17,7 @@ ALLOWED = {
   "front":    {"base", "ir", "schedule", "codegen", "renderer", "runtime", "engine", "front"},
 }
 FOLDERS = {"ir", "schedule", "codegen", "renderer", "runtime", "engine"}
-FRONT = {"tensor", "autograd", "indexing", "jit", "jit_args", "trace", "dlpack", "scalar", "__init__"}
+FRONT = {"tensor", "autograd", "indexing", "jit", "jit_args", "trace", "dlpack", "scalar", "__init__", "nn", "optim", "state", "data"}
 BASE = {"helpers", "dtype", "caps"}
 
 def layer_of(module: str) -> str:
