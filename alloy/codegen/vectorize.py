@@ -108,6 +108,7 @@ def pack_arithmetic(instrs: list) -> list:
   drop: set[int] = set()
   packed: set[int] = set()
   broadcasts: dict[int, Instr] = {}
+  broadcast_srcs: set[int] = set()   # the scalars some vector broadcasts, which must stay where they are
 
   def operand(vals: list, width: int, broadcast=True):
     """The vector whose lanes are vals: an existing one, or (for `vector`) the one scalar all lanes share,
@@ -124,6 +125,7 @@ def pack_arithmetic(instrs: list) -> list:
     if src.op in (Kind.VLOAD, Kind.VALU, Kind.VACC, Kind.VBROADCAST): return src
     if (b := broadcasts.get((id(src), width))) is None:
       b = broadcasts[(id(src), width)] = Instr(Kind.VBROADCAST, src.dtype, (src,), width)
+      broadcast_srcs.add(id(src))
       insert_after.setdefault(pos[id(src)], []).append(b)
     return b
 
@@ -147,6 +149,8 @@ def pack_arithmetic(instrs: list) -> list:
         if any(s is None for s in srcs): continue
         # the members become lanes of the vector: every other user must come after it
         if any(pos[id(u)] <= at for m in members for u, _ in users.get(id(m), [])): continue
+        # a member already broadcast to a vector would move after that broadcast (placed at its old position)
+        if any(id(m) in broadcast_srcs for m in members): continue
         vec = Instr(Kind.VALU, u0.dtype, tuple(vector(v, width) for v in srcs), (u0.arg, width))
         insert_after.setdefault(at, []).extend([vec] + members)   # its lanes, defined after it
         drop.update(pos[id(m)] for m in members)
