@@ -30,7 +30,8 @@ def _fan(t: Tensor, mode: str) -> int:
   return fan_in if mode == "fan_in" else fan_out
 
 def _draw(t: Tensor, value: Tensor) -> Tensor:
-  with no_grad(): return rebind(t, value.cast(t.dtype))
+  # realized now: a lazy draw would be recomputed (the whole random generator) in every kernel that reads the weight
+  with no_grad(): return rebind(t, value.cast(t.dtype).realize())
 
 def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
   return _draw(t, Tensor.rand(*t.shape, device=t.device) * (b - a) + a)

@@ -18,6 +18,7 @@ from alloy.tensor import Tensor, cat
 from alloy.autograd import no_grad, enable_grad
 from alloy.engine.realize import realize as realize_all
 from alloy.nn.parameter import rebind
+from alloy.jit import JitError, capturing
 
 PARAMS_PER_KERNEL = 8
 
@@ -80,6 +81,9 @@ class Optimizer:
 
   def step(self, closure=None):
     """One update of every parameter that has a gradient; closure, if given, recomputes and returns the loss first."""
+    if capturing():
+      raise JitError(f"{type(self).__name__}.step() inside @jit is not supported yet: parameters are updated by rebinding them to new "
+                     "buffers, and a replay would read them as they were at capture; call step() outside the jitted function")
     loss = None
     if closure is not None:
       with enable_grad(): loss = closure()

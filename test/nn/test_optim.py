@@ -111,3 +111,17 @@ def test_errors():
   with pytest.raises(ValueError, match="Invalid beta parameter at index 1"): optim.Adam([w], betas=(0.9, 1.0))
   with pytest.raises(ValueError, match="Nesterov momentum requires"): optim.SGD([w], lr=0.1, nesterov=True)
   with pytest.raises(TypeError, match="only optimize Tensors"): optim.SGD([np.ones(2)], lr=0.1)
+
+def test_step_inside_jit_raises_until_in_place_updates():
+  w = Tensor(np.ones(3, np.float32), requires_grad=True)
+  opt = optim.SGD([w], lr=0.1)
+  @alloy.jit
+  def train_step(x):
+    opt.zero_grad()
+    loss = (w * x).sum()
+    loss.backward()
+    opt.step()
+    return loss
+  x = Tensor(np.full(3, 2.0, np.float32))
+  train_step(x)   # the first call runs eagerly
+  with pytest.raises(alloy.JitError, match=r"SGD.step\(\) inside @jit is not supported yet"): train_step(x)
