@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 import numpy as np
 from alloy.tensor import Tensor
-from alloy import dtype as dt
 
 class TensorDataset:
   """Samples are tuples of the rows of equal-length Tensors or arrays (torch.utils.data.TensorDataset)."""
@@ -25,8 +24,7 @@ class TensorDataset:
 def _to_tensor(x, device):
   if isinstance(x, Tensor): return x.to(device) if device is not None else x
   arr = np.asarray(x)
-  if arr.dtype == object: raise TypeError("DataLoader: cannot batch samples of mixed or non-numeric types into a tensor")
-  if arr.dtype == np.float64 and dt.default_float is not dt.float64 and not isinstance(x, np.ndarray): arr = arr.astype(np.float32)
+  if arr.dtype.kind not in "biuf": raise TypeError(f"DataLoader: cannot batch samples of mixed or non-numeric types into a tensor (got {arr.dtype})")
   return Tensor(np.ascontiguousarray(arr), device=device)
 
 def default_collate(samples: list, device=None):
@@ -39,6 +37,10 @@ def default_collate(samples: list, device=None):
     return type(first)(default_collate(list(field), device) for field in zip(*samples)) if isinstance(first, tuple) \
       else [default_collate(list(field), device) for field in zip(*samples)]
   if isinstance(first, Tensor): return _to_tensor(np.stack([s.numpy() for s in samples]), device)
+  if isinstance(first, (bool, int, float)):   # Python numbers take alloy's default dtypes, as Tensor([...]) does
+    if not all(isinstance(s, (bool, int, float)) for s in samples):
+      raise TypeError("DataLoader: cannot batch samples of mixed or non-numeric types into a tensor")
+    return Tensor(samples, device=device)
   return _to_tensor(np.stack([np.asarray(s) for s in samples]), device)
 
 class DataLoader:
