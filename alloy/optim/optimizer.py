@@ -2,11 +2,13 @@
 
 A step updates the parameters a few at a time: the parameters of a group that have a gradient are split into
 chunks of one device, dtype and step count (at most PARAMS_PER_KERNEL each, so a kernel's buffers stay within every
-device's binding limit), and each chunk is one flat vector: the update reads the chunk's values, gradients and state
+device's binding limit; a parameter of ALONE_FROM elements or more is a chunk of its own, since reading a
+concatenation costs a select per part and element, which only pays for small tensors), and each chunk is one flat
+vector: the update reads the chunk's values, gradients and state
 as one concatenation and writes one new flat vector per quantity (one kernel each: the parameters, and each state
 tensor). All chunks realize together, then every parameter and state tensor is rebound to its slice of the new
-vectors (parameter.rebind), so the next step's concatenation reads one buffer per quantity. State stays on the
-device; the host never reads a value.
+vectors (parameter.rebind); while they stay those slices, the next step reads the vectors themselves (only the
+gradients are concatenated). State stays on the device; the host never reads a value.
 
 The hyper-parameters and the step-dependent factors (learning rate, bias corrections) are Python numbers in the
 update's expression, which the schedule lifts into kernel arguments: a learning-rate schedule or Adam's step count
@@ -21,14 +23,18 @@ from alloy.nn.parameter import rebind
 from alloy.jit import JitError, capturing
 
 PARAMS_PER_KERNEL = 8
+ALONE_FROM = 1 << 16   # a parameter of this many elements or more is a chunk of its own
 
 class _Required:
   def __repr__(self): return "<required parameter>"
 required = _Required()
 
-def flat(tensors: list[Tensor]) -> Tensor:
-  """The tensors' values as one vector, in order."""
-  parts = [t.reshape(-1) for t in tensors]
+def flat(tensors: list[Tensor], like: list[Tensor] | None = None) -> Tensor:
+  """The tensors' values as one vector, in order; a None among them (state not made yet) is zeros shaped as its
+  tensor in `like`, and all None is one zero vector (no concatenation of constants)."""
+  like = like or tensors
+  if all(t is None for t in tensors): return Tensor.zeros(sum(t.numel() for t in like), dtype=like[0].dtype, device=like[0].device)
+  parts = [(t if t is not None else Tensor.zeros(*s.shape, dtype=s.dtype, device=s.device)).reshape(-1) for t, s in zip(tensors, like)]
   return parts[0] if len(parts) == 1 else cat(parts)
 
 def unflat(vector: Tensor, like: list[Tensor]) -> list[Tensor]:
@@ -48,6 +54,7 @@ class Optimizer:
 
   def __init__(self, params, defaults: dict):
     self.defaults, self.state, self.param_groups = dict(defaults), {}, []
+    self._vectors: dict = {}   # (chunk, quantity) -> (its last flat vector, the nodes of its slices)
     if isinstance(params, Tensor): raise TypeError("params must be an iterable of Tensors or of dicts, got a Tensor (wrap it in a list)")
     groups = list(params)
     if not groups: raise ValueError("optimizer got an empty parameter list")
@@ -88,34 +95,46 @@ class Optimizer:
     if closure is not None:
       with enable_grad(): loss = closure()
     with no_grad():
-      pending = []   # (params, {name: new flat vector}) per chunk
+      pending = []   # (params, step, new flat values, {name: new flat state}) per chunk
       for group in self.param_groups:
         for chunk in self._chunks(group):
+          key = tuple(id(p) for p in chunk)
           step = self.state.get(chunk[0], {}).get("step", 0) + 1
-          state = {name: flat([self._state_tensor(p, name) for p in chunk]) for name in self.state_names}
+          state = {name: self._vector(key, name, [self._state_tensor(p, name) for p in chunk], chunk) for name in self.state_names}
           grads = flat([p.grad.cast(p.dtype) if p.grad.dtype is not p.dtype else p.grad for p in chunk])
-          new_values, new_state = self.update(group, step, flat(chunk), grads, state, step == 1)
+          new_values, new_state = self.update(group, step, self._vector(key, None, chunk, chunk), grads, state, step == 1)
           pending.append((chunk, step, new_values, new_state))
       realize_all([t for _, _, v, s in pending for t in (v, *s.values())])
+      self._vectors = {}
       for chunk, step, new_values, new_state in pending:
-        for p, v in zip(chunk, unflat(new_values, chunk)): rebind(p, v)
-        slices = {name: unflat(t, chunk) for name, t in new_state.items()}
-        for i, p in enumerate(chunk):
-          st = self.state.setdefault(p, {})
-          st["step"] = step
-          for name, parts in slices.items(): st[name] = parts[i]
+        key = tuple(id(p) for p in chunk)
+        for name, vector in ((None, new_values), *new_state.items()):
+          parts = unflat(vector, chunk)
+          self._vectors[(key, name)] = (vector, tuple(t.node for t in parts))
+          for p, part in zip(chunk, parts):
+            if name is None: rebind(p, part)
+            else: self.state.setdefault(p, {})[name] = part
+        for p in chunk: self.state.setdefault(p, {})["step"] = step
     return loss
 
   def _chunks(self, group: dict) -> list[list[Tensor]]:
     by_key: dict = {}
+    alone = []
     for p in group["params"]:
       if p.grad is None: continue
-      by_key.setdefault((p.device, p.dtype, self.state.get(p, {}).get("step", 0)), []).append(p)
-    return [ps[i:i + PARAMS_PER_KERNEL] for ps in by_key.values() for i in range(0, len(ps), PARAMS_PER_KERNEL)]
+      if p.numel() >= ALONE_FROM: alone.append([p])
+      else: by_key.setdefault((p.device, p.dtype, self.state.get(p, {}).get("step", 0)), []).append(p)
+    return alone + [ps[i:i + PARAMS_PER_KERNEL] for ps in by_key.values() for i in range(0, len(ps), PARAMS_PER_KERNEL)]
 
-  def _state_tensor(self, p: Tensor, name: str) -> Tensor:
-    t = self.state.get(p, {}).get(name)
-    return t if t is not None else Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device)
+  def _vector(self, key: tuple, name: str | None, tensors: list, like: list[Tensor]) -> Tensor:
+    """The chunk's values (name None) or state `name` as one vector: last step's vector itself while every tensor is
+    still its slice (no concatenation to read), else their concatenation."""
+    hit = self._vectors.get((key, name))
+    if hit is not None and all(t is not None and t.node is n for t, n in zip(tensors, hit[1])): return hit[0]
+    return flat(tensors, like)
+
+  def _state_tensor(self, p: Tensor, name: str) -> Tensor | None:
+    return self.state.get(p, {}).get(name)
 
   def update(self, group: dict, step: int, values: Tensor, grads: Tensor, state: dict, first: bool):
     raise NotImplementedError(f"{type(self).__name__} defines no update()")

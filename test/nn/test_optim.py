@@ -125,3 +125,23 @@ def test_step_inside_jit_raises_until_in_place_updates():
   x = Tensor(np.full(3, 2.0, np.float32))
   train_step(x)   # the first call runs eagerly
   with pytest.raises(alloy.JitError, match=r"SGD.step\(\) inside @jit is not supported yet"): train_step(x)
+
+def test_large_parameters_alone_and_values_changed_between_steps(device):
+  """A parameter past ALONE_FROM is its own chunk; a value given between steps (load_state_dict) is read, not last
+  step's vector."""
+  from alloy.optim.optimizer import ALONE_FROM
+  rng = np.random.default_rng(4)
+  ws = [rng.standard_normal(ALONE_FROM + 5).astype(np.float32), rng.standard_normal(7).astype(np.float32), rng.standard_normal(3).astype(np.float32)]
+  ap = [Tensor(w, device=device, requires_grad=True) for w in ws]
+  tp = [torch.tensor(w, requires_grad=True) for w in ws]
+  ao, to = optim.Adam(ap, lr=0.01), torch.optim.Adam(tp, lr=0.01)
+  for i in range(4):
+    if i == 2:
+      fresh = rng.standard_normal(7).astype(np.float32)
+      alloy.nn.parameter.rebind(ap[1], Tensor(fresh, device=device))
+      with torch.no_grad(): tp[1].copy_(torch.tensor(fresh))
+    for p, q in zip(ap, tp):
+      g = np.cos(np.arange(p.numel(), dtype=np.float32) * (i + 1))
+      p.grad, q.grad = Tensor(g, device=device), torch.tensor(g)
+    ao.step(); to.step()
+  for a, t in zip(ap, tp): assert_close(a.numpy(), t.detach().numpy(), atol=2e-5, rtol=2e-5)
