@@ -117,6 +117,36 @@ class Optimizer:
         for p in chunk: self.state.setdefault(p, {})["step"] = step
     return loss
 
+  def state_dict(self) -> dict:
+    """torch.optim's layout: {'state': {index: {name: tensor, 'step': int}}, 'param_groups': [{..., 'params': [index]}]},
+    parameters numbered in group order."""
+    index = {id(p): i for i, p in enumerate(p for g in self.param_groups for p in g["params"])}
+    state = {index[id(p)]: dict(st) for p, st in self.state.items() if id(p) in index}
+    groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [index[id(p)] for p in g["params"]]} for g in self.param_groups]
+    return {"state": state, "param_groups": groups}
+
+  def load_state_dict(self, state_dict: dict) -> None:
+    """Takes state_dict()'s layout (alloy's or torch.optim's, whose tensors are converted to this optimizer's devices)."""
+    groups = state_dict.get("param_groups") if isinstance(state_dict, dict) else None
+    if groups is None or "state" not in state_dict: raise ValueError("load_state_dict: expected a dict with 'state' and 'param_groups'")
+    if len(groups) != len(self.param_groups) or any(len(g["params"]) != len(h["params"]) for g, h in zip(groups, self.param_groups)):
+      raise ValueError("load_state_dict: the saved parameter groups do not match this optimizer's in number or size")
+    params = {i: p for g, h in zip(groups, self.param_groups) for i, p in zip(g["params"], h["params"])}
+    self.state = {}
+    for i, st in state_dict["state"].items():
+      p = params[i]
+      entry = {}
+      for k, v in st.items():
+        if k == "step": entry[k] = int(v.item() if hasattr(v, "item") else v)
+        else:
+          t = v if isinstance(v, Tensor) else Tensor(v.detach().cpu().numpy() if hasattr(v, "detach") else v)
+          if tuple(t.shape) != tuple(p.shape):
+            raise ValueError(f"load_state_dict: state {k!r} of parameter {i} has shape {tuple(t.shape)}, the parameter {tuple(p.shape)}")
+          entry[k] = t.to(p.device).cast(p.dtype)
+      self.state[p] = entry
+    for g, h in zip(groups, self.param_groups): h.update({k: v for k, v in g.items() if k != "params"})
+    self._vectors = {}
+
   def _chunks(self, group: dict) -> list[list[Tensor]]:
     by_key: dict = {}
     alone = []

@@ -145,3 +145,36 @@ def test_large_parameters_alone_and_values_changed_between_steps(device):
       p.grad, q.grad = Tensor(g, device=device), torch.tensor(g)
     ao.step(); to.step()
   for a, t in zip(ap, tp): assert_close(a.numpy(), t.detach().numpy(), atol=2e-5, rtol=2e-5)
+
+def test_state_dict_resumes_and_loads_torch_state():
+  ws = _weights()
+  x = np.random.default_rng(3).standard_normal((6, 4)).astype(np.float32)
+  def run(steps, opt=None, ps=None):
+    ps = ps or [Tensor(w.astype(np.float32), requires_grad=True) for w in ws]
+    opt = opt or optim.AdamW(ps, lr=0.02)
+    for _ in range(steps):
+      opt.zero_grad(); _loss(alloy, ps, Tensor(x)).backward(); opt.step()
+    return ps, opt
+  straight, _ = run(5)
+  ps, opt = run(2)
+  saved = opt.state_dict()
+  assert saved["param_groups"][0]["params"] == [0, 1, 2, 3] and saved["state"][0]["step"] == 2
+  fresh = [Tensor(p.numpy(), requires_grad=True) for p in ps]
+  resumed = optim.AdamW(fresh, lr=0.5)
+  resumed.load_state_dict(saved)
+  assert resumed.param_groups[0]["lr"] == 0.02
+  run(3, resumed, fresh)
+  for a, b in zip(fresh, straight): assert_close(a.numpy(), b.numpy())
+  # torch's state dict loads too: its tensors convert, and the trajectories go on together
+  tp = [torch.tensor(w.astype(np.float32), requires_grad=True) for w in ws]
+  to = torch.optim.AdamW(tp, lr=0.02)
+  for _ in range(2):
+    to.zero_grad(); _loss(torch, tp, torch.tensor(x)).backward(); to.step()
+  ap = [Tensor(t.detach().numpy(), requires_grad=True) for t in tp]
+  ao = optim.AdamW(ap, lr=0.02)
+  ao.load_state_dict(to.state_dict())
+  for _ in range(3):
+    to.zero_grad(); _loss(torch, tp, torch.tensor(x)).backward(); to.step()
+  run(3, ao, ap)
+  for a, t in zip(ap, tp): assert_close(a.numpy(), t.detach().numpy(), atol=2e-5, rtol=2e-5)
+  with pytest.raises(ValueError, match="do not match"): optim.AdamW(ap[:2]).load_state_dict(saved)
