@@ -87,3 +87,16 @@ def test_load_state_dict_names_the_bad_keys(tmp_path):
   st.save_file({"weight": torch.zeros(2, 4), "bias": torch.zeros(2), "extra": torch.zeros(1)}, tmp_path / "s.safetensors")
   with pytest.raises(RuntimeError, match=r"(?s)Unexpected key\(s\) in state_dict: 'extra'.*size mismatch for weight"):
     lin.load_state_dict(alloy.load(tmp_path / "s.safetensors"))
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_hugging_face_save_pretrained_loads_unchanged(tmp_path, dtype):
+  transformers = pytest.importorskip("transformers")
+  cfg = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, n_positions=16, vocab_size=64, bos_token_id=0, eos_token_id=0)
+  model = transformers.GPT2LMHeadModel(cfg).to(getattr(torch, dtype))
+  model.save_pretrained(tmp_path, safe_serialization=True)
+  loaded = alloy.load(tmp_path / "model.safetensors")
+  theirs = {k: v for k, v in model.state_dict().items() if k in loaded}
+  assert "transformer.h.1.attn.c_attn.weight" in loaded and len(theirs) == len(loaded)
+  for k, v in theirs.items():
+    assert loaded[k].dtype.name == dtype and loaded[k].shape == tuple(v.shape), k
+    np.testing.assert_array_equal(_alloy_bits(loaded[k]), _bits(v.contiguous()), err_msg=k)
