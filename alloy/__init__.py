@@ -9,6 +9,14 @@ from alloy.jit import jit, JitError
 from alloy.engine.trace import trace
 from alloy.state import save, load
 from alloy.autograd import no_grad, enable_grad, grad, value_and_grad, is_grad_enabled, set_grad_enabled
+# ops in their own modules, bound below as Tensor methods where PyTorch has them (alloy.nn.functional re-exports one_hot, embedding)
+from alloy.gathering import gather, take_along_dim, index_select
+from alloy.ordering import sort, argsort, topk
+from alloy.scans import cumprod, cummax, cummin
+from alloy.contraction import einsum
+from alloy.triangular import tril, triu
+from alloy.logexp import log1p, expm1, logaddexp, logaddexp2
+from alloy.vector_norm import norm
 
 manual_seed = Tensor.manual_seed
 zeros, ones, full, empty, arange, linspace, eye = Tensor.zeros, Tensor.ones, Tensor.full, Tensor.empty, Tensor.arange, Tensor.linspace, Tensor.eye
@@ -26,3 +34,7 @@ def maximum(a, b): return a.maximum(b)
 def minimum(a, b): return a.minimum(b)
 def matmul(a, b): return a.matmul(b)
 def synchronize(device=None): get_device(device or default_device()).synchronize()
+
+for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, cummax, cummin, tril, triu, log1p, expm1,
+            logaddexp, logaddexp2, norm):
+  setattr(Tensor, _op.__name__, _op)

@@ -35,6 +35,7 @@ def _norm_axis(axis: int, ndim: int, what="dimension") -> int:
     raise IndexError(f"{what} {axis} is out of range for a tensor with {ndim} dimensions "
                      f"(expected to be in range of [{-max(ndim,1)}, {max(ndim,1)-1}])")
   return axis % max(ndim, 1)
+norm_axis = _norm_axis   # public: the op modules beside this one (gathering, ordering, ...) check dims the same way
 
 def broadcast_shape(*shapes: tuple) -> tuple:
   if all(s == shapes[0] for s in shapes[1:]): return tuple(shapes[0])
@@ -264,6 +265,7 @@ class Tensor:
     return self
   def contiguous(self) -> "Tensor":
     if self.node.op is Op.VIEW and self.node.src[0].op is Op.BUFFER and self.node.arg.is_contiguous: return self
+    if self.node.op is Op.CONTIGUOUS: return self   # already stored once: a second CONTIGUOUS would not lower
     t = self._new(Node(Op.CONTIGUOUS, (self.node,), None, self.dtype, self.shape))
     return t if self._ag is None else autograd.record(t, autograd.identity_rule, (self,))
   def numpy(self) -> np.ndarray:

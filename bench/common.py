@@ -65,6 +65,18 @@ def tinygrad_for(device: str):
     thunk().realize(); tg_device.synchronize()
   return (tinygrad.Tensor, realized), None
 
+def torch_compiled(fn, *example):
+  """torch.compile's form of fn, the peer's best fused form of the same work, compiled on the example inputs now (so
+  no figure counts its compile); (None, why not) where it does not run here, for a line under the table."""
+  try:
+    import torch
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+    compiled = torch.compile(fn)
+    compiled(*example)
+    return compiled, None
+  except Exception as e:   # no working compiler or triton for its backend on this machine
+    return None, f"torch.compile: does not run here ({type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''})"
+
 def print_table(rows: list[dict], columns: list[str], unit_of: dict, ours: str = "alloy") -> None:
   """rows: {'workload', 'unit', impl: figure}; prints each impl's figure and ours/theirs ratio."""
   others = [c for c in columns if c != ours]

@@ -1,7 +1,9 @@
 """Launch overhead: a chain of 1000 dependent tiny kernels (x = x*1.0001 + 1 on 1024 float32), in µs per kernel.
 
 alloy eager (schedule + cached compile per kernel), @jit replay launch by launch, @jit replay in graphs, beside
-NumPy on the CPU and PyTorch eager and torch.cuda.CUDAGraph on CUDA when PyTorch is installed.
+NumPy on the CPU and PyTorch on CUDA when installed: eager in its one-kernel form of the step (torch.add(1, x,
+alpha=1.0001); `x*1.0001 + 1` is two kernels in eager torch and would flatter alloy 2x), the same step through
+torch.compile, and torch.cuda.CUDAGraph.
 Also: the fixed cost of one replay (a one-kernel function), with its result dropped and with results held.
 
 python bench/jit.py            (DEV=CUDA or DEV=CPU picks the device; default: the best present)
@@ -13,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
 import alloy
 from alloy import Tensor
-from common import median_time, print_table
+from common import median_time, print_table, torch_compiled
 
 try: import torch
 except ImportError: torch = None
@@ -60,11 +62,18 @@ def run():
     columns.append("numpy")
   if torch is not None and device.startswith("CUDA") and torch.cuda.is_available():
     t = torch.ones(N_ELEMS, device="cuda")
-    def torch_chain():
+    ones_t = torch.ones_like(t)
+    def torch_step(y): return torch.add(ones_t, y, alpha=1.0001)
+    def torch_chain(step=torch_step):
       y = t
-      for _ in range(N_KERNELS): y = y * 1.0001 + 1
+      for _ in range(N_KERNELS): y = step(y)
       return y
     row["torch"] = per_kernel_us(torch_chain, torch.cuda.synchronize)
+    compiled, why_not = torch_compiled(lambda y: y * 1.0001 + 1, t)
+    if compiled is not None:
+      row["compile"] = per_kernel_us(lambda: torch_chain(compiled), torch.cuda.synchronize)
+      columns.append("compile")
+    else: print(why_not)
     static_in = t.clone()
     torch_chain_graph = torch.cuda.CUDAGraph()
     s = torch.cuda.Stream()
@@ -73,7 +82,7 @@ def run():
     torch.cuda.current_stream().wait_stream(s)
     with torch.cuda.graph(torch_chain_graph):
       y = static_in
-      for _ in range(N_KERNELS): y = y * 1.0001 + 1
+      for _ in range(N_KERNELS): y = torch_step(y)
     row["torch+graph"] = per_kernel_us(torch_chain_graph.replay, torch.cuda.synchronize)
     columns += ["torch", "torch+graph"]
   print(f"launch overhead on {device} ({dev.target}): µs per kernel, lower is better")

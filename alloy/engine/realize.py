@@ -55,7 +55,7 @@ def _output(device_name: str, node: Node) -> tuple[Buffer, Node]:
 def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
   global kernels_launched
   t0 = time.perf_counter()
-  items = schedule(targets)
+  items = schedule(targets, device_name)
   t_sched = time.perf_counter() - t0
   if stage_listeners: emit_stage("schedule", t0, t_sched, f"{len(items)} kernels")
   device = get_device(device_name)
@@ -105,15 +105,15 @@ def _peel_reshape(n: Node) -> Node:
 def realize(tensors) -> None:
   by_device: dict[str, list] = {}
   for t in tensors:
-    n = realized(t.node)
+    n = realized(t.node, t.device)
     t.node = n
     if is_buffer_view(n): continue
     by_device.setdefault(t.device, []).append(t)
   for device_name, ts in by_device.items():
     bases = [_peel_reshape(t.node) for t in ts]
-    run_schedule([realized(b) for b in bases], device_name)
+    run_schedule([realized(b, device_name) for b in bases], device_name)
     for t, b in zip(ts, bases):
-      buf_node = realized(b)
+      buf_node = realized(b, device_name)
       t.node = buf_node if b is t.node else buffer_view(buf_node.src[0].arg, t.shape)
 
 def buffer_of(t) -> Buffer:
@@ -124,5 +124,5 @@ def buffer_of(t) -> Buffer:
   if not is_buffer_view(n):   # a view of part of a buffer, or strided: copy it into a buffer of its own
     copy = Node(Op.CONTIGUOUS, (n,), None, n.dtype, n.shape)
     run_schedule([copy], t.device)
-    t.node = n = realized(copy)
+    t.node = n = realized(copy, t.device)
   return n.src[0].arg

@@ -21,10 +21,13 @@ from alloy.ir.kernel import KernelAST
 # buffer. Entries older than _valid_from are ignored: the jit's capture needs every kernel launched again.
 _generation, _valid_from = 0, 0
 
-def realized(n: Node) -> Node:
-  """The view of the buffer holding n's value if n was computed, else n."""
+def realized(n: Node, device: str | None = None) -> Node:
+  """The view of the buffer holding n's value if n was computed (on device, where one is named), else n. Nodes are
+  shared between devices where nothing in them names one (a graph of constants), so the engine names the device."""
   r = n.realized
-  return r[1] if r is not None and r[0] >= _valid_from else n
+  if r is None or r[0] < _valid_from: return n
+  view = r[1]
+  return view if device is None or (view.src[0].arg if view.op is Op.VIEW else view.arg).device == device else n
 
 def set_realized(n: Node, view: Node) -> None: n.realized = (_generation, view)
 
@@ -107,10 +110,10 @@ def _constant_part(n: Node) -> int:
 _schedules: dict = {}
 SCHEDULE_CACHE_SIZE, SCHEDULE_VARIANTS = 4096, 4
 
-def schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list, list]]:
+def schedule(targets: list[Node], device: str | None = None) -> list[tuple[Node, KernelAST, list, list]]:
   """Kernels in dependency order: (node realized, its AST, the nodes bound as its inputs [0]=itself, the CONST nodes
   whose values are its scalar arguments)."""
-  targets = [realized(t) for t in targets]
+  targets = [realized(t, device) for t in targets]
   order, position, key = _structure(targets)
   if (variants := _schedules.get(key)) is not None:
     for pinned, hit in variants:

@@ -76,3 +76,10 @@ def test_integers_to_negative_powers_raise():
   with pytest.raises(ValueError, match="negative integer powers"): Tensor([2]) ** -1
   with pytest.raises(ValueError, match="negative integer powers"): Tensor([2]).pow(-3)
   assert (Tensor([2.0]) ** -1).item() == 0.5 and (Tensor([2]) ** 3).item() == 8
+
+def test_constant_graph_computed_on_two_devices():
+  # a graph of constants names no device, so its nodes are shared: each device computes its own buffer of it
+  for device in ("CPU", "METAL"):
+    idx = Tensor(0, device=device).reshape(1)
+    assert Tensor(5.0, device=device).reshape(1)[idx].reshape(()).item() == 5.0
+    assert (Tensor(2.0, device=device) * 3).realize().item() == 6.0

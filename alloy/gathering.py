@@ -1,0 +1,153 @@
+"""Reading at indices along one dimension: gather, take_along_dim, index_select, one_hot, embedding (PyTorch's
+signatures). Each forward is one GATHER node (a lazy read at computed addresses: no copy of the input).
+
+Indices given by the user are checked on the host before any kernel runs, as getitem checks its own: free for host
+data, a read-back (a sync) for an index computed on the device. Internal callers whose indices are in range by
+construction (sort, topk) use `take` and skip that read.
+
+Backward: gather scatters its gradient back through a one-hot comparison reduced over the gathered axis (cost
+numel(index) * size(dim), one fused kernel); index_select and embedding do the same as a matmul of the one-hot
+matrix (cost len(index) * size(dim) * rest, at matmul speed), so an embedding's gradient is one matmul.
+"""
+from __future__ import annotations
+import numpy as np
+from alloy import dtype as dt, autograd
+from alloy.ir.node import Node
+from alloy.ir.ops import Op
+from alloy.ir.symbolic import INT32_MAX
+from alloy.tensor import Tensor, broadcast_shape, where, norm_axis
+
+def _index_arg(index, what: str, device: str) -> Tensor:
+  if not isinstance(index, Tensor): index = Tensor(np.asarray(index), device=device)
+  if not index.dtype.is_int:
+    raise TypeError(f"{what}: index must be an integer tensor, got {index.dtype.name}")
+  if index.device != device: raise ValueError(f"{what}: index is on {index.device}, the input on {device}")
+  return index
+
+def check_bounds(index: Tensor, size: int, what: str, dim: int) -> None:
+  """Every index in [0, size): read on the host (a sync for an index computed on the device)."""
+  if index.numel() == 0: return
+  # a constant is read off its node, no kernel (a kernel would also cache its value on the node for every device)
+  vals = np.asarray(index.node.arg) if index.node.op is Op.CONST else index.numpy()
+  if vals.min() < 0 or vals.max() >= size:
+    bad = vals[(vals < 0) | (vals >= size)].flat[0]
+    raise IndexError(f"{what}: index {bad} is out of bounds for dimension {dim} with size {size}")
+
+def _positions(n: int, device: str) -> Tensor: return Tensor.arange(n, dtype=dt.int32, device=device)
+
+def positions_along(shape: tuple, dim: int, device: str) -> list:
+  """For take: each axis but dim's own position, broadcast to shape (None at dim); a caller taking many times with
+  one shape builds them once."""
+  return [None if a == dim else _positions(n, device).reshape(tuple(n if b == a else 1 for b in range(len(shape)))).expand(shape)
+          for a, n in enumerate(shape)]
+
+def take(x: Tensor, dim: int, index: Tensor, others: list | None = None) -> Tensor:
+  """out[..., i, ...] = x[..., index[..., i, ...], ...]: index has x's rank and is at most x's size in the other dims,
+  every value in [0, x.shape[dim]) (unchecked). `others`: positions_along(index.shape, dim). No autograd: callers
+  record their own rule."""
+  shape = index.shape
+  if 0 in shape: return Tensor.zeros(*shape, dtype=x.dtype, device=x.device)
+  picks = others or positions_along(shape, dim, x.device)
+  picks = [index.cast(dt.int32 if x.shape[dim] <= INT32_MAX else dt.int64) if a == dim else p for a, p in enumerate(picks)]
+  return x._new(Node(Op.GATHER, (x.node, *[p.node for p in picks]), tuple(range(x.ndim)), x.dtype, shape))
+
+def one_hot_along(index: Tensor, dim: int, size: int, dtype) -> Tensor:
+  """A new axis of `size` after dim: 1 where it equals index there, else 0 (lazy, never stored)."""
+  shape = tuple(size if b == dim + 1 else 1 for b in range(index.ndim + 1))
+  return (index.unsqueeze(dim + 1) == _positions(size, index.device).reshape(shape)).cast(dtype)
+
+def scatter_add_rows(shape: tuple, dim: int, index: Tensor, src: Tensor) -> Tensor:
+  """zeros(shape) with src[..., i, ...] added at [..., index[..., i, ...], ...] (repeats add up): the gradient of
+  take. One reduction over the gathered axis of a one-hot comparison; index may be smaller than shape elsewhere."""
+  if src.ndim == 0: return src
+  hit = index.unsqueeze(dim + 1) == _positions(shape[dim], index.device).reshape(
+    tuple(shape[dim] if b == dim + 1 else 1 for b in range(index.ndim + 1)))
+  out = where(hit, src.unsqueeze(dim + 1), 0).sum(dim) if index.shape[dim] else Tensor.zeros(
+    *(s if b != dim else shape[dim] for b, s in enumerate(index.shape)), dtype=src.dtype, device=src.device)
+  if out.shape != tuple(shape): out = out.pad(tuple((0, s - n) for s, n in zip(shape, out.shape)))
+  return out.cast(src.dtype)
+
+def _take_rule(out, g, dim, index, in_shape): return (scatter_add_rows(in_shape, dim, index, g),)
+
+def gather(input: Tensor, dim: int, index, *, sparse_grad: bool = False) -> Tensor:
+  """torch.gather: out[i][j][k] = input[i][index[i][j][k]][k] for dim 1; index has input's rank and at most its
+  size in every other dim."""
+  if sparse_grad: raise NotImplementedError("gather: sparse_grad=True is not supported (alloy has no sparse tensors)")
+  index = _index_arg(index, "gather", input.device)
+  if index.ndim != input.ndim and not (index.ndim <= 1 and input.ndim <= 1):
+    raise ValueError(f"gather: index has {index.ndim} dims, the input {input.ndim}; they must match")
+  x = input.reshape(1) if input.ndim == 0 else input
+  idx = index.reshape(1) if index.ndim == 0 else index
+  d = norm_axis(dim, x.ndim)
+  for a, (n, s) in enumerate(zip(idx.shape, x.shape)):
+    if a != d and n > s: raise ValueError(f"gather: index {tuple(index.shape)} is larger than the input {tuple(input.shape)} in dim {a}")
+  check_bounds(idx, x.shape[d], "gather", d)
+  out = take(x.detach(), d, idx)
+  if input._ag is not None: out = autograd.record(out, _take_rule, (x,), d, idx, x.shape)
+  return out.reshape(index.shape) if index.ndim == 0 else out
+
+def take_along_dim(input: Tensor, indices, dim=None) -> Tensor:
+  """torch.take_along_dim: gather after broadcasting input and indices against each other (except along dim);
+  with dim None, over the flattened input."""
+  indices = _index_arg(indices, "take_along_dim", input.device)
+  if dim is None: return gather(input.flatten(), 0, indices.flatten())
+  if indices.ndim != input.ndim:
+    raise ValueError(f"take_along_dim: input and indices must have the same number of dims, got {input.ndim} and {indices.ndim}")
+  d = norm_axis(dim, input.ndim)
+  rest = broadcast_shape(*[tuple(1 if a == d else s for a, s in enumerate(t.shape)) for t in (input, indices)])
+  x = input.expand(tuple(input.shape[d] if a == d else s for a, s in enumerate(rest)))
+  return gather(x, d, indices.expand(tuple(indices.shape[d] if a == d else s for a, s in enumerate(rest))))
+
+def _select_rule(out, g, dim, index, in_shape):
+  """g has the input's shape with len(index) at dim: onehot(index, size)^T @ g, over the other dims flattened."""
+  gm = g.transpose(0, dim) if dim else g
+  rows = one_hot_along(index, 0, in_shape[dim], g.dtype).transpose(0, 1)   # (size, len(index))
+  moved = (rows @ gm.reshape(gm.shape[0], -1)).reshape((in_shape[dim],) + gm.shape[1:])
+  return (moved.transpose(0, dim) if dim else moved,)
+
+def index_select(input: Tensor, dim: int, index) -> Tensor:
+  """torch.index_select: the entries at a 1-D (or 0-d) index along dim."""
+  index = _index_arg(index, "index_select", input.device)
+  if index.ndim > 1: raise ValueError(f"index_select: index must be 0-d or 1-D, got shape {tuple(index.shape)}")
+  x = input.reshape(1) if input.ndim == 0 else input
+  d = norm_axis(dim, x.ndim)
+  idx = index.reshape(-1)
+  check_bounds(idx, x.shape[d], "index_select", d)
+  if idx.numel() == 0: out = Tensor.zeros(*(0 if a == d else s for a, s in enumerate(x.shape)), dtype=x.dtype, device=x.device)
+  else:
+    moved = x.detach().transpose(0, d) if d else x.detach()
+    picked = moved._new(Node(Op.GATHER, (moved.node, idx.cast(dt.int32 if x.shape[d] <= INT32_MAX else dt.int64).node), (0,),
+                             x.dtype, idx.shape + moved.shape[1:]))
+    out = picked.transpose(0, d) if d else picked
+  if input._ag is not None: out = autograd.record(out, _select_rule, (x,), d, idx, x.shape)
+  return out.reshape(()) if input.ndim == 0 else out
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+  """torch.nn.functional.one_hot: int64, a last axis of num_classes (max + 1 when -1; that reads the values)."""
+  if not isinstance(tensor, Tensor) or not tensor.dtype.is_int:
+    raise TypeError(f"one_hot: expected an integer tensor, got {getattr(tensor.dtype, 'name', type(tensor).__name__)}")
+  vals = tensor.numpy() if tensor.numel() else np.zeros(0, np.int64)
+  if vals.size and vals.min() < 0: raise ValueError(f"one_hot: class values must be non-negative, got {vals.min()}")
+  if num_classes == -1:
+    if not vals.size: raise ValueError("one_hot: cannot infer num_classes of an empty tensor; pass num_classes")
+    num_classes = int(vals.max()) + 1
+  if num_classes < 1: raise ValueError(f"one_hot: num_classes must be positive or -1, got {num_classes}")
+  if vals.size and vals.max() >= num_classes:
+    raise ValueError(f"one_hot: class value {vals.max()} is not smaller than num_classes {num_classes}")
+  return one_hot_along(tensor, tensor.ndim - 1, num_classes, dt.int64)
+
+def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False) -> Tensor:
+  """torch.nn.functional.embedding: weight's rows at input's indices; the padding_idx row gets no gradient."""
+  if max_norm is not None: raise NotImplementedError("embedding: max_norm (renormalizing weight in place) is not supported yet")
+  if scale_grad_by_freq or sparse: raise NotImplementedError("embedding: scale_grad_by_freq and sparse are not supported")
+  if not isinstance(weight, Tensor) or weight.ndim != 2:
+    raise ValueError(f"embedding: weight must be a 2-D Tensor, got {getattr(weight, 'shape', weight)}")
+  input = _index_arg(input, "embedding", weight.device)
+  if padding_idx is not None:
+    if not -weight.shape[0] <= padding_idx < weight.shape[0]:
+      raise ValueError(f"embedding: padding_idx {padding_idx} is out of range for {weight.shape[0]} rows")
+    padding_idx %= weight.shape[0]
+  rows = index_select(weight, 0, input.reshape(-1)).reshape(input.shape + (weight.shape[1],))
+  if padding_idx is None or weight._ag is None: return rows
+  return where((input == padding_idx).unsqueeze(-1), rows.detach(), rows)   # the same values; no gradient at padding

@@ -1,0 +1,141 @@
+"""sort, argsort and topk (PyTorch's signatures and tie rules), forward and backward.
+
+Every sort here is stable: elements compare by (value, original index), a total order, so the result is the one
+stable order whatever the network. NaN sorts as the largest value (last ascending, first descending) and -0.0 ties
+with 0.0, as in PyTorch. Each value first becomes an integer key with the same order (a float's bits with the
+negative ones' magnitude bits flipped; descending: the key's complement). A key of 32 bits or less (every dtype but
+int64 and float64) is packed with the element's index into one int64, key * 2^32 + index: the items then compare
+with one integer `<`, and the network moves the items themselves. 64-bit keys are sorted as a permutation whose
+comparisons read the keys at the permuted positions (GATHERs) and break ties by index.
+
+The rows (the sorted dim, the others flattened into a batch) are sorted by one of two algorithms:
+- rows of at most RANK_MAX_LENGTH: each item's rank is the count of items before it (one fused reduction, n^2
+  compares per row), and the permutation is read back from the ranks (a second one). Two kernels.
+- longer rows: a bitonic network over the row padded to a power of two N (the padding sorts last),
+  log2(N)(log2(N)+1)/2 stages. A stage is one kernel over R*N items: each position reads its partner (index ^ j)
+  and keeps the one its place in the block wants. j and the block size are kernel arguments, so the stages share
+  a compiled kernel. A row of 4096 is 78 launches of O(N) work each: O(N log^2 N) per row.
+
+Backward: sort's gradient is the output gradient read at the inverse permutation (an argsort of the permutation,
+only computed when backward runs); topk's is scattered to its k indices (O(k n) per row, one kernel).
+"""
+from __future__ import annotations
+from alloy import dtype as dt, autograd
+from alloy.gathering import positions_along, take, scatter_add_rows
+from alloy.tensor import MaxResult, Tensor, where, norm_axis
+
+RANK_MAX_LENGTH = 64
+SortResult = MaxResult   # (values, indices), as torch.return_types
+
+def sort_key(v: Tensor, descending: bool) -> Tensor:
+  """int32 (int64 for 64-bit dtypes) keys ordered as v's values: NaN largest, -0.0 equal to 0.0."""
+  if v.dtype.is_float:
+    x = v.cast(dt.float32) if v.dtype.itemsize < 4 else v
+    x = where(x == 0, 0.0, x)
+    it = dt.int32 if x.dtype is dt.float32 else dt.int64
+    bits = x.bitcast(it)
+    key = where(x != x, dt.max_value(it), where(bits < 0, bits ^ dt.max_value(it), bits))
+  else: key = v.cast(dt.int64 if v.dtype.itemsize >= 4 and v.dtype is not dt.int32 else dt.int32)
+  return ~key if descending else key
+
+def _rank_perm(before) -> tuple[Tensor, Tensor]:
+  """(permutation, ranks) from before(j-axis items, i-axis items) -> [r, i, j]: item j sorts before item i."""
+  rank = before.cast(dt.int32).sum(2, dtype=dt.int32).contiguous()
+  n = rank.shape[1]
+  pos = Tensor.arange(n, dtype=dt.int32, device=rank.device)
+  perm = where(rank.unsqueeze(1) == pos.reshape(1, n, 1), pos.reshape(1, 1, n), 0).sum(2, dtype=dt.int32)
+  return perm.contiguous(), rank
+
+def _network(items: Tensor, less) -> Tensor:
+  """items (R, N), N a power of 2, sorted along the rows by less(a, b) (a strict total order) in a bitonic network."""
+  rows, size = items.shape
+  col = Tensor.arange(size, dtype=dt.int32, device=items.device).reshape(1, size).expand(rows, size)
+  picks = positions_along((rows, size), 1, items.device)
+  k = 2
+  while k <= size:
+    j = k // 2
+    while j >= 1:
+      other = take(items, 1, col ^ j, picks)
+      want_first = ((col & j) == 0) == ((col & k) == 0)   # the lower slot of an ascending block takes the first
+      items = where(less(items, other) == want_first, items, other).contiguous()
+      j //= 2
+    k *= 2
+  return items
+
+def _padded(t: Tensor, size: int) -> Tensor:
+  """Rows padded to size with the largest int64: the padding sorts after every item."""
+  return t.pad(((0, 0), (0, size - t.shape[1])), value=dt.max_value(dt.int64)) if size != t.shape[1] else t
+
+def sort_rows(v: Tensor, descending: bool) -> tuple[Tensor, object]:
+  """(int32 permutation sorting each row of v (R, n), a function giving the inverse permutation)."""
+  key = sort_key(v, descending).contiguous()
+  rows, n = key.shape
+  size = 1 << max(0, (n - 1).bit_length())
+  pos = Tensor.arange(n, dtype=dt.int32, device=v.device).reshape(1, n)
+  if key.dtype is dt.int32:
+    items = key.cast(dt.int64) * (1 << 32) + pos.cast(dt.int64)   # unique, ordered as (key, index)
+    if n <= RANK_MAX_LENGTH: perm, rank = _rank_perm(items.contiguous().unsqueeze(1) < items.unsqueeze(2))
+    else: perm = (_network(_padded(items, size), lambda a, b: a < b)[:, :n] & 0xFFFFFFFF).cast(dt.int32).contiguous()
+  elif n <= RANK_MAX_LENGTH:
+    ka, kb = key.unsqueeze(1), key.unsqueeze(2)
+    perm, rank = _rank_perm((ka < kb) | ((ka == kb) & (pos.unsqueeze(1) < pos.reshape(1, n, 1))))
+  else:
+    padded, picks = _padded(key, size), positions_along((rows, size), 1, v.device)
+    def less(a, b):
+      ka, kb = take(padded, 1, a, picks), take(padded, 1, b, picks)
+      return (ka < kb) | ((ka == kb) & (a < b))
+    col = Tensor.arange(size, dtype=dt.int32, device=v.device).reshape(1, size).expand(rows, size)
+    perm = _network(col, less)[:, :n].contiguous()
+  if n <= RANK_MAX_LENGTH: return perm, lambda: rank
+  return perm, lambda: sort_rows(perm, False)[0]
+
+def _rows_of(x: Tensor, d: int) -> Tensor:
+  t = x.transpose(d, -1)
+  return t.reshape(-1, x.shape[d]) if x.shape[d] else t.reshape(t.numel(), 0)
+
+def _restore(rows: Tensor, x: Tensor, d: int, n: int) -> Tensor:
+  moved = x.transpose(d, -1).shape[:-1] + (n,)
+  return rows.reshape(moved).transpose(d, -1)
+
+def _sort_rule(out, g, inverse): return (take(g, 1, inverse()),)
+
+def sort(input: Tensor, dim: int = -1, descending: bool = False, *, stable: bool = False) -> SortResult:
+  """torch.sort: (values, int64 indices) along dim; always stable (the `stable` flag is accepted for PyTorch's
+  signature), so equal elements keep their order."""
+  if not isinstance(input, Tensor): raise TypeError(f"sort: expected a Tensor, got {type(input).__name__}")
+  if input.ndim == 0:
+    norm_axis(dim, 0)
+    return SortResult(input.clone(), Tensor.zeros((), dtype=dt.int64, device=input.device))
+  d = norm_axis(dim, input.ndim)
+  n = input.shape[d]
+  if input.numel() == 0: return SortResult(input.clone(), Tensor.zeros(*input.shape, dtype=dt.int64, device=input.device))
+  rows = _rows_of(input, d)
+  perm, inverse = sort_rows(rows.detach(), descending)
+  values = take(rows.detach(), 1, perm)
+  if rows._ag is not None: values = autograd.record(values, _sort_rule, (rows,), inverse)
+  return SortResult(_restore(values, input, d, n), _restore(perm.cast(dt.int64), input, d, n))
+
+def argsort(input: Tensor, dim: int = -1, descending: bool = False, *, stable: bool = False) -> Tensor:
+  """torch.argsort: the indices that sort input along dim (stable)."""
+  return sort(input.detach(), dim, descending).indices
+
+def _topk_rule(out, g, idx, in_shape): return (scatter_add_rows(in_shape, 1, idx, g),)
+
+def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> SortResult:
+  """torch.topk: the k largest (or smallest) along dim, in sorted order (also when sorted=False); ties go to the
+  earlier index."""
+  if not isinstance(input, Tensor): raise TypeError(f"topk: expected a Tensor, got {type(input).__name__}")
+  if isinstance(k, bool) or not isinstance(k, int): raise TypeError(f"topk: k must be an int, got {type(k).__name__}")
+  d = norm_axis(dim, input.ndim)
+  n = input.shape[d] if input.ndim else 1
+  if not 0 <= k <= n: raise ValueError(f"topk: k ({k}) is out of range for dimension {d} of size {n}")
+  if input.ndim == 0: return sort(input)
+  if k == 0 or input.numel() == 0:
+    shape = tuple(k if a == d else s for a, s in enumerate(input.shape))
+    return SortResult(Tensor.zeros(*shape, dtype=input.dtype, device=input.device), Tensor.zeros(*shape, dtype=dt.int64, device=input.device))
+  rows = _rows_of(input, d)
+  perm, _ = sort_rows(rows.detach(), largest)
+  idx = perm[:, :k]
+  values = take(rows.detach(), 1, idx)
+  if rows._ag is not None: values = autograd.record(values, _topk_rule, (rows,), idx, rows.shape)
+  return SortResult(_restore(values, input, d, k), _restore(idx.cast(dt.int64), input, d, k))
