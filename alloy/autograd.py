@@ -39,16 +39,17 @@ class Leaf:
   def __init__(self): self.grad = None
 
 class GradNode:
-  """One recorded op: rule(out, g, *args) gives the gradient of each parent (None for no gradient)."""
-  __slots__ = ("rule", "parents", "args", "freed")
-  def __init__(self, rule, parents, args):
-    self.rule, self.parents, self.args, self.freed = rule, parents, args, False
+  """One recorded op: rule(out, g, *args) gives the gradient of each parent (None for no gradient). `node` is the
+  output's graph node as recorded: a realize rebinds the tensor to its buffer, and rules read the op's sources."""
+  __slots__ = ("rule", "parents", "args", "freed", "node")
+  def __init__(self, rule, parents, args, node):
+    self.rule, self.parents, self.args, self.freed, self.node = rule, parents, args, False, node
 
 def record(out, rule, parents: tuple, *args):
   """Attach rule to out when grad mode is on and the output is a float; called once some parent requires grad."""
   if not is_grad_enabled() or not out.dtype.is_float: return out
   if out._ag is not None: out = out._new(out.node)   # a primitive that returned its input as is: a new tensor
-  out._ag = GradNode(rule, tuple(p if p is not None and p._ag is not None else None for p in parents), args)
+  out._ag = GradNode(rule, tuple(p if p is not None and p._ag is not None else None for p in parents), args, out.node)
   return out
 
 def check_requires_grad(t) -> None:
@@ -191,7 +192,8 @@ def backward(t, gradient=None, retain_graph=False) -> None:
       if ag.freed:
         raise RuntimeError("backward: trying to backward through the graph a second time (its saved state was freed); "
                            "pass retain_graph=True to the first backward")
-      for p, pg in zip(ag.parents, ag.rule(u, g, *ag.args)):
+      recorded = u if u.node is ag.node else u._new(ag.node)
+      for p, pg in zip(ag.parents, ag.rule(recorded, g, *ag.args)):
         if p is None or pg is None: continue
         if pg.shape != p.shape: pg = pg.reshape(p.shape)
         if pg.dtype is not p.dtype: pg = pg.cast(p.dtype)

@@ -14,3 +14,8 @@ class DeviceCaps:
   vector_widths: tuple = (4,)   # elements per vector load/store, for the dtypes below
   vector_arithmetic: bool = False   # the language computes on vectors: lane-wise arithmetic becomes vector arithmetic
   vector_dtypes: frozenset = frozenset({"float32", "int32", "uint32"})
+  # what the transform validator (codegen/plan.py) checks a list against
+  registers: int = 255     # 32-bit registers one thread may hold (sm_90's limit); half of them may be accumulators
+  shared_bytes: int = 48 << 10   # bytes of the fast arrays one kernel may stage: a threadgroup's shared memory on a GPU
+                                 # (CUDA's static limit), the kernel thread's stack on the CPU
+  codegen_loops: bool = False   # codegen unrolls short innermost loops and steps pointers (its compiler does not: ptxas)

@@ -31,6 +31,7 @@ from alloy.schedule.fusion import forget_realized
 from alloy.engine import realize as engine
 from alloy.engine.results import Results
 from alloy.engine.backpressure import throttle
+from alloy.engine import search
 from alloy.codegen.program import scalar_words
 from alloy.scalar import TRACED, cast_number
 from alloy.tensor import Tensor, rng_key_listeners
@@ -359,9 +360,9 @@ class Replay:
 
 class Jit:
   """A function of Tensors that runs normally once, is captured on its second call and replayed after."""
-  def __init__(self, fn, graph: bool | None = None):
+  def __init__(self, fn, graph: bool | None = None, beam: int | None = None):
     functools.update_wrapper(self, fn)
-    self.fn, self.graph = fn, graph
+    self.fn, self.graph, self.beam = fn, graph, beam
     self.name = getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
     try:
       self.arg_names = [p.name for p in inspect.signature(fn).parameters.values()
@@ -376,7 +377,7 @@ class Jit:
     key = f"_alloy_jit_{self.__name__}"
     try: return obj.__dict__[key]
     except KeyError: pass
-    bound = Jit(functools.partial(self.fn, obj), self.graph)
+    bound = Jit(functools.partial(self.fn, obj), self.graph, self.beam)
     bound.name, bound.arg_names = self.name, self.arg_names[1:]
     try: obj.__dict__[key] = bound
     except AttributeError: pass   # no __dict__: a fresh capture per access
@@ -388,6 +389,10 @@ class Jit:
 
   def __call__(self, *args, **kwargs):
     if self.replay is not None and _capturing is None: return self.replay(args, kwargs)
+    if self.beam is None: return self._run(args, kwargs)
+    with search.beam(self.beam): return self._run(args, kwargs)   # the kernels it compiles are searched first
+
+  def _run(self, args, kwargs):
     if JIT == 0 or _capturing is not None: return self.fn(*args, **kwargs)
     self.calls += 1
     tensors, _ = jit_args.flatten_args(self.arg_names, args, kwargs)
@@ -404,7 +409,9 @@ class Jit:
     self.replay = Replay(self.name, self.arg_names, args, kwargs, cap, template, outs, inputs, graph_mode)
     return ret
 
-def jit(fn=None, *, graph: bool | None = None):
-  """@jit or @jit(graph=False). graph=None follows JIT (JIT=2: no graphs)."""
-  if fn is None: return lambda f: Jit(f, graph)
-  return Jit(fn, graph)
+def jit(fn=None, *, graph: bool | None = None, beam: int | None = None):
+  """@jit, @jit(graph=False) or @jit(beam=2). graph=None follows JIT (JIT=2: no graphs); beam=N searches the kernels
+  the function compiles with BEAM=N (engine/search.py; None follows BEAM)."""
+  if beam is not None and (not isinstance(beam, int) or beam < 0): raise ValueError(f"jit: beam must be an int >= 0, got {beam!r}")
+  if fn is None: return lambda f: Jit(f, graph, beam)
+  return Jit(fn, graph, beam)

@@ -18,6 +18,7 @@ from alloy.ir.symbolic import INT32_MAX
 from alloy.ir.view import ShapeTracker, View
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import canonical_device, default_device, unsupported_dtype
+from alloy.runtime.transfer import copy_buffer
 from alloy.engine.realize import buffer_view as _buffer_view, buffer_of, realize as _realize
 from alloy import dlpack, autograd
 from alloy.scalar import Scalar, cast_number as _cast_scalar, plain
@@ -290,7 +291,8 @@ class Tensor:
     if device is not None and canonical_device(device) != self.device:
       dev = canonical_device(device)
       src = buffer_of(self)
-      buf = Buffer(dev, src.size, src.dtype).copyin(src.numpy())
+      buf = Buffer(dev, src.size, src.dtype)
+      copy_buffer(buf, src)   # no host round trip where the devices allow it (runtime/transfer.py)
       t = Tensor(_buffer_view(buf, self.shape), device=dev)
     return t.cast(dtype) if dtype is not None else t
   def cpu(self): return self.to("CPU")

@@ -17,7 +17,7 @@ ALLOWED = {
   "front":    {"base", "ir", "schedule", "codegen", "renderer", "runtime", "engine", "front"},
 }
 FOLDERS = {"ir", "schedule", "codegen", "renderer", "runtime", "engine"}
-FRONT = {"tensor", "autograd", "indexing", "jit", "jit_args", "trace", "dlpack", "scalar", "__init__", "nn", "optim", "state", "data",
+FRONT = {"tensor", "autograd", "indexing", "jit", "jit_args", "trace", "dlpack", "scalar", "__init__", "functional", "nn", "optim", "state", "data",
          "gathering", "ordering", "scans", "contraction", "triangular", "logexp", "vector_norm"}
 BASE = {"helpers", "dtype", "caps"}
 

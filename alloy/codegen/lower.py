@@ -1,8 +1,8 @@
 """Lowering one kernel AST to a linear program.
 
 Longer than the house's 400 lines: one pass whose parts share the Lowerer's state (open loops, lanes, packed panels).
-Making the opts typed transforms and the shared passes (hoisting, address stepping, unrolling) separate files is the
-codegen issue's work.
+It reads a Plan (plan.py) made from a list of typed transforms (transforms.py); the passes after lowering (index
+arithmetic, hoisting, address stepping, unrolling) are codegen/passes.py's.
 
 Every node is evaluated at a symbolic index. Each instruction is placed in the innermost open
 loop whose variable it uses, so loop-invariant work (a broadcast row maximum, say) is computed
@@ -16,8 +16,10 @@ from alloy.ir import symbolic as sym
 from alloy.ir.node import Node
 from alloy.ir.ops import Op, FLOP_COST, ELEMENTWISE
 from alloy.codegen.program import Instr, Kind, KernelMeta, LinearProgram
-from alloy.codegen.opts import KernelOpts, choose_opts
+from alloy.codegen.opts import choose_opts
+from alloy.codegen.plan import Plan, make_plan
 from alloy.codegen.vectorize import vectorize
+from alloy.codegen.passes import after_lowering
 from alloy.ir.kernel import KernelAST
 
 GROUP_VECTOR = 4   # elements a grouped-reduction thread takes at once: one 16-byte access for 4-byte types
@@ -42,7 +44,7 @@ class _Loop:
   def __init__(self, var, level, parallel): self.var, self.level, self.parallel = var, level, parallel
 
 class Lowerer:
-  def __init__(self, ast: KernelAST, opts: KernelOpts):
+  def __init__(self, ast: KernelAST, opts: Plan):
     self.ast, self.opts = ast, opts
     self.stack: list[_Level] = [_Level(None)]
     self.level_of: dict[int, int] = {}     # id(instr) -> stack level
@@ -524,8 +526,12 @@ def estimate_bytes(ast: KernelAST) -> int:
       total += n.shape[0] * n.dtype.itemsize
   return total
 
-def lower(ast: KernelAST, device_caps) -> LinearProgram:
-  prog = Lowerer(ast, choose_opts(ast, device_caps)).lower()
+def lower(ast: KernelAST, device_caps, opts=None) -> LinearProgram:
+  """The kernel's linear program under `opts`, a list of transforms (codegen/transforms.py; default: the heuristics'
+  choose_opts), which plan.make_plan validates (InvalidOpts saying why) and turns into the Lowerer's plan."""
+  plan = make_plan(ast, device_caps, choose_opts(ast, device_caps) if opts is None else opts)
+  prog = Lowerer(ast, plan).lower()
   prog.instrs, prog.meta.vector_widths = vectorize(prog.instrs, device_caps.vector_widths, device_caps.vector_dtypes,
                                                    aligned=device_caps.threads, arithmetic=device_caps.vector_arithmetic)
+  prog.instrs = after_lowering(prog.instrs, device_caps)
   return prog

@@ -1,36 +1,16 @@
-"""How a kernel's logical shape maps onto a launch: the heuristics that choose global/local sizes.
+"""The heuristics: the list of transforms (transforms.py) a kernel gets without search, and the analyses of a kernel's
+loads they and the validator (plan.py) share.
 
 A device describes itself with a `DeviceCaps` (alloy/caps.py); codegen only reads its fields.
 """
 from __future__ import annotations
-from dataclasses import dataclass
 from alloy.helpers import prod, strides_for_shape
 from alloy.ir import symbolic as sym
 from alloy.ir.node import Node
 from alloy.ir.ops import Op, ELEMENTWISE
 from alloy.ir.kernel import KernelAST
 from alloy.caps import DeviceCaps
-
-@dataclass(frozen=True)
-class KernelOpts:
-  threads: bool
-  global_size: tuple
-  local_size: tuple
-  parallel: bool = False
-  # GPU grouped reduction: one threadgroup of `group` threads per output row; the leading `block_axes`
-  # output axes pick the row, the threads split the row's reductions and loop over its remaining axes
-  group: int = 0
-  block_axes: int = 0
-  # CPU: ((output axis, lanes), ...) unrolled in registers, and the unroll of each reduction's innermost axis
-  upcast: tuple = ()
-  loop_order: tuple = ()      # CPU: output axes outermost first (default: in order)
-  reduce_unroll: int = 1
-  unroll_lanes: bool = False  # reduce_unroll applies to each of several lanes too (row streams), not just to one
-  full_unroll: bool = False   # every output element and every reduced element a lane of one thread
-  stash: Node | None = None   # CPU: a costly value a row reduction and the output both need, kept in the output buffer
-  stash_reduce: Node | None = None   # the row reduction whose loop computes and stores the stash
-  pack: Node | None = None    # CPU: a register tile's operand that is the same along its rows, copied per column tile
-  applied: tuple = ()
+from alloy.codegen.transforms import Opt, upcast as up, unroll as unroll_opt, local, group, thread, swap, stage, loop_order
 
 PARALLEL_MIN_WORK = 1 << 15   # elements; below this, threads cost more than they save
 ROW_STREAMS = 4               # rows a row reduction reads side by side
@@ -39,7 +19,6 @@ CPU_LANES = 8                 # independent accumulators / unrolled outputs: cov
 # a register tile: rows x columns of accumulators, 8 vectors of them; 8 x 16 (16 vectors) left AVX2's 16 registers
 # none for the operands and spilled: with packed panels 8 x 8 runs 10-50% faster (1024^3 to 2048^3, 2-core VM)
 TILE_ROWS, TILE_COLS = 8, 8
-PACK_MAX_BYTES = 1 << 18      # a packed panel lives on the kernel thread's stack
 TILE_OUTER_MIN = 8            # column tiles needed to put their loop outermost (it is the one split across cores)
 GPU_TILE = (4, 4)             # GPU register tile: rows x columns of outputs per thread
 GPU_TILE_MIN_THREADS = 1 << 12  # tiles at least: fewer threads than this leave a big GPU idle
@@ -49,32 +28,29 @@ GROUP_MAX_ROWS = 1 << 17      # with this many rows, one thread per row already 
 
 TINY_OUTPUTS, TINY_WORK = 16, 256   # a kernel this small is one thread with everything unrolled
 
-def choose_opts(ast: KernelAST, caps: DeviceCaps) -> KernelOpts:
+def choose_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt]:
+  """The heuristics' transforms for this kernel on a device with these caps (plan.make_plan lowers them)."""
   n = prod(ast.root.shape)
-  if 0 < n <= TINY_OUTPUTS and _work(ast.root) <= TINY_WORK:
+  if 0 < n <= TINY_OUTPUTS and work(ast.root) <= TINY_WORK:
     # one thread, every loop unrolled: its loads and stores become a few vector accesses
-    return KernelOpts(caps.threads, (1, 1, 1), (1, 1, 1), full_unroll=True, applied=(("UNROLL_ALL", n),))
+    return [up(a, s) for a, s in enumerate(ast.root.shape) if s > 1] + [unroll_opt(0)]
   return _gpu_opts(ast.root, caps) if caps.threads else _cpu_opts(ast.root, caps)
 
-def _gpu_opts(root: Node, caps: DeviceCaps) -> KernelOpts:
+def _gpu_opts(root: Node, caps: DeviceCaps) -> list[Opt]:
   if (tiled := _gpu_register_tile(root, caps)) is not None: return tiled
   if (grouped := _grouped_opts(root, caps)) is not None: return grouped
-  n = prod(root.shape)
-  local = min(caps.default_local, max(32, _pow2_at_least(n)))
-  return KernelOpts(True, (max(1, -(-n // local)), 1, 1), (local, 1, 1), applied=(("LOCAL", 0, local),))
+  return [local(min(caps.default_local, max(32, _pow2_at_least(prod(root.shape)))))]
 
-def _cpu_opts(root: Node, caps: DeviceCaps) -> KernelOpts:
+def _cpu_opts(root: Node, caps: DeviceCaps) -> list[Opt]:
   shape = root.shape
   outer = next((s for s in shape if s > 1), 1)
   work = sum(m.shape[0] for m in root.toposort() if m.op is Op.INPUT) + prod(shape)
   parallel = work >= PARALLEL_MIN_WORK and outer > 1
-  applied = (("PARALLEL", 0, outer),) if parallel else ()
-  if not any(m.op is Op.REDUCE for m in root.toposort()):
-    return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, applied=applied)
+  if not any(m.op is Op.REDUCE for m in root.toposort()): return [thread(_first_axis(shape))] if parallel else []
   # reductions: independent accumulators instead of one serial chain of adds; the innermost output axis
   # unrolled into lanes, so each loaded element of a shared operand serves several outputs
   inner = _last_axis(shape)
-  stash, stash_reduce = _output_stash(root)
+  stash, _ = output_stash(root)
   def fits(size: int, lanes: int) -> bool:
     # lanes that do not divide their axis overlap the last tile with the one before (lower.py), which computes
     # some outputs twice: not where the output holds the stash between its loops
@@ -83,7 +59,7 @@ def _cpu_opts(root: Node, caps: DeviceCaps) -> KernelOpts:
   upcast = ((inner, CPU_LANES),) if inner is not None and (fits(shape[inner], CPU_LANES) or (
     stash is not None and inner == len(shape) - 1 and shape[inner] >= 2 * CPU_LANES)) else ()
   if upcast and shape[inner] == outer and parallel and shape[inner] // CPU_LANES < 2: upcast = ()
-  order, pack = (), None
+  opts = []
   tile = _register_tile(root, inner, fits) if upcast else None
   unroll, streams = CPU_LANES * 4, False   # one lane: 4 vectors of accumulators keep 4 loads in flight
   if tile is None and inner is not None: upcast, unroll, streams = _lanes_by_layout(root, inner, upcast, unroll, fits, caps)
@@ -93,21 +69,13 @@ def _cpu_opts(root: Node, caps: DeviceCaps) -> KernelOpts:
     if shape[inner] // cols >= TILE_OUTER_MIN:
       # columns outside rows: a column panel of the shared operand is reused by every row tile while it is
       # in cache (rows inside, it streams from memory once per row tile, a page per element)
-      order = tuple(inner if a == row else row if a == inner else a for a in range(len(shape)))
-      applied += (("SWAP", row, inner),)
-      if parallel and outer == shape[row] and row == _first_axis(shape): outer = shape[inner]
-      if (pack := _panel_operand(root, row, inner, cols)) is not None: applied += (("PACK", inner, cols),)
-  applied += tuple(("UPCAST",) + u for u in upcast) + (("UNROLL_REDUCE", unroll),)
-  first = order[0] if order else _first_axis(shape)
-  if parallel and first == len(shape) - 1:
-    # the threads split the row itself: each one's reduction loop would store the whole row's stash over outputs
-    # another thread has already finished
-    stash = stash_reduce = None
-  if stash is not None: applied += (("STASH", stash.op.name),)
-  if parallel: outer = -(-outer // dict(upcast).get(first, 1))   # the split loop's length: its lanes are one iteration
-  return KernelOpts(False, (outer if parallel else 1, 1, 1), (1, 1, 1), parallel, upcast=upcast, reduce_unroll=unroll,
-                    unroll_lanes=streams, stash=stash, stash_reduce=stash_reduce, loop_order=order, pack=pack,
-                    applied=applied)
+      opts.append(swap(row, inner))
+      if shape[row] >= 4 * TILE_ROWS and panel_operand(root, row, inner, cols, caps.shared_bytes) is not None:
+        opts.append(stage(inner))   # with row tiles enough to repay the copy
+  opts += [up(a, n) for a, n in upcast] + [unroll_opt(unroll, upcast[0][0] if streams else None)]
+  if parallel:   # the outermost loop (the swap may have put the columns' there)
+    opts.append(thread(next(a for a in loop_order(len(shape), opts) if shape[a] > 1)))
+  return opts
 
 def _lanes_by_layout(root: Node, inner: int, upcast: tuple, unroll: int, fits, caps: DeviceCaps) -> tuple:
   """(upcast, reduce unroll, whether the unroll applies to each lane) for a reduction without a register tile,
@@ -135,7 +103,7 @@ def _lanes_by_layout(root: Node, inner: int, upcast: tuple, unroll: int, fits, c
 
 COSTLY = {Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.SIN, Op.COS, Op.TAN, Op.TANH, Op.ERF, Op.POW}
 
-def _output_stash(root: Node) -> tuple:
+def output_stash(root: Node) -> tuple:
   """A costly value that a reduction along the last axis and the output both need at the same element
   (softmax's exp(x - max)): computed once in the reduction's loop and kept in the output buffer, which the
   output loop of the same row then reads back instead of computing it again. Returns (value, its reduction), or
@@ -169,7 +137,7 @@ def _last_axis(shape) -> int | None:
 def _longest_reduce(root: Node) -> Node:
   return max((m for m in root.toposort() if m.op is Op.REDUCE), key=lambda r: prod(r.src[0].shape[a] for a in r.arg[1]))
 
-def _gpu_register_tile(root: Node, caps: DeviceCaps) -> KernelOpts | None:
+def _gpu_register_tile(root: Node, caps: DeviceCaps) -> list[Opt] | None:
   """A register tile per GPU thread (matmul's): GPU_TILE outputs, so each loaded element of one operand serves a
   row of the tile and each of the other a column (the naive kernel loads both for every multiply-add). Only where
   enough threads remain to fill the GPU."""
@@ -183,9 +151,7 @@ def _gpu_register_tile(root: Node, caps: DeviceCaps) -> KernelOpts | None:
   if tile is None: return None
   threads = prod(-(-s // dict(tile).get(a, 1)) for a, s in enumerate(shape))
   if threads < GPU_TILE_MIN_THREADS: return None
-  local = min(caps.default_local, _pow2_at_least(threads))
-  return KernelOpts(True, (-(-threads // local), 1, 1), (local, 1, 1), upcast=tile,
-                    applied=(("LOCAL", 0, local),) + tuple(("UPCAST",) + u for u in tile))
+  return [local(min(caps.default_local, _pow2_at_least(threads)))] + [up(a, n) for a, n in tile]
 
 def _register_tile(root: Node, inner: int, fits, rows: int = TILE_ROWS, cols: int = TILE_COLS) -> tuple | None:
   """A 2D register tile (matmul's): rows of one output axis times columns of the innermost, when one operand
@@ -200,15 +166,15 @@ def _register_tile(root: Node, inner: int, fits, rows: int = TILE_ROWS, cols: in
       return ((row, rows), (inner, cols))
   return None
 
-def _panel_operand(root: Node, row: int, inner: int, cols: int) -> Node | None:
+def panel_operand(root: Node, row: int, inner: int, cols: int, max_bytes: int) -> Node | None:
   """The operand of a register tile's reduction that is the same along its rows (matmul's right-hand side), to be
   copied into a contiguous panel per column tile: read in place, its `cols` elements per step of the reduction lie
   a row apart, which for power-of-two widths puts every step in one cache set (2-core VM, 8 x 8 tiles: 1024^3
   55 -> 84 GFLOP/s, 2048^3 38 -> 73-80). An operand computed from its inputs is computed once per panel. Only for
-  one reduction over one axis, with row tiles enough to repay the copy and a panel small enough for the stack; the
-  lowering checks the operand's indices and reads it in place where they do not have the expected form."""
+  one reduction over one axis and a panel of at most max_bytes (the heuristics also want row tiles enough to repay
+  the copy); the lowering checks the operand's indices and reads it in place where they do not have the expected form."""
   reduces = [m for m in root.toposort() if m.op is Op.REDUCE]
-  if len(reduces) != 1 or len(reduces[0].arg[1]) != 1 or root.shape[row] < 4 * TILE_ROWS: return None
+  if len(reduces) != 1 or len(reduces[0].arg[1]) != 1: return None
   (reduce,), (k,) = reduces, reduces[0].arg[1]
   operand = reduce.src[0]
   while True:   # down through the elementwise ops to the largest part that does not vary along the rows
@@ -219,7 +185,7 @@ def _panel_operand(root: Node, row: int, inner: int, cols: int) -> Node | None:
     candidates = [s for s in parts if (u := _axes_of_loads(root, s)) and all(row not in x for x in u)]
     if len(candidates) != 1: return None
     operand = candidates[0]
-  if operand.shape[k] * cols * operand.dtype.itemsize > PACK_MAX_BYTES: return None
+  if operand.shape[k] * cols * operand.dtype.itemsize > max_bytes: return None
   return operand
 
 def _load_addresses(root: Node, under: Node | None = None) -> list:
@@ -268,24 +234,30 @@ def _unit_stride(loads: list, var: str) -> bool:
 def _output_axes(exprs) -> set:
   return {int(v.name[1:]) for e in exprs for v in e.vars() if v.name.startswith("o")}
 
-def _grouped_opts(root: Node, caps: DeviceCaps) -> KernelOpts | None:
+def row_axes(root: Node) -> int:
+  """The leading output axes that pick a row of the longest reduction: the trailing ones it runs along (softmax's
+  columns) or of length 1 belong to the row, not the grid (GROUP's axis)."""
+  reduces = [m for m in root.toposort() if m.op is Op.REDUCE]
+  big = max(reduces, key=lambda r: prod(r.src[0].shape[a] for a in r.arg[1]))
+  shape, k = root.shape, len(root.shape)
+  if len(big.shape) == len(shape):
+    while k > 0 and (shape[k - 1] == 1 or ((k - 1) in big.arg[1] and big.src[0].shape[k - 1] == shape[k - 1])): k -= 1
+  return k
+
+def _grouped_opts(root: Node, caps: DeviceCaps) -> list[Opt] | None:
   """Rows of long reductions: a threadgroup per row, its threads striding over the row (coalesced loads)
   and combining partial results through SIMD shuffles and threadgroup memory."""
   reduces = [m for m in root.toposort() if m.op is Op.REDUCE]
   if not reduces or prod(root.shape) == 0: return None
   def length(r: Node) -> int: return prod(r.src[0].shape[a] for a in r.arg[1])
   big = max(reduces, key=length)
-  shape = root.shape
-  # trailing output axes the big reduction runs along (softmax's columns) belong to the row, not the grid
-  k = len(shape)
-  if len(big.shape) == len(shape):
-    while k > 0 and (shape[k - 1] == 1 or ((k - 1) in big.arg[1] and big.src[0].shape[k - 1] == shape[k - 1])): k -= 1
-  rows = prod(shape[:k])
+  k = row_axes(root)
+  rows = prod(root.shape[:k])
   if length(big) < GROUP_MIN_REDUCE or rows >= GROUP_MAX_ROWS: return None
   local = max(caps.simd_width, min(caps.default_local, _pow2_at_least(length(big) // 8)))
-  return KernelOpts(True, (max(rows, 1), 1, 1), (local, 1, 1), group=local, block_axes=k, applied=(("GROUP", k, local),))
+  return [group(k, local)]
 
-def _work(root: Node) -> int:
+def work(root: Node) -> int:
   """Elements computed, counting each reduction's input."""
   return max([prod(root.shape)] + [prod(m.src[0].shape) for m in root.toposort() if m.op is Op.REDUCE])
 

@@ -1,8 +1,12 @@
 """The linear program: what crosses from codegen to the renderers.
 
 A flat list of instructions; loops are RANGE ... ENDRANGE pairs, guards IF ... ENDIF.
-Indices stay symbolic (ir.symbolic expressions) so each renderer prints them in its own syntax.
 `Kind` names what an instruction does; the table after it says, for each kind, what its `dtype`, `src` and `arg` hold.
+
+Two forms, one before and one after codegen/index.py. Lowering and vectorize.py write indices and guards as
+ir.symbolic expressions in the instructions' args (flat, valid); index.py then lowers every one of them to IALU
+instructions, and every memory access to a PTR (the element's address) plus a constant element offset. The passes
+after it (hoist.py, strength.py) and every renderer see only that second form: a renderer prints, it computes no index.
 """
 from __future__ import annotations
 import functools, math, struct
@@ -19,7 +23,8 @@ class Kind:
   def __repr__(self): return f"Kind.{self.name}"
   def __reduce__(self): return (getattr, (Kind, self.name))   # copies and pickles resolve to the one instance
 
-# the one table of what each kind's fields hold; flat: a sym.Expr element index into the buffer; valid: a sym.Cond
+# the one table of what each kind's fields hold; flat: a sym.Expr element index into the buffer; valid: a sym.Cond;
+# "lowered:" says what a kind holds after codegen/index.py (an access: its PTR, and `offset`, an int element offset)
 # ---- kernel arguments and thread indices
 Kind.PARAM = Kind("PARAM", dtype="slot 0 (the output): its element dtype; an input: None (LinearProgram.buffer_dtypes has it)",
                   src="()", arg="the buffer slot (int)")
@@ -30,15 +35,19 @@ Kind.LOCAL = Kind("LOCAL", dtype="the element dtype", src="()",
                   arg="(name, size in elements): an array in fast memory (a threadgroup's shared memory; the thread's own on the CPU)")
 # ---- blocks
 Kind.RANGE = Kind("RANGE", dtype="the counter's index dtype", src="()",
-                  arg="(sym.Var counter over 0..var.max, parallel: the CPU's outer loop that the thread team splits); ENDRANGE closes it")
+                  arg="(sym.Var counter over 0..var.max, parallel: the CPU's outer loop that the thread team splits); ENDRANGE "
+                      "closes it. Lowered: the instruction is also the counter's value, an operand of IALUs")
 Kind.ENDRANGE = Kind("ENDRANGE", dtype="None", src="()", arg="None")
-Kind.IF = Kind("IF", dtype="None", src="()", arg="sym.Cond: the block runs where it holds; ENDIF closes it")
+Kind.IF = Kind("IF", dtype="None", src="() (lowered: (bool value,))", arg="sym.Cond: the block runs where it holds; ENDIF closes it "
+              "(lowered: None, the block runs where src[0] is true)")
 Kind.ENDIF = Kind("ENDIF", dtype="None", src="()", arg="None")
 # ---- scalar values
 Kind.CONST = Kind("CONST", dtype="the value's dtype", src="()", arg="the value (Python scalar)")
-Kind.INDEX = Kind("INDEX", dtype="the index dtype", src="()", arg="sym.Expr: an index expression as a value (an arange element, a named index)")
-Kind.COND = Kind("COND", dtype="bool", src="()", arg="sym.Cond as a value")
-Kind.LOAD = Kind("LOAD", dtype="the element dtype", src="(PARAM or LOCAL,)", arg="(flat, valid): the element, 0 where valid is false")
+Kind.INDEX = Kind("INDEX", dtype="the index dtype", src="()",
+                  arg="sym.Expr: an index expression as a value (an arange element, a named index); index.py replaces it by IALUs")
+Kind.COND = Kind("COND", dtype="bool", src="()", arg="sym.Cond as a value; index.py replaces it by IALUs")
+Kind.LOAD = Kind("LOAD", dtype="the element dtype", src="(PARAM or LOCAL,) (lowered: (PTR,) or (PTR, bool valid value))",
+                 arg="(flat, valid): the element, 0 where valid is false (lowered: offset)")
 Kind.ALU = Kind("ALU", dtype="the result's dtype", src="the operands (1 to 3 values)", arg="the elementwise ir.ops.Op")
 Kind.CAST = Kind("CAST", dtype="the target dtype", src="(value,)", arg="None")
 Kind.BITCAST = Kind("BITCAST", dtype="the target dtype (same size)", src="(value,)", arg="None")
@@ -46,10 +55,21 @@ Kind.ACC = Kind("ACC", dtype="the accumulator's dtype", src="()", arg="its initi
 Kind.UPDATE = Kind("UPDATE", dtype="the accumulator's dtype", src="(ACC, value)", arg="ir.ops.Op: acc = op(acc, value)")
 Kind.GROUP_REDUCE = Kind("GROUP_REDUCE", dtype="the accumulator's dtype", src="(ACC, LOCAL scratch of a slot per thread)",
                          arg="(ir.ops.Op, width, the lane variable's name): every thread's acc becomes the op over the group's accs")
-Kind.STORE = Kind("STORE", dtype="None", src="(PARAM or LOCAL, value)", arg="(flat, valid); valid is always true")
+Kind.STORE = Kind("STORE", dtype="None", src="(PARAM or LOCAL, value) (lowered: (PTR, value))",
+                  arg="(flat, valid); valid is always true (lowered: offset)")
+# ---- integer index arithmetic and addresses (codegen/index.py, strength.py)
+Kind.IALU = Kind("IALU", dtype="int32 or int64, the width it computes in (bool for lt, ge, and)",
+                 src="the operands: IALU, CONST, RANGE, SPECIAL or CAST values of its dtype; a constant operand comes last",
+                 arg="one of INDEX_OPS: add a+b, mul a*b, mad a*b+c, div a/b and mod a%b (C's truncating ones; b a positive "
+                     "constant), lt a<b, ge a>=b, and a&&b; never wraps (index.py picks int64 where int32 could)")
+Kind.PTR = Kind("PTR", dtype="the buffer's element dtype", src="(PARAM or LOCAL, index value)",
+                arg="None: the address of element `index` of the buffer (strength.py: stepped by the STEPs that read it)")
+Kind.STEP = Kind("STEP", dtype="None", src="(PTR,)",
+                 arg="elements (int): the pointer moves on by that many; the last instruction of its loop's body")
 # ---- vectors (codegen/vectorize.py); width: elements per vector
-Kind.VLOAD = Kind("VLOAD", dtype="the element dtype", src="(PARAM,)", arg="(flat of lane 0, width)")
-Kind.VSTORE = Kind("VSTORE", dtype="None", src="(PARAM, one value per lane) or (PARAM, a vector)", arg="(flat of lane 0, width)")
+Kind.VLOAD = Kind("VLOAD", dtype="the element dtype", src="(PARAM,) (lowered: (PTR,))", arg="(flat of lane 0, width) (lowered: (offset, width))")
+Kind.VSTORE = Kind("VSTORE", dtype="None", src="(PARAM, one value per lane) or (PARAM, a vector) (lowered: PTR in PARAM's place)",
+                   arg="(flat of lane 0, width) (lowered: (offset, width))")
 Kind.GEP = Kind("GEP", dtype="the element dtype", src="(vector: VLOAD, VALU or VACC,)", arg="the lane (int)")
 Kind.VBROADCAST = Kind("VBROADCAST", dtype="the element dtype", src="(scalar value,)", arg="width: the value in every lane")
 Kind.VALU = Kind("VALU", dtype="the element dtype", src="the operand vectors", arg="(ir.ops.Op, width): lane by lane")
@@ -58,6 +78,10 @@ Kind.VUPDATE = Kind("VUPDATE", dtype="the element dtype", src="(VACC, vector) or
                     arg="ir.ops.Op: acc = op(acc, vector) lane by lane; with a and b (op ADD, float32) acc += a*b with one rounding")
 
 KINDS = tuple(k for k in vars(Kind).values() if type(k) is Kind)
+INDEX_OPS = ("add", "mul", "mad", "div", "mod", "lt", "ge", "and")
+# kinds whose value depends on their operands alone, computed without a trap: free to move to where the operands are
+# (hoist.py) and to drop where unused; a PTR that a STEP moves is not among them (it changes in its loop)
+PURE = frozenset({Kind.IALU, Kind.CONST, Kind.CAST, Kind.PTR})
 
 class Instr:
   """One instruction: what `dtype`, `src` (the instructions it reads) and `arg` hold depends on its kind, `op`

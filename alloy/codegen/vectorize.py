@@ -108,7 +108,6 @@ def pack_arithmetic(instrs: list) -> list:
   drop: set[int] = set()
   packed: set[int] = set()
   broadcasts: dict[int, Instr] = {}
-  broadcast_srcs: set[int] = set()   # the scalars some vector broadcasts, which must stay where they are
 
   def operand(vals: list, width: int, broadcast=True):
     """The vector whose lanes are vals: an existing one, or (for `vector`) the one scalar all lanes share,
@@ -123,10 +122,8 @@ def pack_arithmetic(instrs: list) -> list:
 
   def vector(src, width: int) -> Instr:
     if src.op in (Kind.VLOAD, Kind.VALU, Kind.VACC, Kind.VBROADCAST): return src
-    if (b := broadcasts.get((id(src), width))) is None:
+    if (b := broadcasts.get((id(src), width))) is None:   # placed right after src, wherever src ends up (below)
       b = broadcasts[(id(src), width)] = Instr(Kind.VBROADCAST, src.dtype, (src,), width)
-      broadcast_srcs.add(id(src))
-      insert_after.setdefault(pos[id(src)], []).append(b)
     return b
 
   def try_pack(seed: Instr, width: int) -> Instr | None:
@@ -149,8 +146,6 @@ def pack_arithmetic(instrs: list) -> list:
         if any(s is None for s in srcs): continue
         # the members become lanes of the vector: every other user must come after it
         if any(pos[id(u)] <= at for m in members for u, _ in users.get(id(m), [])): continue
-        # a member already broadcast to a vector would move after that broadcast (placed at its old position)
-        if any(id(m) in broadcast_srcs for m in members): continue
         vec = Instr(Kind.VALU, u0.dtype, tuple(vector(v, width) for v in srcs), (u0.arg, width))
         insert_after.setdefault(at, []).extend([vec] + members)   # its lanes, defined after it
         drop.update(pos[id(m)] for m in members)
@@ -183,11 +178,18 @@ def pack_arithmetic(instrs: list) -> list:
     if ins.op is Kind.VSTORE and (v := operand(list(ins.src[1:]), ins.arg[1], broadcast=False)) is not None:
       ins.src = (ins.src[0], v)
   if not (insert_before or insert_after or drop): return instrs
+  # a broadcast goes right after its scalar's final place: a scalar packed into a later vector moved to after that
+  # vector (it is one of its lanes now), and a broadcast left at its old place would read it before it is defined
+  after_src: dict[int, list] = {}
+  for b in broadcasts.values(): after_src.setdefault(id(b.src[0]), []).append(b)
   out = []
+  def emit(ins):
+    out.append(ins)
+    out.extend(after_src.get(id(ins), ()))
   for k, ins in enumerate(instrs):
-    out.extend(insert_before.get(k, ()))
-    if k not in drop: out.append(ins)
-    out.extend(insert_after.get(k, ()))
+    for x in insert_before.get(k, ()): emit(x)
+    if k not in drop: emit(ins)
+    for x in insert_after.get(k, ()): emit(x)
   return _fuse_multiply_add(out)
 
 def _fuse_multiply_add(instrs: list) -> list:

@@ -11,9 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from alloy.helpers import DEBUG
 from alloy.codegen.lower import lower
-from alloy.codegen.program import KernelMeta, LinearProgram
+from alloy.codegen.program import KernelMeta, LinearProgram, scalar_words
+from alloy.codegen.transforms import describe
 from alloy.runtime.device import PROGRAM_CACHE_SIZE, Device, Program
 from alloy.ir.kernel import KernelAST
+from alloy.engine import search
 
 @dataclass
 class CompiledKernel:
@@ -36,13 +38,21 @@ stage_listeners: list = []
 def emit_stage(stage: str, start: float, seconds: float, detail: str = "") -> None:
   for listener in stage_listeners: listener(stage, start, seconds, detail)
 
-def compile_kernel(ast: KernelAST, device: Device) -> CompiledKernel:
-  key = (device.name, ast.root, ast.n_buffers)
+def compile_kernel(ast: KernelAST, device: Device, buffers: list | None = None, consts: list = ()) -> CompiledKernel:
+  """The kernel compiled for device. Under BEAM (search.beam_width()), a kernel given the Buffers of its launch
+  (output first) and the CONST nodes of its scalar arguments is searched first (engine/search.py), on copies of
+  them; without them it gets the heuristics."""
+  width = search.beam_width() if buffers is not None else 0
+  key = (device.name, ast.root, ast.n_buffers) + ((width,) if width else ())
   if (hit := _compiled.get(key)) is not None:
     try: _compiled.move_to_end(key)
     except KeyError: pass   # pushed out by another thread meanwhile
     return hit
-  prog, source, times = _lower_and_render(ast, device)
+  opts = None
+  if width:
+    scalars = scalar_words(ast.scalar_dtypes, [c.arg for c in consts]) if consts else ()
+    opts = search.searched_opts(ast, device, buffers[1:], scalars, width)
+  prog, source, times = _lower_and_render(ast, device, opts)
   return _load(key, ast, device, prog, source, _compile(device, source, times, prog.meta.name), times)
 
 def compile_kernels(asts: list[KernelAST], device: Device) -> None:
@@ -59,9 +69,9 @@ def compile_kernels(asts: list[KernelAST], device: Device) -> None:
     binaries = list(pool.map(lambda st: _compile(device, st[3], st[4], st[2].meta.name), staged))
   for (key, ast, prog, source, times), binary in zip(staged, binaries): _load(key, ast, device, prog, source, binary, times)
 
-def _lower_and_render(ast: KernelAST, device: Device) -> tuple:
+def _lower_and_render(ast: KernelAST, device: Device, opts=None) -> tuple:
   t0 = time.perf_counter()
-  prog = lower(ast, device.caps)
+  prog = lower(ast, device.caps, opts)
   t1 = time.perf_counter()
   source = device.renderer.render(prog)
   t2 = time.perf_counter()
@@ -85,7 +95,7 @@ def _load(key: tuple, ast: KernelAST, device: Device, prog: LinearProgram, sourc
   if stage_listeners: emit_stage("load", t0, times["load"], prog.meta.name)
   prog.meta.target = device.target
   ck = CompiledKernel(ast, prog, source, binary, runner, prog.meta, times)
-  if DEBUG >= 3: print(f"--- kernel {prog.meta.name} AST\n{ast.describe()}\nopts: {prog.meta.opts}")
+  if DEBUG >= 3: print(f"--- kernel {prog.meta.name} AST\n{ast.describe()}\nopts: {describe(prog.meta.opts)}")
   if DEBUG >= 5: print(f"--- kernel {prog.meta.name} linear program\n{prog.describe()}")
   if DEBUG >= 4: print(f"--- kernel {prog.meta.name} source ({device.name}, {device.target})\n{source}")
   if DEBUG >= 6 and hasattr(device, "disassemble"):

@@ -10,6 +10,7 @@ from alloy.runtime.registry import get_device
 from alloy.schedule.fusion import schedule, realized, set_realized, is_buffer_view
 from alloy.codegen.program import scalar_words
 from alloy.engine.compiled import compile_kernel, compile_kernels, emit_stage, stage_listeners
+from alloy.engine.search import beam_width
 from alloy.engine.results import Results
 from alloy.engine.backpressure import throttle
 
@@ -61,7 +62,7 @@ def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
   device = get_device(device_name)
   if DEBUG >= 1:
     print(f"realize on {device.name} ({device.target}): scheduled {len(items)} kernel{'s' if len(items) != 1 else ''} in {t_sched*1e3:.2f} ms")
-  if len(items) > 1: compile_kernels([ast for node, ast, *_ in items if 0 not in node.shape], device)   # new ones side by side
+  if len(items) > 1 and not beam_width(): compile_kernels([ast for node, ast, *_ in items if 0 not in node.shape], device)   # new ones side by side
   made: dict[int, Buffer] = {}
   pressure = throttle(device)
   timed = bool(stage_listeners or launch_listeners)   # the host clock is read only for someone who listens
@@ -77,7 +78,7 @@ def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
       b = inp.arg if inp.op is Op.BUFFER else made[id(inp)]
       if b.device != device.name: raise ValueError(f"kernel {ast} mixes devices {b.device} and {device.name}")
       bufs.append(b)
-    ck = compile_kernel(ast, device)
+    ck = compile_kernel(ast, device, bufs, consts)   # under BEAM, searched on copies of these (engine/search.py)
     scalars = scalar_words(ck.meta.scalar_dtypes, [c.arg for c in consts]) if consts else ()
     t_launch = time.perf_counter() if timed else 0.0
     elapsed = ck.runner([b.handle for b in bufs], scalars, ck.meta.global_size, ck.meta.local_size, wait=wait)

@@ -1,11 +1,14 @@
 """The trace recorder: every kernel launch and host stage as a Chrome trace-event JSON that Perfetto opens.
 
 `with alloy.trace("out.json"): ...` or `TRACE=out.json python script.py`. While recording, every launch waits for
-its kernel and reports the device-measured time (so the kernels run one at a time: this is a profile, not a
-production run), and jitted functions replay launch by launch so each kernel has its own slice.
+its kernel and reports the device-measured time (so the kernels run one at a time, each in a command buffer of its
+own: this is a profile, not a production run), and jitted functions replay launch by launch so each kernel has its
+own slice. With kernel_times=False (TRACE_KERNEL_TIMES=0) launches do not wait: command buffers fill as in a
+production run, and a kernel's slice is its host submit time.
 
 Tracks: one per device (kernel slices: name, target, global/local size, vector widths, applied opts, FLOPs, bytes,
-source) and one for the host (schedule, lower, render, compile, load, submit).
+source; around them one slice per command buffer its encoder committed: dispatches, barriers, kernels) and one for
+the host (schedule, lower, render, compile, load, submit).
 `python -m alloy.trace out.json` prints a table per kernel.
 """
 from __future__ import annotations
@@ -13,15 +16,18 @@ import atexit, json, os, threading, time
 from alloy.helpers import getenv
 from alloy.engine import realize as engine
 from alloy.engine.compiled import stage_listeners
+from alloy.runtime.device import commit_listeners
 
 PID = 1
 HOST_TRACK = "host"
 
 class TraceRecorder:
   """Collects events between start() and stop(); save() writes them."""
-  def __init__(self, path: str):
-    self.path = path
+  def __init__(self, path: str, kernel_times: bool = True):
+    self.path, self.kernel_times = path, kernel_times
     self.events: list[dict] = []
+    self.kernels: dict[str, list] = {}   # device -> its kernel slices, in launch order
+    self.command_buffers: list = []      # the CommandBufferRecords committed while recording
     self.tracks: dict[str, int] = {}
     self.t0 = time.perf_counter()
     self.lock = threading.Lock()
@@ -32,10 +38,11 @@ class TraceRecorder:
       self.events.append({"name": "thread_name", "ph": "M", "pid": PID, "tid": tid, "args": {"name": track}})
     return tid
 
-  def _slice(self, track: str, name: str, cat: str, start: float, seconds: float, args: dict) -> None:
+  def _slice(self, track: str, name: str, cat: str, start: float, seconds: float, args: dict) -> dict:
     with self.lock:
-      self.events.append({"name": name, "cat": cat, "ph": "X", "pid": PID, "tid": self._tid(track),
-                          "ts": (start - self.t0) * 1e6, "dur": max(seconds, 0.0) * 1e6, "args": args})
+      self.events.append(event := {"name": name, "cat": cat, "ph": "X", "pid": PID, "tid": self._tid(track),
+                                   "ts": (start - self.t0) * 1e6, "dur": max(seconds, 0.0) * 1e6, "args": args})
+    return event
 
   def on_stage(self, stage: str, start: float, seconds: float, detail: str) -> None:
     self._slice(HOST_TRACK, stage, "host", start, seconds, {"detail": detail} if detail else {})
@@ -49,38 +56,63 @@ class TraceRecorder:
             "flops": m.flops, "bytes": m.bytes, "device_time_measured": elapsed is not None,
             "buffers": [f"{b.dtype.name}[{b.size}]" for b in buffers], "source": ck.source}
     device = buffers[0].device if buffers else "device"
-    self._slice(device, m.name, "kernel", end - seconds, seconds, args)
+    event = self._slice(device, m.name, "kernel", end - seconds, seconds, args)
+    with self.lock: self.kernels.setdefault(device, []).append(event)
+
+  def on_commit(self, record) -> None:
+    with self.lock: self.command_buffers.append(record)
+
+  def command_buffer_slices(self) -> list[dict]:
+    """One slice per committed command buffer, around the slices of its kernels: a record's kernels are the next
+    slices of its device's kernels by name (launches that are not dispatches, a graph replay's, are skipped)."""
+    out, next_kernel = [], {}
+    for rec in self.command_buffers:
+      slices, i = [], next_kernel.get(rec.device, 0)
+      kernels = self.kernels.get(rec.device, [])
+      for name in rec.kernels:
+        while i < len(kernels) and kernels[i]["name"] != name: i += 1
+        if i < len(kernels): slices.append(kernels[i])
+        i += 1
+      next_kernel[rec.device] = min(i, len(kernels))
+      start = min([(rec.opened - self.t0) * 1e6] + [k["ts"] for k in slices])
+      end = max([(rec.committed - self.t0) * 1e6] + [k["ts"] + k["dur"] for k in slices])
+      out.append({"name": "command buffer", "cat": "command_buffer", "ph": "X", "pid": PID, "tid": self._tid(rec.device), "ts": start,
+                  "dur": end - start, "args": {"dispatches": rec.dispatches, "barriers": rec.barriers, "kernels": rec.kernels}})
+    return out
 
   def start(self) -> "TraceRecorder":
     self.t0 = time.perf_counter()
     stage_listeners.append(self.on_stage)
     engine.launch_listeners.append(self.on_launch)
-    engine.device_time_requests += 1
+    commit_listeners.append(self.on_commit)
+    if self.kernel_times: engine.device_time_requests += 1
     return self
 
   def stop(self) -> None:
     if self.on_launch in engine.launch_listeners:
       stage_listeners.remove(self.on_stage)
       engine.launch_listeners.remove(self.on_launch)
-      engine.device_time_requests -= 1
+      commit_listeners.remove(self.on_commit)
+      if self.kernel_times: engine.device_time_requests -= 1
 
   def save(self) -> str:
     if os.path.dirname(self.path): os.makedirs(os.path.dirname(self.path), exist_ok=True)
     with open(self.path, "w") as f:
-      json.dump({"traceEvents": [{"name": "process_name", "ph": "M", "pid": PID, "args": {"name": "alloy"}}] + self.events,
-                 "displayTimeUnit": "ns"}, f)
+      json.dump({"traceEvents": [{"name": "process_name", "ph": "M", "pid": PID, "args": {"name": "alloy"}}] + self.events +
+                 self.command_buffer_slices(), "displayTimeUnit": "ns"}, f)
     return self.path
 
 class trace:
-  """Context manager: `with alloy.trace("out.json") as rec:` records everything launched inside into out.json."""
-  def __init__(self, path: str): self.recorder = TraceRecorder(path)
+  """Context manager: `with alloy.trace("out.json") as rec:` records everything launched inside into out.json;
+  kernel_times=False lets launches batch into command buffers as they do unrecorded (kernel slices are then host times)."""
+  def __init__(self, path: str, kernel_times: bool = True): self.recorder = TraceRecorder(path, kernel_times)
   def __enter__(self) -> TraceRecorder: return self.recorder.start()
   def __exit__(self, *exc) -> None:
     self.recorder.stop()
     self.recorder.save()
 
 def _trace_whole_process(path: str) -> None:
-  recorder = TraceRecorder(path).start()
+  recorder = TraceRecorder(path, bool(getenv("TRACE_KERNEL_TIMES", 1))).start()
   def finish():
     recorder.stop()
     recorder.save()

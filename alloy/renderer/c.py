@@ -111,6 +111,7 @@ class CRenderer(CStyleRenderer):
     if d.name == "float16": return f"(_Float16){name}f({', '.join(f'(float){a}' for a in args)})"
     return f"{name}({', '.join(args)})"
   def int_pow_name(self, d: DType) -> str: return f"alloy_ipow_{d.name}"
+  def pointer_decl(self, name: str, address: str) -> str: return f"__typeof__({address}) {name} = {address};"
   def vec_type(self, d: DType, width: int) -> str: return f"alloy_{d.name}x{width}"
   # the kernel thread's own array (a packed matmul panel): on its stack, which the queue's threads make 16 MB
   def local_decl(self, name: str, d: DType, size: int) -> str: return f"{self.tname(d)} {name}[{size}] __attribute__((aligned(64)));"

@@ -124,25 +124,12 @@ class CStyleRenderer:
     if d.name == "int32" and v == -(1 << 31): return "(-2147483647-1)"
     return str(v) if d.name == "int32" else f"(({self.tname(d)}){v})"
 
-  def expr(self, e: sym.Expr, names: dict, wide: bool | None = None) -> str:
-    """Index arithmetic in int, or where some value on the way may pass 2^31 (sym.fits_int32) with every variable
-    widened to 64 bits first, so that each product and sum is computed in 64 bits."""
-    if wide is None: wide = not sym.fits_int32(e)
-    if isinstance(e, sym.Const): return self.index_literal(e.v)
-    if isinstance(e, sym.Var): return f"(({self.tname(dt.int64)}){e.name})" if wide else e.name
-    if isinstance(e, sym.Opaque): return f"(({self.tname(dt.int64) if wide else 'int'}){names[id(e.ref)]})"
-    if isinstance(e, sym.Sum):
-      parts = [self.expr(t, names, wide) if c == 1 else f"{self.expr(t, names, wide)}*{self.index_literal(c)}" for t, c in e.terms]
-      if e.const: parts.append(self.index_literal(e.const))
-      return "(" + "+".join(parts) + ")"
-    if isinstance(e, sym.Div): return f"({self.expr(e.a, names, wide)}/{self.index_literal(e.d)})"
-    if isinstance(e, sym.Mod): return f"({self.expr(e.a, names, wide)}%{self.index_literal(e.d)})"
-    raise TypeError(e)
-
-  def cond(self, c: sym.Cond, names: dict) -> str:
-    if c.is_false: return "0"
-    parts = [f"({self.expr(e, names)}{'>=' if k == 'ge' else '<'}{self.index_literal(b)})" for k, e, b in c.clauses]
-    return "&&".join(parts) or "1"
+  # integer index arithmetic (codegen/index.py's IALU): C's own operators, on int and int64
+  index_ops = {"add": "({0}+{1})", "mul": "({0}*{1})", "mad": "({0}*{1}+{2})", "div": "({0}/{1})", "mod": "({0}%{1})",
+               "lt": "({0}<{1})", "ge": "({0}>={1})", "and": "({0}&&{1})"}
+  def pointer_decl(self, name: str, address: str) -> str:
+    """A pointer variable set to `address` (one that a STEP moves): C++ deduces its type, qualifiers and address space."""
+    return f"auto {name} = {address};"
 
   def alu(self, op: Op, d: DType, srcs: list[str], src_dtypes: list[DType]) -> str:
     a = srcs[0]
@@ -225,6 +212,7 @@ class CStyleRenderer:
       counter += 1
       return f"{prefix}{counter - 1}"
     written = {0}
+    stepped = {id(ins.src[0]) for ins in prog.instrs if ins.op is Kind.STEP}
     for ins in prog.instrs:
       ind = "  " * depth
       if ins.op is Kind.PARAM:
@@ -237,6 +225,7 @@ class CStyleRenderer:
       if ins.op is Kind.SPECIAL:
         var, kind = ins.arg
         wide = ins.dtype.itemsize == 8
+        names[id(ins)], dtypes[id(ins)] = var.name, ins.dtype
         lines.append(f"{ind}{self.index_type(ins.dtype)} {var.name} = {self.special(kind, wide)};"); continue
       if ins.op is Kind.LOCAL:
         name, size = ins.arg
@@ -251,21 +240,29 @@ class CStyleRenderer:
         continue
       if ins.op is Kind.RANGE:
         var, parallel = ins.arg
+        names[id(ins)], dtypes[id(ins)] = var.name, ins.dtype
         lines += [ind + l for l in self.range_open(var, parallel, self.index_type(ins.dtype))]; depth += 1; continue
       if ins.op in (Kind.ENDRANGE, Kind.ENDIF):
         depth -= 1; lines.append("  " * depth + "}"); continue
       if ins.op is Kind.IF:
-        lines.append(f"{ind}if ({self.cond(ins.arg, names)}) {{"); depth += 1; continue
+        lines.append(f"{ind}if ({names[id(ins.src[0])]}) {{"); depth += 1; continue
+      if ins.op is Kind.PTR:
+        base, index = ins.src
+        address = names[id(base)] if index.op is Kind.CONST and index.arg == 0 else f"({names[id(base)]}+{names[id(index)]})"
+        if id(ins) not in stepped: names[id(ins)] = address; continue
+        names[id(ins)] = new("p")
+        lines.append(ind + self.pointer_decl(names[id(ins)], address)); continue
+      if ins.op is Kind.STEP:
+        lines.append(f"{ind}{names[id(ins.src[0])]} += {ins.arg};"); continue
       if ins.op is Kind.STORE:
-        flat, _ = ins.arg
-        buf, val = ins.src
-        lines.append(ind + self.store(names[id(buf)], self.expr(flat, names), names[id(val)], buf.dtype)); continue
+        ptr, val = ins.src
+        lines.append(ind + self.store(names[id(ptr)], str(ins.arg), names[id(val)], ptr.dtype)); continue
       if ins.op is Kind.VSTORE:
-        flat, width = ins.arg
-        buf = ins.src[0]
-        vals = [self.to_storage(names[id(v)], buf.dtype) for v in ins.src[1:]]
-        value = names[id(ins.src[1])] if len(vals) == 1 else self.vec_make(vals, buf.dtype, width)
-        lines.append(f"{ind}*{self.vec_pointer(names[id(buf)], self.expr(flat, names), buf.dtype, width, True)} = {value};")
+        offset, width = ins.arg
+        ptr = ins.src[0]
+        vals = [self.to_storage(names[id(v)], ptr.dtype) for v in ins.src[1:]]
+        value = names[id(ins.src[1])] if len(vals) == 1 else self.vec_make(vals, ptr.dtype, width)
+        lines.append(f"{ind}*{self.vec_pointer(names[id(ptr)], str(offset), ptr.dtype, width, True)} = {value};")
         continue
       if ins.op is Kind.GEP:   # a lane is read where it is used: an accumulator's lanes are final only after its loop
         names[id(ins)] = self.from_storage(self.vec_lane(names[id(ins.src[0])], ins.arg), ins.dtype)
@@ -286,10 +283,10 @@ class CStyleRenderer:
         lines.append(f"{ind}{self.vec_type(ins.dtype, width)} {name} = {rhs};")
         continue
       if ins.op is Kind.VLOAD:
-        flat, width = ins.arg
+        offset, width = ins.arg
         name = new("vec")
         names[id(ins)], dtypes[id(ins)] = name, ins.dtype
-        pointer = self.vec_pointer(names[id(ins.src[0])], self.expr(flat, names), ins.dtype, width, False)
+        pointer = self.vec_pointer(names[id(ins.src[0])], str(offset), ins.dtype, width, False)
         lines.append(f"{ind}{self.vec_type(ins.dtype, width)} {name} = *{pointer};")
         continue
       if ins.op is Kind.UPDATE:
@@ -298,11 +295,8 @@ class CStyleRenderer:
         lines.append(f"{ind}{a} = {self.rounded(self.alu(ins.arg, ins.dtype, [a, names[id(val)]], [ins.dtype, ins.dtype]), ins.dtype)};"); continue
       # value-producing instructions
       if ins.op is Kind.LOAD:
-        flat, valid = ins.arg
-        buf = ins.src[0]
-        rhs = self.load(names[id(buf)], self.expr(flat, names), None if valid.is_true else self.cond(valid, names), ins.dtype)
-      elif ins.op is Kind.INDEX: rhs = f"({self.expr(ins.arg, names)})"
-      elif ins.op is Kind.COND: rhs = self.cond(ins.arg, names)
+        rhs = self.load(names[id(ins.src[0])], str(ins.arg), names[id(ins.src[1])] if len(ins.src) > 1 else None, ins.dtype)
+      elif ins.op is Kind.IALU: rhs = self.index_ops[ins.arg].format(*(names[id(s)] for s in ins.src))
       elif ins.op is Kind.VAR: rhs = self.scalar_value(ins.arg, ins.dtype, prog)
       elif ins.op is Kind.ACC: rhs = self.const(ins.arg, ins.dtype)
       elif ins.op is Kind.CAST: rhs = self.rounded(self.cast(names[id(ins.src[0])], dtypes[id(ins.src[0])], ins.dtype), ins.dtype)

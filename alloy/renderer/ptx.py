@@ -1,8 +1,9 @@
 """PTX for the CUDA device: the linear program straight to NVIDIA's virtual ISA, with no C++ compiler in the way.
 
-Longer than the house's 400 lines: besides printing, it hoists loop invariants, steps pointers and unrolls loops
-itself, which the C renderers leave to their compilers. Those transforms move into codegen passes shared by every
-renderer in the codegen issue, and this file shrinks to a printer.
+Longer than the house's 400 lines: it only prints (index arithmetic, hoisting, pointer stepping and unrolling are
+codegen passes: codegen/passes.py), but PTX has no expressions and no types beyond register widths, so most kinds
+print as several instructions per value class (the casts, floor division, 8-bit wrapping, 16-bit float rounding and
+the group reduction's shuffles below), and a split would separate each kind's text from the register classes it needs.
 
 A new CUDA C kernel costs NVRTC's front end, NVVM (with libdevice linked in) and ptxas: 27-47 ms on an H200 host.
 PTX skips all but ptxas (nvJitLink, 8-9 ms): a first realize of a new kernel took 14.1 ms against 45.2 ms through
@@ -16,9 +17,7 @@ registers, rounded to their precision after each op as the CUDA C renderer does;
 Arithmetic follows the CUDA C renderer's semantics op for op, so both renderers give the same values.
 """
 from __future__ import annotations
-import math
 from alloy.dtype import DType
-from alloy.ir import symbolic as sym
 from alloy.ir.ops import Op, COMPARE, SELECTS
 from alloy.codegen.program import Kind, LinearProgram, word_count, word_offsets
 from alloy.renderer.cuda import CUDARenderer
@@ -62,6 +61,10 @@ def _literal(v, cls: str) -> str:
   if cls[0] == "f": return float_literal(float(v), int(cls[1:]))
   return str(int(v) & ((1 << int(cls[1:])) - 1))
 
+# codegen/index.py's integer index arithmetic, on s32 or s64 operands
+_INDEX_OPS = {"add": "add.{t}", "mul": "mul.lo.{t}", "mad": "mad.lo.{t}", "div": "div.{t}", "mod": "rem.{t}",
+              "lt": "setp.lt.{t}", "ge": "setp.ge.{t}", "and": "and.pred"}
+
 def is_ptx(source: str) -> bool: return source.startswith(".version")
 
 def _is64(r: str) -> bool: return r.startswith("%rd")   # a 64-bit integer register (see _REG_PREFIX)
@@ -80,37 +83,21 @@ class PTXFirstRenderer:
     try: return self.ptx.render(prog)
     except Unsupported: return self.cuda.render(prog)
 
-class _Loop:
-  """An open loop: the lines hoisted out of it (emitted before its first iteration) and what they computed, and the
-  pointers it steps: an address base + size*(invariant + c*var) becomes a register stepped by size*c*unroll per
-  iteration, each unrolled copy k reading it at offset size*c*k (NVVM's strength reduction, done here)."""
-  def __init__(self, var: str):
-    self.var, self.copy = var, 0   # copy: which unrolled copy of the body is being emitted
-    self.preheader: list = []
-    self.cache: dict = {}
-    self.pointers: dict = {}   # (buffer, invariant part, c) -> (register, bytes per step of var)
-
-def _flat(lines: list):
-  for line in lines:
-    if isinstance(line, list): yield from _flat(line)
-    else: yield line
-
 class _Kernel:
   """One kernel's PTX, emitted instruction by instruction."""
   def __init__(self, prog: LinearProgram, arch: str):
     self.prog, self.arch = prog, arch
     self.counts = {c: 0 for c in _REG_PREFIX}
     self.head: list[str] = []   # parameter loads and constants: before any branch, so every use sees them
-    self.body: list = []        # lines, and each loop's preheader: a list of the lines hoisted out of that loop
-    self.out = self.body        # where emit() writes
-    self.loops: list[_Loop] = []
-    self.levels: dict = {}      # loop variable name or id(instr) -> how many loops were open where it was defined
+    self.out: list[str] = []    # the body's lines
+    self.loops: list = []       # each open loop: (counter register, first label, count, bits)
     self.shared: list[str] = []
     self.names: dict[int, object] = {}   # id(instr) -> register (a list of registers for a vector load)
     self.dtypes: dict[int, DType] = {}
-    self.vars: dict[str, str] = {}       # loop and thread index variables -> their register
+    self.vars: dict[str, str] = {}       # thread index variables -> their register (a group reduction names its lane)
     self.labels = 0
-    self.written = {ins.src[0].arg for ins in prog.instrs if ins.op in (Kind.STORE, Kind.VSTORE)}
+    self.written = {ins.src[0].src[0].arg for ins in prog.instrs if ins.op in (Kind.STORE, Kind.VSTORE)}
+    self.stepped = {id(ins.src[0]) for ins in prog.instrs if ins.op is Kind.STEP}
     self.params: list[str] = []
     self.ifs: list[str] = []   # the end label of each open if
 
@@ -123,93 +110,20 @@ class _Kernel:
     self.labels += 1
     return f"$L{self.labels - 1}"
 
-  # ---- integer index arithmetic: int32 as the C renderers' `int`, or 64-bit where sym.fits_int32 says a value on
-  # the way may pass 2^31, or a variable it uses is held in 64 bits
-  def level(self, e: sym.Expr) -> int:
-    """The number of open loops whose variables (or values defined inside them) e depends on, innermost counted."""
-    if isinstance(e, sym.Const): return 0
-    if isinstance(e, sym.Var): return self.levels.get(e.name, 0)
-    if isinstance(e, sym.Opaque): return self.levels.get(id(e.ref), len(self.loops))
-    if isinstance(e, sym.Sum): return max((self.level(t) for t, _ in e.terms), default=0)
-    return self.level(e.a)
+  # ---- values: constants wanted as registers are set in the head; as an IALU's last operand they are immediates
+  def value(self, ins) -> str:
+    if ins.op is Kind.CONST and id(ins) not in self.names: self.names[id(ins)], self.dtypes[id(ins)] = self.const(ins.arg, ins.dtype), ins.dtype
+    return self.names[id(ins)]
+  def operand(self, ins) -> str:
+    if ins.op is Kind.CONST and not ins.dtype.is_bool: return str(int(ins.arg)) if ins.dtype.is_int else _literal(ins.arg, reg_class(ins.dtype))
+    return self.value(ins)
 
-  def hoisted(self, key, level: int, compute):
-    """compute() emitted before the outermost open loop it does not depend on (once per loop), else here. NVVM does
-    this for the CUDA C renderer; ptxas alone left index arithmetic in the loop (matmul ran at 0.27x)."""
-    if level >= len(self.loops): return compute()
-    loop = self.loops[level]
-    if key not in loop.cache:
-      saved, self.out = self.out, loop.preheader
-      try: loop.cache[key] = compute()
-      finally: self.out = saved
-    return loop.cache[key]
-
-  def is_wide(self, e: sym.Expr) -> bool:
-    return not sym.fits_int32(e) or any(_is64(self.vars[v.name]) for v in e.vars())
-
-  def expr(self, e: sym.Expr, wide: bool | None = None) -> str | int:
-    """A register holding e (64-bit where wide, by default where is_wide says so), or e itself where it is a constant."""
-    if wide is None: wide = self.is_wide(e)
-    if isinstance(e, (sym.Sum, sym.Div, sym.Mod)): return self.hoisted((e, wide), self.level(e), lambda: self.compute(e, wide))
-    return self.compute(e, wide)
-
-  def compute(self, e: sym.Expr, wide: bool) -> str | int:
-    t = "s64" if wide else "s32"
-    if isinstance(e, sym.Const): return e.v
-    if isinstance(e, sym.Var): return self.resized(self.vars[e.name], wide)
-    if isinstance(e, sym.Opaque): return self.to_index(self.names[id(e.ref)], self.dtypes[id(e.ref)], wide)
-    if isinstance(e, sym.Sum):
-      total: str | None = None
-      terms = e.terms
-      invariant = [(t, c) for t, c in terms if self.level(t) < len(self.loops)]
-      if invariant and len(invariant) < len(terms):   # the part that does not change in the innermost loop, once
-        part = self.expr(sym.Sum(tuple(invariant), e.const), wide)
-        if isinstance(part, int): return self.compute(sym.Sum(tuple(t for t in terms if t not in invariant), part), wide)
-        total, e = part, sym.Sum(tuple(t for t in terms if t not in invariant), 0)
-      for term, coef in e.terms:
-        r = self.in_reg(self.expr(term, wide), wide)
-        if total is None and coef == 1:
-          total = r
-          continue
-        out = self.index_reg(wide)
-        if total is None: self.emit(f"mul.lo.{t} {out}, {r}, {coef};")
-        elif coef == 1: self.emit(f"add.{t} {out}, {total}, {r};")
-        else: self.emit(f"mad.lo.{t} {out}, {r}, {coef}, {total};")
-        total = out
-      if total is None: return e.const
-      if e.const:
-        out = self.index_reg(wide)
-        self.emit(f"add.{t} {out}, {total}, {e.const};")
-        total = out
-      return total
-    if isinstance(e, (sym.Div, sym.Mod)):
-      a = self.expr(e.a, wide)
-      if isinstance(a, int): return int(a / e.d) if isinstance(e, sym.Div) else int(math.fmod(a, e.d))   # C truncates
-      out = self.index_reg(wide)
-      self.emit(f"{'div' if isinstance(e, sym.Div) else 'rem'}.{t} {out}, {a}, {e.d};")
-      return out
-    raise TypeError(e)
   def index_reg(self, wide: bool) -> str: return self.reg("b64" if wide else "b32")
-  def in_reg(self, v: str | int, wide: bool = False) -> str:
-    if isinstance(v, str): return v
-    out = self.index_reg(wide)
-    self.emit(f"mov.b{64 if wide else 32} {out}, {v};")
-    return out
   def resized(self, r: str, wide: bool) -> str:
     """An index register as 64 or 32 bits (indices are non-negative: widening zero-extends)."""
     if _is64(r) == wide: return r
     out = self.index_reg(wide)
     self.emit(f"cvt.u64.u32 {out}, {r};" if wide else f"cvt.u32.u64 {out}, {r};")
-    return out
-  def to_index(self, r: str, d: DType, wide: bool) -> str:
-    """C's (int) or (int64_t) of a value used as an index."""
-    if not wide: return self.to_int32(r, d)
-    cls = reg_class(d)
-    if cls == "b64": return r
-    out = self.reg("b64")
-    if cls == "pred": self.emit(f"selp.b64 {out}, 1, 0, {r};")
-    elif cls in ("b16", "b32"): self.emit(f"cvt.{'u64.u' if d.is_unsigned else 's64.s'}{cls[1:]} {out}, {r};")
-    else: raise Unsupported(f"a {d.name} value as an index")
     return out
   def to_int32(self, r: str, d: DType) -> str:
     """C's (int) of a value used as an index."""
@@ -222,54 +136,9 @@ class _Kernel:
     else: raise Unsupported(f"a {d.name} value as an index")
     return out
 
-  def cond(self, c: sym.Cond) -> str | bool:
-    """A predicate register for c, or True/False where it is known."""
-    if c.is_false: return False
-    out: str | None = None
-    for kind, e, bound in c.clauses:
-      v = self.expr(e)
-      if isinstance(v, int):
-        if (v >= bound) if kind == "ge" else (v < bound): continue
-        return False
-      if abs(bound) > sym.INT32_MAX: v = self.resized(v, True)
-      p = self.reg("pred")
-      self.emit(f"setp.{kind}.s{64 if _is64(v) else 32} {p}, {v}, {bound};")
-      if out is not None: self.emit(f"and.pred {p}, {p}, {out};")
-      out = p
-    return True if out is None else out
-  def pred_of(self, c) -> str:
-    if isinstance(c, str): return c
-    p = self.reg("pred")
-    self.emit(f"setp.ne.s32 {p}, {1 if c else 0}, 0;")
-    return p
-
-  def address(self, buf, flat: sym.Expr) -> str:
-    """The address operand of element `flat` of buf (a register, or register+offset)."""
-    if self.loops and (stepped := self.stepped_pointer(buf, flat)) is not None: return stepped
-    return self.hoisted((id(buf), flat), self.level(flat), lambda: self.compute_address(buf, flat))
-
-  def stepped_pointer(self, buf, flat: sym.Expr) -> str | None:
-    loop, depth = self.loops[-1], len(self.loops)
-    if not isinstance(flat, sym.Sum): return None
-    steps = [k for k, (t, _) in enumerate(flat.terms) if self.level(t) >= depth]
-    if len(steps) != 1: return None
-    var, coef = flat.terms[steps[0]]
-    if not isinstance(var, sym.Var) or var.name != loop.var: return None
-    size = max(1, buf.dtype.itemsize)
-    invariant = sym.Sum(flat.terms[:steps[0]] + flat.terms[steps[0] + 1:], flat.const)
-    key = (id(buf), invariant, coef)
-    if key not in loop.pointers:
-      saved, self.out = self.out, loop.preheader
-      try:
-        pointer = self.reg("b64")
-        self.emit(f"mov.b64 {pointer}, {self.compute_address(buf, invariant)};")
-      finally: self.out = saved
-      loop.pointers[key] = (pointer, size * coef)
-    pointer, step = loop.pointers[key]
-    return f"{pointer}+{step * loop.copy}" if loop.copy else pointer
-
-  def compute_address(self, buf, flat: sym.Expr) -> str:
-    return self.element(self.names[id(buf)], self.expr(flat), max(1, buf.dtype.itemsize))
+  def address(self, ptr, offset: int) -> str:
+    """The address operand of the element `offset` past a PTR."""
+    return f"{self.names[id(ptr)]}+{offset * max(1, ptr.dtype.itemsize)}" if offset else self.names[id(ptr)]
 
   def element(self, base: str, index: str | int, size: int) -> str:
     """A register holding base + index*size: the address of an array element."""
@@ -323,15 +192,17 @@ class _Kernel:
       if d.is_unsigned: self.emit(f"and.b16 {r}, {r}, 255;")
       else: self.emit(f"shl.b16 {r}, {r}, 8;"); self.emit(f"shr.s16 {r}, {r}, 8;")
 
-  def space(self, buf) -> str:
-    """Where loads of buf go: through the read-only cache unless the kernel writes buf."""
+  def space(self, ptr) -> str:
+    """Where loads through ptr go: through the read-only cache unless the kernel writes its buffer."""
+    buf = ptr.src[0]
+    if buf.op is Kind.LOCAL: return "shared"
     return "global" if buf.arg in self.written else "global.nc"
 
-  def load(self, buf, flat: sym.Expr, valid, d: DType) -> str:
+  def load(self, ptr, offset: int, valid, d: DType) -> str:
     cls, out = reg_class(d), self.reg(reg_class(d))
-    mem, space = _mem_type(d), self.space(buf)
+    mem, space = _mem_type(d), self.space(ptr)
     guard = "" if valid is True else f"@{valid} "
-    addr = self.address(buf, flat)
+    addr = self.address(ptr, offset)
     if cls in ("pred", "f32") and mem in ("u8", "b16"):   # through a 16-bit register
       raw = self.reg("b16")
       if guard: self.emit(f"mov.b16 {raw}, 0;")
@@ -531,7 +402,7 @@ class _Kernel:
   # ---- the program
   def text(self) -> str:
     prog = self.prog
-    self.block(prog.instrs)
+    for ins in prog.instrs: self.instr(ins)
     # the scalar arguments' int32 words after the pointers, every one declared whether used or not (the launch passes all)
     self.params += [f"\t.param .u32 {prog.meta.name}_s{w}" for w in range(sum(map(word_count, prog.meta.scalar_dtypes)))]
     threads = prog.meta.local_size[0]
@@ -540,62 +411,58 @@ class _Kernel:
                       f".visible .entry {prog.meta.name}(", ",\n".join(self.params), ")",
                       # as the CUDA C renderer's __launch_bounds__: room for the registers the kernel needs
                       f".maxntid {threads}, 1, 1", f".minnctapersm {min(32, max(1, 512 // threads))}", "{",
-                      *regs, *self.shared, *self.head, *_flat(self.body), "\tret;", "}", ""])
+                      *regs, *self.shared, *self.head, *self.out, "\tret;", "}", ""])
 
-  def block(self, instrs: list) -> None:
-    i = 0
-    while i < len(instrs):
-      ins = instrs[i]
-      if ins.op is not Kind.RANGE:
-        self.instr(ins)
-        i += 1
-        continue
-      depth, j = 1, i + 1
-      while depth:   # the matching endrange
-        depth += {Kind.RANGE: 1, Kind.ENDRANGE: -1}.get(instrs[j].op, 0)
-        j += 1
-      self.loop(ins.arg[0], instrs[i + 1:j - 1], ins.dtype.itemsize == 8)
-      i = j
-
-  def loop(self, var: sym.Var, body: list, wide: bool = False) -> None:
-    """for var in [0, var.max]: body, as a do-while (the count is at least 1). An innermost loop of a short body is
-    unrolled by 4 (or 2) where that divides the count, so several iterations' loads are in flight at once. wide: the
-    counter is 64-bit (a count past 2^31)."""
-    count = var.max + 1
+  def range_open(self, ins) -> None:
+    """for var in [0, var.max]: ..., as a do-while (the count is at least 1); what hoist.py moved out of the loop
+    was printed before it. wide: the counter is 64-bit (a count past 2^31)."""
+    count, bits = ins.arg[0].max + 1, ins.dtype.itemsize * 8
     if count < 1: raise Unsupported("an empty loop")
-    simple = len(body) <= 64 and not any(ins.op in (Kind.RANGE, Kind.GROUP_REDUCE, Kind.LOCAL, Kind.SPECIAL) for ins in body)
-    unroll = next((u for u in (4, 2) if simple and count % u == 0 and count >= 2 * u), 1)
-    bits = 64 if wide else 32
-    counter, top, again = self.index_reg(wide), self.label(), self.reg("pred")
+    counter, top = self.index_reg(bits == 64), self.label()
     self.emit(f"mov.b{bits} {counter}, 0;")
-    loop = _Loop(var.name)
-    self.out.append(loop.preheader)
     self.out.append(f"{top}:")
-    self.loops.append(loop)
-    self.levels[var.name] = len(self.loops)
-    for k in range(unroll):
-      loop.copy = k
-      if k == 0: self.vars[var.name] = counter
-      else:
-        self.vars[var.name] = self.index_reg(wide)
-        self.emit(f"add.s{bits} {self.vars[var.name]}, {counter}, {k};")
-      self.block(body)
-    self.loops.pop()
-    for pointer, step in loop.pointers.values(): self.emit(f"add.s64 {pointer}, {pointer}, {step * unroll};")
-    self.emit(f"add.s{bits} {counter}, {counter}, {unroll};")
+    self.names[id(ins)], self.dtypes[id(ins)] = counter, ins.dtype
+    self.loops.append((counter, top, count, bits))
+  def range_close(self) -> None:
+    counter, top, count, bits = self.loops.pop()
+    again = self.reg("pred")
+    self.emit(f"add.s{bits} {counter}, {counter}, 1;")
     self.emit(f"setp.lt.s{bits} {again}, {counter}, {count};")
     self.emit(f"@{again} bra {top};")
 
+  def index_alu(self, ins) -> str:
+    """An IALU: the operand types are its sources' (s32 or s64); a constant first operand goes through a register."""
+    a, *rest = ins.src
+    t = "s64" if a.dtype.itemsize == 8 else "s32"
+    out = self.reg("pred" if ins.dtype.is_bool else reg_class(ins.dtype))
+    first = self.value(a) if a.op is Kind.CONST else self.operand(a)
+    self.emit(f"{_INDEX_OPS[ins.arg].format(t=t)} {out}, {', '.join([first] + [self.operand(r) for r in rest])};")
+    return out
+
+  def pointer(self, ins) -> str:
+    """A PTR: base + index * element size (a fresh register where a STEP moves it)."""
+    buf, index = ins.src
+    size = max(1, ins.dtype.itemsize) if buf.op is Kind.PARAM else _SHARED[reg_class(ins.dtype)][0]
+    base = self.value(buf)
+    if buf.op is Kind.LOCAL:
+      start = self.reg("b64")
+      self.emit(f"mov.u64 {start}, {base};")
+      base = start
+    if index.op is Kind.CONST:
+      if index.arg == 0 and id(ins) not in self.stepped: return base
+      out = self.reg("b64")
+      self.emit(f"add.s64 {out}, {base}, {int(index.arg) * size};")
+      return out
+    return self.element(base, self.value(index), size)
+
   def instr(self, ins) -> None:
     prog, op = self.prog, ins.op
-    # values defined here depend on the loops open here; accumulators change inside them: never hoisted
-    self.levels[id(ins)] = 1 << 30 if op in (Kind.ACC, Kind.GROUP_REDUCE) else len(self.loops)
     if op is Kind.PARAM:
       raw, ptr = self.reg("b64"), self.reg("b64")
       self.params.append(f"\t.param .u64 {prog.meta.name}_p{ins.arg}")
       self.head += [f"\tld.param.u64 {raw}, [{prog.meta.name}_p{ins.arg}];", f"\tcvta.to.global.u64 {ptr}, {raw};"]
       self.names[id(ins)] = ptr
-    elif op is Kind.CONST: self.names[id(ins)], self.dtypes[id(ins)] = self.const(ins.arg, ins.dtype), ins.dtype
+    elif op is Kind.CONST: pass   # a register in the head where one is wanted (value), else an immediate
     elif op is Kind.VAR: self.names[id(ins)], self.dtypes[id(ins)] = self.scalar(ins.arg, ins.dtype), ins.dtype
     elif op is Kind.SPECIAL:
       var, kind = ins.arg
@@ -608,7 +475,14 @@ class _Kernel:
         else: self.emit(f"mad.lo.s32 {out}, {block}, {size}, {thread};")
       else: self.emit(f"mov.u32 {out}, {'%ctaid.x' if kind == 'group' else '%tid.x'};")
       self.vars[var.name] = out
-      self.levels[var.name] = len(self.loops)
+      self.names[id(ins)], self.dtypes[id(ins)] = out, ins.dtype
+    elif op is Kind.RANGE: self.range_open(ins)
+    elif op is Kind.ENDRANGE: self.range_close()
+    elif op is Kind.IALU: self.names[id(ins)], self.dtypes[id(ins)] = self.index_alu(ins), ins.dtype
+    elif op is Kind.PTR: self.names[id(ins)] = self.pointer(ins)
+    elif op is Kind.STEP:
+      ptr = self.names[id(ins.src[0])]
+      self.emit(f"add.s64 {ptr}, {ptr}, {ins.arg * max(1, ins.src[0].dtype.itemsize)};")
     elif op is Kind.LOCAL:
       name, size = ins.arg
       nbytes = size * _SHARED[reg_class(ins.dtype)][0]
@@ -620,44 +494,41 @@ class _Kernel:
       self.group_reduce(acc, reduce_op, ins.dtype, self.vars[lane], width, self.names[id(ins.src[1])])
       self.names[id(ins)], self.dtypes[id(ins)] = acc, ins.dtype
     elif op is Kind.IF:
-      c, end = self.cond(ins.arg), self.label()
-      if c is False: self.emit(f"bra {end};")
-      elif c is not True: self.emit(f"@!{c} bra {end};")
+      c, end = ins.src[0], self.label()
+      if c.op is Kind.CONST:
+        if not c.arg: self.emit(f"bra {end};")
+      else: self.emit(f"@!{self.value(c)} bra {end};")
       self.ifs.append(end)
     elif op is Kind.ENDIF: self.out.append(f"{self.ifs.pop()}:")
     elif op is Kind.STORE:
-      flat, _ = ins.arg
-      buf, val = ins.src
-      v = self.stored(self.names[id(val)], buf.dtype)
-      self.emit(f"st.global.{_mem_type(buf.dtype)} [{self.address(buf, flat)}], {v};")
+      ptr, val = ins.src
+      v = self.stored(self.value(val), ptr.dtype)
+      self.emit(f"st.{'shared' if ptr.src[0].op is Kind.LOCAL else 'global'}.{_mem_type(ptr.dtype)} [{self.address(ptr, ins.arg)}], {v};")
     elif op is Kind.VSTORE:
-      flat, width = ins.arg
-      buf = ins.src[0]
-      vals = [self.stored(self.names[id(v)], buf.dtype) for v in ins.src[1:]]
+      offset, width = ins.arg
+      ptr = ins.src[0]
+      vals = [self.stored(self.value(v), ptr.dtype) for v in ins.src[1:]]
       vec = f".v{width}" if len(vals) > 1 else ""
       value = "{" + ", ".join(vals) + "}" if len(vals) > 1 else vals[0]
-      self.emit(f"st.global{vec}.{_mem_type(buf.dtype)} [{self.address(buf, flat)}], {value};")
+      self.emit(f"st.global{vec}.{_mem_type(ptr.dtype)} [{self.address(ptr, offset)}], {value};")
     elif op is Kind.VLOAD:
-      flat, width = ins.arg
-      buf = ins.src[0]
+      offset, width = ins.arg
+      ptr = ins.src[0]
       if reg_class(ins.dtype) not in ("b32", "f32") or ins.dtype.name in _HALVES: raise Unsupported("vector load of 16-bit values")
       lanes = [self.reg(reg_class(ins.dtype)) for _ in range(width)]
-      self.emit(f"ld.{self.space(buf)}.v{width}.{_mem_type(ins.dtype)} {{{', '.join(lanes)}}}, [{self.address(buf, flat)}];")
+      self.emit(f"ld.{self.space(ptr)}.v{width}.{_mem_type(ins.dtype)} {{{', '.join(lanes)}}}, [{self.address(ptr, offset)}];")
       self.names[id(ins)], self.dtypes[id(ins)] = lanes, ins.dtype
     elif op is Kind.GEP: self.names[id(ins)], self.dtypes[id(ins)] = self.names[id(ins.src[0])][ins.arg], ins.dtype
     elif op is Kind.UPDATE:
       acc, val = ins.src
       a = self.names[id(acc)]
-      self.alu(ins.arg, ins.dtype, [a, self.names[id(val)]], ins.dtype, out=a)
+      self.alu(ins.arg, ins.dtype, [a, self.value(val)], ins.dtype, out=a)
       if ins.dtype.is_float: self.rounded(a, ins.dtype)
     elif op is Kind.LOAD:
-      flat, valid = ins.arg
-      v = self.load(ins.src[0], flat, True if valid.is_true else self.cond(valid), ins.dtype)
-      self.names[id(ins)], self.dtypes[id(ins)] = v, ins.dtype
-    elif op is Kind.INDEX:   # in a register of the dtype's size, whichever width the arithmetic took
-      wide = ins.dtype.itemsize == 8
-      self.names[id(ins)], self.dtypes[id(ins)] = self.resized(self.in_reg(self.expr(ins.arg), wide), wide), ins.dtype
-    elif op is Kind.COND: self.names[id(ins)], self.dtypes[id(ins)] = self.pred_of(self.cond(ins.arg)), ins.dtype
+      valid = True if len(ins.src) == 1 else ins.src[1]
+      if valid is not True and valid.op is Kind.CONST: valid = True if valid.arg else self.value(valid)
+      elif valid is not True: valid = self.value(valid)
+      self.names[id(ins)], self.dtypes[id(ins)] = self.load(ins.src[0], ins.arg, valid, ins.dtype), ins.dtype
     elif op is Kind.ACC:
       cls = reg_class(ins.dtype)
       out, init = self.reg(cls), self.const(ins.arg, ins.dtype)
@@ -666,9 +537,9 @@ class _Kernel:
     elif op in (Kind.CAST, Kind.BITCAST):
       src = ins.src[0]
       fn = self.cast if op is Kind.CAST else self.bitcast
-      self.names[id(ins)], self.dtypes[id(ins)] = fn(self.names[id(src)], self.dtypes[id(src)], ins.dtype), ins.dtype
+      self.names[id(ins)], self.dtypes[id(ins)] = fn(self.value(src), self.dtypes[id(src)], ins.dtype), ins.dtype
     elif op is Kind.ALU:
-      srcs = [self.names[id(s)] for s in ins.src]
+      srcs = [self.value(s) for s in ins.src]
       sd = ins.dtype if ins.arg is Op.WHERE else self.dtypes[id(ins.src[0])]
       out = self.alu(ins.arg, ins.dtype, srcs, sd)
       if ins.arg not in SELECTS and ins.dtype.is_float: self.rounded(out, ins.dtype)

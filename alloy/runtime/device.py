@@ -6,9 +6,9 @@ and launching (Program.__call__) returns at once; completion is observed through
 or a launch with wait=True, which returns the time measured by the device's own clock.
 """
 from __future__ import annotations
-import collections, functools, threading, weakref
+import collections, functools, threading, time, weakref
 from typing import Any
-from alloy.helpers import disk_cache_get, disk_cache_put, getenv
+from alloy.helpers import DEBUG, disk_cache_get, disk_cache_put, getenv
 
 class CompileError(RuntimeError):
   """A kernel failed to compile. Carries the source and the compiler's message."""
@@ -123,6 +123,60 @@ class LaunchList:
     elapsed = [prog(buffers, scalars, global_size, local_size, wait=wait) for prog, buffers, scalars, global_size, local_size in self.launches]
     return sum(elapsed) if wait else None
 
+# told of every command buffer an encoder commits (the trace recorder listens): listener(CommandBufferRecord)
+commit_listeners: list = []
+
+class CommandBufferRecord:
+  """What one committed command buffer held: its device, its kernels in encoding order, its dispatch and barrier
+  counts, and the host times (perf_counter seconds) of its first encoded dispatch and of its commit."""
+  __slots__ = ("device", "kernels", "dispatches", "barriers", "opened", "committed")
+  def __init__(self, device: str, kernels: list, dispatches: int, barriers: int, opened: float, committed: float):
+    self.device, self.kernels, self.dispatches, self.barriers, self.opened, self.committed = device, kernels, dispatches, barriers, opened, committed
+  def __repr__(self): return f"<command buffer {self.device}: {self.dispatches} dispatches, {self.barriers} barriers>"
+
+class CommandEncoder:
+  """A device's open command buffer: launches are encoded into it, and it goes to the device (commit) once it holds
+  max_dispatches dispatches or max_bytes of bound buffers, or when the host needs a value it computes. A device
+  subclass encodes (its own dispatch method, which books each dispatch here with `encoded`), orders dispatches
+  (a barrier only where one reads or writes what an earlier one of the same command buffer wrote, or writes what it
+  read) and commits (_commit). The public counters: command buffers committed, dispatches and barriers encoded.
+  DEBUG=2 prints each commit; commit_listeners hear of each (the trace's command-buffer slices)."""
+  def __init__(self, device: "Device", max_dispatches: int, max_bytes: int):
+    self.device, self.max_dispatches, self.max_bytes = device, max(int(max_dispatches), 1), int(max_bytes)
+    self.committed = self.dispatched = self.barriers = 0
+    self.open_kernels: list = []
+    self.open_barriers = self.open_bytes = 0
+    self.opened = 0.0
+  def encoded(self, name: str, nbytes: int, barrier: bool) -> bool:
+    """Book one dispatch of kernel `name` binding nbytes of buffers (after a barrier or not); True when the command
+    buffer is full and the caller should commit it."""
+    if not self.open_kernels and (DEBUG >= 2 or commit_listeners): self.opened = time.perf_counter()
+    self.open_kernels.append(name)
+    self.dispatched += 1
+    if barrier:
+      self.open_barriers += 1
+      self.barriers += 1
+    self.open_bytes += nbytes
+    return len(self.open_kernels) >= self.max_dispatches or self.open_bytes >= self.max_bytes
+  def commit(self) -> None:
+    """Send the open command buffer to the device (nothing when it is empty); returns at once."""
+    if not self.open_kernels: return
+    kernels, barriers = self.open_kernels, self.open_barriers
+    self.open_kernels, self.open_barriers, self.open_bytes = [], 0, 0
+    self._commit(kernels)
+    self.committed += 1
+    if DEBUG >= 2 or commit_listeners: self.report(kernels, barriers, self.opened)
+  def report(self, kernels: list, barriers: int, opened: float) -> None:
+    """Tell DEBUG=2 and the commit listeners of a committed command buffer."""
+    record = CommandBufferRecord(self.device.name, kernels, len(kernels), barriers, opened, time.perf_counter())
+    if DEBUG >= 2:
+      print(f"  commit {self.device.name} command buffer {self.committed}: {record.dispatches} dispatch{'es' if record.dispatches != 1 else ''}, "
+            f"{barriers} barrier{'s' if barriers != 1 else ''}")
+    for listener in commit_listeners: listener(record)
+  def _commit(self, kernels: list) -> None:
+    """Send the open command buffer, which holds one dispatch of each of `kernels` (their names)."""
+    raise NotImplementedError
+
 class Device:
   """One device: declares its renderer, target and stages, and waits for in-flight work."""
   renderer: Any = None           # instance of a renderer.Renderer subclass
@@ -130,6 +184,7 @@ class Device:
   graph: Any = None              # Graph class batching captured launches, or None
   graph_unavailable: str = ""    # why graph is None
   launch_list: type[LaunchList] = LaunchList   # replays captured launches one by one (see LaunchList)
+  encoder: CommandEncoder                      # the open command buffer launches go into (see CommandEncoder)
   def __init__(self, name: str):
     self.name = name
     self.allocator: Allocator

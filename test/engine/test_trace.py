@@ -45,3 +45,25 @@ def test_trace_env_and_cli(tmp_path):
   out = subprocess.run([sys.executable, "-m", "alloy.trace", str(path)], cwd=ROOT, env=dict(env, TRACE=""),
                        capture_output=True, text=True, check=True).stdout
   assert "GB/s" in out and "GFLOP/s" in out and kernels[0]["name"] in out and "1 launches" in out
+
+def test_trace_has_one_slice_per_command_buffer_around_its_kernels(tmp_path, device):
+  from alloy.runtime.registry import get_device
+  path = tmp_path / "cb.json"
+  x = Tensor(np.arange(16, dtype=np.float32), device=device)
+  get_device(device).synchronize()
+  with alloy.trace(str(path), kernel_times=False):   # launches batch as they do unrecorded
+    y = x
+    for _ in range(100): y = (y + 1).realize()
+    np.testing.assert_array_equal(y.numpy(), np.arange(16) + 100)
+  events, kernels = _kernel_slices(path)
+  cbs = [e for e in events if e.get("cat") == "command_buffer"]
+  assert len(kernels) == 100 and sum(cb["args"]["dispatches"] for cb in cbs) == 100
+  assert [k for cb in cbs for k in cb["args"]["kernels"]] == [k["name"] for k in kernels]
+  i = 0
+  for cb in cbs:   # each holds its kernels' slices, on the same track
+    for k in kernels[i:i + cb["args"]["dispatches"]]:
+      assert k["tid"] == cb["tid"] and cb["ts"] <= k["ts"] and k["ts"] + k["dur"] <= cb["ts"] + cb["dur"] + 1e-3
+    i += cb["args"]["dispatches"]
+  if device == "METAL":   # dependent launches: at most two command buffers, a barrier before each but the first of each
+    assert len(cbs) <= 2 and sum(cb["args"]["barriers"] for cb in cbs) == 100 - len(cbs)
+  if device == "CPU": assert len(cbs) == 100   # a queue entry per launch

@@ -115,7 +115,10 @@ def body(source: str) -> str:
 
 def lazy_big(n: int = N) -> Tensor: return Tensor(buffer_view(Buffer("CPU", n, dt.uint8), (n,)), device="CPU")
 
-INDEX64 = {"c": r"\(\(int64_t\)\w+\)|int64_t i\d", "cuda": r"\(\(int64_t\)\w+\)|int64_t gidx", "metal": r"\(\(long\)\w+\)|long gidx",
+# a 64-bit loop or thread index, or one widened to 64 bits (codegen/index.py casts it: `((int64_t)(i0))`)
+_VAR = r"\(?(gidx|lidx|[irjp]\d+)\)?\)"
+INDEX64 = {"c": r"\(\(int64_t\)" + _VAR + r"|int64_t i\d", "cuda": r"\(\(int64_t\)" + _VAR + r"|int64_t gidx",
+           "metal": r"\(\(long\)" + _VAR + r"|long gidx",
            "ptx": r"(mul|mad)\.lo\.s64|mad\.wide\.u32|setp\.\w+\.s64|(div|rem)\.s64|cvt\.u64\.u32"}
 
 def sources(t: Tensor) -> dict:

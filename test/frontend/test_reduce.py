@@ -213,7 +213,7 @@ def test_cpu_matmul_packs_its_right_operand(rng):
            ((a @ (b * 0.5).exp()) * 2 + Tensor(bias, device="CPU"), (x @ np.exp(y * 0.5)) * 2 + bias)]   # computed once per panel
   for t, want in cases:
     prog = _cpu_program(t.node)
-    assert any(o[0] == "PACK" for o in prog.meta.opts) and any(i.op is Kind.LOCAL for i in prog.instrs)
+    assert any(o[0] == "STAGE" for o in prog.meta.opts) and any(i.op is Kind.LOCAL for i in prog.instrs)
     assert_close(t.numpy(), want, rtol=1e-5, atol=1e-5)
   for dtype in ("float16", "bfloat16", "float64", "int32"):   # panels of other types (16-bit floats: as float)
     xd, yd = Tensor(x, device="CPU").cast(dtype), Tensor(y * 4, device="CPU").cast(dtype)
@@ -221,7 +221,7 @@ def test_cpu_matmul_packs_its_right_operand(rng):
     got = (xd @ yd).float().numpy()
     if dtype == "int32": np.testing.assert_array_equal(got, want)
     else: assert_close(got, want, "float32", rtol=3e-2 if "16" in dtype else 1e-6, atol=0.2 if "16" in dtype else 1e-6)
-  assert not any(o[0] == "PACK" for o in _cpu_program((a[:8] @ b).node).meta.opts)   # one row tile: the copy would not pay
+  assert not any(o[0] == "STAGE" for o in _cpu_program((a[:8] @ b).node).meta.opts)   # one row tile: the copy would not pay
 
 # rows whose length the vector width does not divide: vector code for the whole vectors, a remainder loop after
 @pytest.mark.parametrize("shape", [(6, 1001), (5, 2047), (13, 37), (3, 33), (2, 3, 41)])

@@ -444,3 +444,20 @@ def test_another_context_made_current(dev):
   finally:
     check(driver.cuCtxSetCurrent(dev.ctx), "cuCtxSetCurrent")
     driver.cuCtxDestroy(other)
+
+@gpu
+def test_encoder_records_one_event_per_run_and_a_read_commits_its_run(dev):
+  # 100 dependent launches record at most two events (the runs of ALLOY_CUDA_COMMIT_LAUNCHES, 64), not one each;
+  # reading an early output commits the open run and waits for its event only
+  from alloy.runtime.cuda.encoder import COMMIT_LAUNCHES
+  n = 4096
+  a = np.arange(n, dtype=np.float32)
+  prog = _load(dev, SCALE_SRC, "scale")
+  bufs = [_upload(dev, a)] + [dev.allocator.alloc(n * 4) for _ in range(100)]
+  dev.synchronize()
+  recorded, committed = dev.recorded, dev.encoder.committed
+  for i in range(100): prog([bufs[i + 1], bufs[i]], (n, 1), global_size=(n // 128,), local_size=(128,))
+  assert dev.recorded - recorded == 100 // COMMIT_LAUNCHES and bufs[100] in dev.encoder.unrecorded
+  np.testing.assert_array_equal(_download(dev, bufs[100], n), a)
+  assert dev.encoder.committed - committed == -(-100 // COMMIT_LAUNCHES) and not dev.encoder.unrecorded
+  assert dev.writers[bufs[100]] is not dev.writers[bufs[1]]

@@ -75,7 +75,9 @@ def test_copyout_waits_for_the_writer_only(dev):
   a, b = dev.allocator.alloc(64 * 4), dev.allocator.alloc(64 * 4)
   x = buffer(dev, np.arange(64, dtype=np.float32))
   axpb([a, x], (2, 1), (2, 1, 1), (32, 1, 1))                        # writes a
-  slow([b], (200000,), (2, 1, 1), (32, 1, 1))                        # a later, slower kernel writing b
+  dev.encoder.commit()                                               # its command buffer goes alone
+  slow([b], (200000,), (2, 1, 1), (32, 1, 1))                        # a later, slower kernel writing b, in the next one
+  dev.encoder.commit()
   later = dev.writers[b]
   np.testing.assert_array_equal(read(dev, a, 64), np.arange(64) * 2 + 1)
   assert later in dev.inflight, "copyout of a waited for an unrelated later kernel"

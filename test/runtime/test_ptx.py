@@ -21,16 +21,21 @@ def _assembler():
   if not c.assembles_ptx: pytest.skip("no nvJitLink to assemble PTX")
   return c
 
-def _programs(build, device="CPU"):
+GPU_CAPS = DeviceCaps(threads=True)
+LOOPS = DeviceCaps(threads=True, codegen_loops=True)   # the CUDA device's: codegen unrolls and steps pointers
+
+def _programs(build, device="CPU", caps=GPU_CAPS):
   """The linear programs (GPU launch shape) of the kernels that realizing build() compiles on `device`."""
   before = set(compiled._compiled)
   build().realize()
-  return [lower(ck.ast, DeviceCaps(threads=True)) for key, ck in compiled._compiled.items() if key not in before]
+  return [lower(ck.ast, caps) for key, ck in compiled._compiled.items() if key not in before]
 
 def test_renders_and_assembles():
   c = _assembler()
   x = Tensor(np.random.default_rng(0).uniform(-2, 2, (300, 70)).astype(np.float32), device="CPU")
   progs = _programs(lambda: (x * 1.25 + 0.5).exp().softmax(1).log2().sum(0).float())
+  compiled._compiled.clear()
+  progs += _programs(lambda: (x * 1.25 + 0.5).exp().softmax(1).log2().sum(0).float(), caps=LOOPS)
   assert progs
   for prog in progs:
     source = PTXRenderer("sm_90").render(prog)
@@ -45,11 +50,13 @@ def test_matmul_register_tile_renders_both_ways():
   a, b = (Tensor(rng.uniform(-1, 1, s).astype(np.float32), device="CPU") for s in [(256, 96), (96, 320)])
   odd = Tensor(rng.uniform(-1, 1, (250, 96)).astype(np.float32), device="CPU")   # 250 rows: the last tile overlaps
   for build, threads in ((lambda: a @ b, 64 * 80), (lambda: ((a @ b) * 2).relu(), 64 * 80), (lambda: odd @ b[:, :318], 63 * 80)):
-    prog, = _programs(build)
-    assert [o for o in prog.meta.opts if o[0] == "UPCAST"] == [("UPCAST", 0, GPU_TILE[0]), ("UPCAST", 1, GPU_TILE[1])]
-    assert prog.meta.global_size[0] * prog.meta.local_size[0] >= threads
-    for source in (PTXRenderer("sm_90").render(prog), CUDARenderer().render(prog)):
-      assert len(c.compile(source)) > 0
+    for caps in (GPU_CAPS, LOOPS):
+      compiled._compiled.clear()
+      prog, = _programs(build, caps=caps)
+      assert [o for o in prog.meta.opts if o[0] == "UPCAST"] == [("UPCAST", 0, GPU_TILE[0]), ("UPCAST", 1, GPU_TILE[1])]
+      assert prog.meta.global_size[0] * prog.meta.local_size[0] >= threads
+      for source in (PTXRenderer("sm_90").render(prog), CUDARenderer().render(prog)):
+        assert len(c.compile(source)) > 0
 
 def test_declines_what_ptx_has_no_instruction_for():
   x = Tensor(np.random.default_rng(0).uniform(-2, 2, 100), device="CPU")

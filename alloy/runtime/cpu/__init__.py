@@ -4,7 +4,8 @@ Launches are asynchronous: they queue on a worker pthread that runs them in orde
 queue.c); a parallel kernel's outer loop is split between the worker and a team of threads (team.py, team.c).
 copyout waits only for the launches that write its buffer. CPUGraph and CPULaunchList (graph.py) run a captured list
 of launches as one queue entry. The stages: compiler.py, allocator.py, program.py (a launch beyond the queue's
-argument limits is called through ctypes on the caller's thread once everything queued has run).
+argument limits is called through ctypes on the caller's thread once everything queued has run), encoder.py (the
+command-encoder interface over the queue: each entry is a command buffer, sent as it is encoded).
 """
 from __future__ import annotations
 import atexit, collections, ctypes, functools, os, threading, time
@@ -14,12 +15,14 @@ from alloy.runtime.device import Device
 from alloy.runtime.cpu.allocator import CPUAllocator
 from alloy.runtime.cpu.compiler import CPUCompiler, cpu_target
 from alloy.runtime.cpu.graph import CPUGraph, CPULaunchList
-from alloy.runtime.cpu.program import CPUProgram, address
+from alloy.runtime.cpu.encoder import CPUCommandEncoder
+from alloy.runtime.cpu.program import CPUProgram
 from alloy.runtime.cpu.queue import CPUQueue, queue_binary
 
 class CPUDevice(Device):
   renderer = CRenderer()
-  caps = DeviceCaps(threads=False, vector_widths=(8, 4), vector_arithmetic=True)
+  # registers: AVX2's 16 vector registers of 8 float32; shared_bytes: a packed panel lives on the kernel thread's stack
+  caps = DeviceCaps(threads=False, vector_widths=(8, 4), vector_arithmetic=True, registers=16 * 8, shared_bytes=1 << 18)
   graph = CPUGraph
   launch_list = CPULaunchList
   def __init__(self, name: str):
@@ -33,6 +36,7 @@ class CPUDevice(Device):
     self.kept: collections.deque = collections.deque()   # (entry number, object an entry up to it may use)
     # threads submit one at a time: the queue's staging area, its last inline time and `submitted` are shared
     self.submitting = threading.Lock()
+    self.encoder = CPUCommandEncoder(self)
   @functools.cached_property
   def compiler(self) -> CPUCompiler: return CPUCompiler()
   @functools.cached_property
@@ -51,22 +55,8 @@ class CPUDevice(Device):
   @property
   def completed(self) -> int: return self._completed.value
 
-  def launch(self, fn: ctypes.c_void_p, parallel: ctypes.c_int32, buffers, scalars, written, wait: bool, here: bool) -> float | None:
-    """Queue one call of kernel fn with pointers to buffers and int32 scalars, within the native limits; parallel:
-    the length of its outer loop the team splits (0: a serial kernel)."""
-    pointers = [address(b) for b in buffers]
-    with self.submitting:
-      seq = self.queue.launch(fn, pointers, scalars, here, parallel)
-      elapsed = self._submitted(seq, written)
-    return self.queue.wait(seq) if wait and seq else elapsed
-  def submit(self, batch: tuple, written, wait: bool, here: bool) -> tuple[int, float | None]:
-    """Queue a batch (see CPUQueue.submit). Returns its entry number (0: it ran on this thread) and, with wait or
-    where it ran here, its seconds."""
-    with self.submitting:
-      seq = self.queue.submit(batch, here)
-      elapsed = self._submitted(seq, written)
-    return seq, self.queue.wait(seq) if wait and seq else elapsed
-  def _submitted(self, seq: int, written) -> float | None:
+  def submitted_entry(self, seq: int, written) -> float | None:
+    """Book queue entry seq (0: it ran on this thread), which writes `written`; the encoder holds `submitting`."""
     if not seq: return self.queue.ran_here.value   # ran on this thread: complete
     self.submitted = seq
     for w in written: self.last_writer[id(w)] = seq

@@ -25,9 +25,20 @@ class CPUAllocator(LRUAllocator):
       dev.freed_at[id(handle)] = dev.submitted
     super().free(handle, nbytes)
   def copyin(self, handle, src: memoryview):
+    self.wait_unused(handle)
+    handle[:] = np.frombuffer(src, dtype=np.uint8)
+  def wait_unused(self, handle) -> None:
+    """Before the host writes a buffer: the launch writing it, and a reused one's earlier readers, have run."""
     self.device.wait_for_writer(handle)
     if (seq := self.device.freed_at.pop(id(handle), 0)): self.device.wait_seq(seq)
-    handle[:] = np.frombuffer(src, dtype=np.uint8)
+  def writable(self, handle, nbytes: int) -> memoryview:
+    """The buffer's first nbytes for another device's copyout to write, once nothing queued uses them."""
+    self.wait_unused(handle)
+    return memoryview(handle)[:nbytes]
+  def readable(self, handle, nbytes: int) -> memoryview:
+    """The buffer's first nbytes for another device's copyin to read, once the launch writing it has run."""
+    self.device.wait_for_writer(handle)
+    return memoryview(handle)[:nbytes]
   def copyout(self, dst: memoryview, handle):
     self.device.wait_for_writer(handle)
     np.frombuffer(dst, dtype=np.uint8)[:] = handle

@@ -89,7 +89,7 @@ class CPUBatch:
       for i, buffers in enumerate(buffers_per_launch):
         if buffers is not None: self._rebind(i, buffers)
       if self.written is None: self.written = self._written()
-    seq, elapsed = self.device.submit(self.batch, self.written, wait, here=self.small)
+    seq, elapsed = self.device.encoder.submit(self.batch, self.programs, self.written, wait, here=self.small)
     if seq: self.last_seq = self.last_scalars_seq = seq
     return elapsed
 

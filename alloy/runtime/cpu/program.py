@@ -67,4 +67,4 @@ class CPUProgram(Program):
     # a small (single-threaded) kernel on an idle device runs on the caller's thread: a hand-off to the worker
     # costs more than the kernel, and it is complete when this returns
     if not native(buffers, scalars): return self.device.call_here(self.fn, kernel_args(buffers, scalars, self.parallel.value))
-    return self.device.launch(self.address, self.parallel, buffers, scalars, buffers[:outs], wait, here=global_size[0] <= 1)
+    return self.device.encoder.dispatch(self, buffers, scalars, buffers[:outs], wait, here=global_size[0] <= 1)

@@ -7,9 +7,10 @@ CUDAProgram (program.py) loads a cubin (cuModuleLoadData) and launches it on the
 graph, CUDALaunchList (launch_list.py) launch by launch from a small C loop. driver.py holds the errors, the result
 checks and the context handling they share; tools.py the CUDA headers and SASS disassembly.
 
-Ordering: all device work goes on one non-blocking stream, so it runs in submission order. Every launch
-records an event and remembers it for the buffers it writes (the first `outs` buffers); copyout waits on
-that event only, so reading a buffer does not wait for unrelated later work.
+Ordering: all device work goes on one non-blocking stream, so it runs in submission order. CUDACommandEncoder
+(encoder.py) cuts the stream into runs of launches, each closed by one event that the buffers its launches write (the
+first `outs` of each) remember; copyout waits on that event only (committing the open run first where it writes the
+buffer), so reading a buffer does not wait for unrelated work queued after its run.
 """
 from __future__ import annotations
 import threading
@@ -25,6 +26,7 @@ from alloy.runtime.cuda.allocator import CUDAAllocator
 from alloy.runtime.cuda.program import CUDAProgram
 from alloy.runtime.cuda.graph import CUDAGraph
 from alloy.runtime.cuda.launch_list import CUDALaunchList
+from alloy.runtime.cuda.encoder import CUDACommandEncoder
 
 def unavailable_reason() -> str:
   """Why the CUDA device cannot run here ("" when it can); never raises."""
@@ -38,7 +40,7 @@ def is_available() -> bool: return not unavailable_reason()
 
 class CUDADevice(Device):
   renderer = CUDARenderer()   # this instance's: PTX first where nvJitLink assembles it (see __init__)
-  caps = DeviceCaps(threads=True)
+  caps = DeviceCaps(threads=True, codegen_loops=True)   # PTX goes to ptxas, which neither unrolls nor steps pointers
   graph = CUDAGraph
   launch_list = CUDALaunchList
 
@@ -74,6 +76,7 @@ class CUDADevice(Device):
     self.ring = [check(cu.cuEventCreate(no_timing), "cuEventCreate") for _ in range(RING_MASK + 1)]
     self.ring_i = 0
     self.writers: dict[int, object] = {}    # buffer -> event recorded after the last work that writes it
+    self.encoder = CUDACommandEncoder(self)  # the open run of launches, whose written buffers have no event yet
     # threads take turns: launches (CUDAProgram.__call__) and copyins share the parameter blocks, the event ring, the
     # writer books and the pinned staging buffers; copyouts share the device-to-host staging pair
     self.submitting, self.copying_out = threading.RLock(), threading.Lock()
@@ -117,6 +120,7 @@ class CUDADevice(Device):
       self.writers.update(dict.fromkeys(buffers, ev))
 
   def fence(self):
+    with self.submitting: self.encoder.commit()
     ev = self.fence_events[self.fence_i]
     self.fence_i ^= 1
     self.activate()
@@ -131,7 +135,9 @@ class CUDADevice(Device):
 
   def synchronize(self) -> None:
     self.activate()
-    with self.submitting: recorded, written = self.recorded, dict(self.writers)
+    with self.submitting:
+      self.encoder.commit()
+      recorded, written = self.recorded, dict(self.writers)
     check(cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
     # the copy stream needs no wait: copyout returns only after its last copy has landed. Forget only the writes
     # waited for: another thread may have launched meanwhile, and a host read of its output must still wait for it

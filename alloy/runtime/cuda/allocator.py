@@ -29,6 +29,7 @@ class CUDAAllocator(LRUAllocator):
     self._in_staging: list[_Pinned] = []    # copyin chunks, oldest use first
     self._out_staging: list[_Pinned] = []   # two chunks for double-buffered copyout
     self._out_events: list = []
+    self._peers: set = set()   # the indices of the devices this one's context has peer access to
 
   def _alloc(self, nbytes: int) -> int:
     self.device.activate()
@@ -45,6 +46,7 @@ class CUDAAllocator(LRUAllocator):
   def _free(self, handle: int, nbytes: int) -> None:
     self.device.activate()
     self.device.writers.pop(handle, None)
+    self.device.encoder.unrecorded.pop(handle, None)
     check(driver.cuMemFree(handle), "cuMemFree")
 
   def _staging_in(self, nbytes: int) -> _Pinned:
@@ -87,6 +89,7 @@ class CUDAAllocator(LRUAllocator):
     dev = self.device
     dev.activate()
     dst = memoryview(dst).cast("B") if not (isinstance(dst, memoryview) and dst.format == "B" and dst.ndim == 1) else dst
+    dev.encoder.wait_writer(handle)
     if (ev := dev.writers.get(handle)) is not None: check(driver.cuEventSynchronize(ev), "cuEventSynchronize")
     with dev.copying_out: self._copy_out(dst, handle)
 
@@ -119,6 +122,31 @@ class CUDAAllocator(LRUAllocator):
     with self.device.submitting:
       check(driver.cuMemcpyDtoDAsync(dst, src, nbytes, self.device.stream), "cuMemcpyDtoDAsync")
       self.device.mark_written((dst,))
+
+  def peer_transfer(self, dst: int, src_device: "CUDADevice", src: int, nbytes: int) -> bool:
+    """src_device's buffer src into this device's dst with cuMemcpyPeerAsync, where the driver reports peer access
+    between the two GPUs (False otherwise: the caller copies through the host). The copy waits on this stream for
+    the event of src's writer (a cross-stream use), and src's stream waits for the copy before it reuses src.
+    Written for two GPUs and not yet run on two: tested only where one GPU is present, where it is never taken."""
+    dev = self.device
+    if not check(driver.cuDeviceCanAccessPeer(dev.cu_device, src_device.cu_device), "cuDeviceCanAccessPeer"): return False
+    if src_device.index not in self._peers:
+      dev.activate()
+      err, = driver.cuCtxEnablePeerAccess(src_device.ctx, 0)
+      if err not in (SUCCESS, driver.CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED): raise CUDAError(err, "cuCtxEnablePeerAccess")
+      self._peers.add(src_device.index)
+    src_device.activate()
+    src_device.encoder.wait_writer(src)   # src's writer gets its event
+    writer = src_device.writers.get(src)
+    dev.activate()
+    with dev.submitting:
+      if writer is not None: check(driver.cuStreamWaitEvent(dev.stream, writer, 0), "cuStreamWaitEvent")
+      check(driver.cuMemcpyPeerAsync(dst, dev.ctx, src, src_device.ctx, nbytes, dev.stream), "cuMemcpyPeerAsync")
+      dev.mark_written((dst,))
+      copied = dev.writers[dst]
+    src_device.activate()
+    with src_device.submitting: check(driver.cuStreamWaitEvent(src_device.stream, copied, 0), "cuStreamWaitEvent")
+    return True
 
   def free_staging(self) -> None:
     self.device.synchronize()

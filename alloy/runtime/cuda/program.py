@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 from cuda.bindings import driver
 from alloy.helpers import DEBUG
 from alloy.runtime.device import Program
-from alloy.runtime.cuda.driver import CONTEXT_ERRORS, RING_MASK, SUCCESS, CUDAError, check, tls
+from alloy.runtime.cuda.driver import CONTEXT_ERRORS, SUCCESS, CUDAError, check, tls
 from alloy.runtime.cuda.tools import disassemble
 if TYPE_CHECKING: from alloy.runtime.cuda import CUDADevice
 
@@ -123,12 +123,10 @@ class CUDAProgram(Program):
         if wait: driver.cuEventRecord(dev.t0, dev.stream)
         err, = driver.cuLaunchKernel(*self.launch_dims, dev.stream, blk.addr, 0)
       if err != SUCCESS: raise CUDAError(err, f"cuLaunchKernel({self.name}, grid={self.g3}, block={self.l3})")
-      # remember which event completes the writes of the output buffers
-      ev = dev.ring[dev.ring_i]
-      dev.ring_i = (dev.ring_i + 1) & RING_MASK
-      dev.recorded += 1
-      driver.cuEventRecord(ev, dev.stream)
-      writers = dev.writers
-      for b in (buffers[:outs] if outs != 1 else (buffers[0],) if buffers else ()): writers[b if type(b) is int else int(b)] = ev
+      # the output buffers wait for the event that closes this run of launches (encoder.py)
+      enc = dev.encoder
+      unrecorded = enc.unrecorded
+      for b in (buffers[:outs] if outs != 1 else (buffers[0],) if buffers else ()): unrecorded[b if type(b) is int else int(b)] = None
+      if enc.encoded(self.name, 0, False) or wait: enc.commit()
       if wait: return dev.elapsed_since_t0()
     return None

@@ -5,13 +5,15 @@ otherwise `alloy.runtime.metal.software.binding`, which has the same selectors a
 source on the CPU (never the default device; ask for it with DEV=METAL). ALLOY_METAL_SOFTWARE=1 forces it.
 
 Stages, one file each: MetalCompiler (compiler.py: MSL -> metallib through xcrun, or the source itself to compile
-at load time, or a software library), MetalProgram (program.py: library -> function -> compute pipeline state; one
-command buffer per launch), MetalAllocator (allocator.py: shared-storage buffers read and written through
-contents()), MetalGraph (graph.py: an indirect command buffer replaying captured launches), MetalDevice (here).
+at load time, or a software library), MetalProgram (program.py: library -> function -> compute pipeline state),
+MetalCommandEncoder (encoder.py: the open command buffer launches go into, a barrier only on a hazard),
+MetalAllocator (allocator.py: shared-storage buffers read and written through contents()), MetalGraph (graph.py:
+an indirect command buffer replaying captured launches), MetalDevice (here).
 
-Ordering: one command queue runs command buffers in commit order. Each launch remembers its command
-buffer for the buffers it binds (users) and writes (writers): copyout waits for the writer only, copyin
-also for the readers, since both go straight through the CPU mapping of the buffer.
+Ordering: one command queue runs command buffers in commit order; inside one, the encoder's barriers order the
+dispatches. Each launch remembers its command buffer for the buffers it binds (users) and writes (writers): copyout
+waits for (and first commits, where it is still open) the writer's command buffer only, copyin also for the readers',
+since both go straight through the CPU mapping of the buffer.
 """
 from __future__ import annotations
 import functools, os, platform, shutil, sys, threading
@@ -21,6 +23,7 @@ from alloy.renderer.metal import MetalRenderer
 from alloy.runtime.device import Device
 from alloy.runtime.metal.allocator import MetalAllocator
 from alloy.runtime.metal.compiler import MetalCompiler, msl_version
+from alloy.runtime.metal.encoder import MetalCommandEncoder
 from alloy.runtime.metal.graph import MetalGraph
 from alloy.runtime.metal.program import MetalProgram, describe_error
 
@@ -59,7 +62,9 @@ class MetalDevice(Device):
   uses and writes which buffer, host copies and allocations are serialized behind one lock per device (`lock`);
   waiting for a command buffer happens outside it, so other threads keep launching meanwhile."""
   renderer = MetalRenderer()
-  caps = DeviceCaps(threads=True)
+  # 32 KiB of threadgroup memory (Apple's feature-set tables); Apple publishes no per-thread register count: 128 is a
+  # conservative figure for the validator
+  caps = DeviceCaps(threads=True, registers=128, shared_bytes=32 << 10)
   graph = MetalGraph   # None per instance where indirect command buffers are missing
 
   def __new__(cls, name: str = "METAL"):
@@ -90,6 +95,7 @@ class MetalDevice(Device):
     self.inflight: dict = {}   # committed command buffer -> what it runs (kernel name), in commit order
     self.writers: dict = {}    # MTLBuffer -> the last command buffer writing it
     self.users: dict = {}      # MTLBuffer -> the last command buffer binding it
+    self.encoder = MetalCommandEncoder(self)
     self.compiler = MetalCompiler(self.software)
     self.allocator = MetalAllocator(self)
     self.program_class = MetalProgram
@@ -110,11 +116,16 @@ class MetalDevice(Device):
     return opts
 
   def submitted(self, cb, what: str, used, written) -> None:
-    """Books a committed command buffer; the caller holds `lock` from encoding to here."""
+    """Books a command buffer committed outside the encoder (a graph replay); the caller holds `lock` from encoding to here."""
     with self.lock:
-      self.inflight[cb] = what
       for b in used: self.users[b] = cb
       for b in written: self.writers[b] = cb
+      self.booked(cb, what)
+
+  def booked(self, cb, what: str) -> None:
+    """A committed command buffer is in flight, running `what` (kernel names, for its error)."""
+    with self.lock:
+      self.inflight[cb] = what
       if len(self.inflight) > 256:   # retire finished command buffers so the bookkeeping stays small
         done = (self.mtl.MTLCommandBufferStatusCompleted, self.mtl.MTLCommandBufferStatusError)
         for old in [c for c in list(self.inflight)[:128] if c.status() in done]: self.wait_for(old)
@@ -122,6 +133,9 @@ class MetalDevice(Device):
   def wait_for(self, cb) -> None:
     """Wait for one command buffer; raise naming its kernel if it failed (once: it leaves the in-flight set)."""
     if cb is None: return
+    if cb is self.encoder.cb:   # still open: send it first
+      with self.lock:
+        if cb is self.encoder.cb: self.encoder.commit()
     cb.waitUntilCompleted()
     with self.lock: what = self.inflight.pop(cb, None)
     if what is None: return
@@ -130,13 +144,18 @@ class MetalDevice(Device):
       raise RuntimeError(f"{self.name}: kernel {what} failed on {self.target}: {describe_error(err)}")
 
   def fence(self):
-    """The last committed command buffer (Metal runs a queue's command buffers in commit order)."""
-    with self.lock: return next(reversed(self.inflight), None)
+    """The last committed command buffer, after committing the open one (Metal runs a queue's command buffers in
+    commit order)."""
+    with self.lock:
+      self.encoder.commit()
+      return next(reversed(self.inflight), None)
   def wait_fence(self, fence) -> None:
     if fence is not None: self.wait_for(fence)
 
   def synchronize(self) -> None:
-    with self.lock: pending = list(self.inflight)
+    with self.lock:
+      self.encoder.commit()
+      pending = list(self.inflight)
     first = None
     for cb in pending:
       try: self.wait_for(cb)

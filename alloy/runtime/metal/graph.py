@@ -81,6 +81,7 @@ class MetalGraph:
           self._update(i, None if buffers_per_launch is None or buffers_per_launch[i] is None else tuple(buffers_per_launch[i]),
                        None if scalars_per_launch is None or scalars_per_launch[i] is None else tuple(int(s) for s in scalars_per_launch[i]))
       resources = list({id(b): b for bufs in self.cur_bufs for b in bufs}.values()) + [self.scalar_buf]
+      dev.encoder.commit()   # the eager launches encoded so far run first: the graph may read what they write
       cb = dev.queue.commandBuffer()
       enc = cb.computeCommandEncoder()
       enc.useResources_count_usage_(resources, len(resources), mtl.MTLResourceUsageRead | mtl.MTLResourceUsageWrite)

@@ -1,6 +1,6 @@
-"""MetalProgram: library -> function -> compute pipeline state; one command buffer per launch."""
+"""MetalProgram: library -> function -> compute pipeline state; a launch is encoded into the device's open command buffer
+(encoder.py)."""
 from __future__ import annotations
-import struct
 from typing import TYPE_CHECKING
 from alloy.helpers import prod
 from alloy.runtime.device import CompileError, Program
@@ -52,20 +52,12 @@ class MetalProgram(Program):
     groups, threads = self.dims(global_size, local_size)
     if len(buffers) + (scalars_packed(len(buffers), len(scalars)) or len(scalars)) > MAX_BUFFER_BINDINGS:
       raise ValueError(f"{self.name}: {len(buffers)} buffers exceed Metal's {MAX_BUFFER_BINDINGS} bindings")
-    with self.device.lock:   # commit order is the order of the books
-      cb = self.device.queue.commandBuffer()
-      enc = cb.computeCommandEncoder()
-      enc.setComputePipelineState_(self.pso)
-      for i, b in enumerate(buffers): enc.setBuffer_offset_atIndex_(b, 0, i)
-      if scalars_packed(len(buffers), len(scalars)):
-        enc.setBytes_length_atIndex_(struct.pack(f"<{len(scalars)}i", *scalars), 4 * len(scalars), len(buffers))
-      else:
-        for j, s in enumerate(scalars): enc.setBytes_length_atIndex_(struct.pack("<i", s), 4, len(buffers) + j)
-      enc.dispatchThreadgroups_threadsPerThreadgroup_(groups, threads)
-      enc.endEncoding()
-      cb.commit()
-      self.device.submitted(cb, self.name, buffers, buffers[:outs])
+    dev = self.device
+    with dev.lock:   # one open command buffer, shared by the device's threads
+      if wait: dev.encoder.commit()   # timed alone: a command buffer's GPU time is all the device measures
+      cb = dev.encoder.dispatch(self, buffers, scalars, groups, threads, outs, scalars_packed(len(buffers), len(scalars)))
+      if wait: dev.encoder.commit()
     if wait:
-      self.device.wait_for(cb)
+      dev.wait_for(cb)
       return cb.GPUEndTime() - cb.GPUStartTime()
     return None

@@ -35,8 +35,8 @@ from alloy.runtime.metal.software.base import (MTLResourceCPUCacheModeDefaultCac
                                                MTLResourceOptions, MTLPipelineOption, MTLSize, MTLSizeMake, NSRange, NSMakeRange)
 from alloy.runtime.metal.software.compiler import LIB_MAGIC, compile_library
 from alloy.runtime.metal.software.device import MTLCopyAllDevices, MTLCreateSystemDefaultDevice
-from alloy.runtime.metal.software.errors import (MetalCompileError, MetalError, MetalExecutionError, MetalKernelCrash, MetalKernelTimeout,
-                                                 MetalLimitError, MetalValidationError)
+from alloy.runtime.metal.software.errors import (MetalCompileError, MetalError, MetalExecutionError, MetalHazardError, MetalKernelCrash,
+                                                 MetalKernelTimeout, MetalLimitError, MetalValidationError)
 from alloy.runtime.metal.software.host import shutdown, worker_pid
 from alloy.runtime.metal.software.options import get_options, get_target, options, set_options, set_target
 from alloy.runtime.metal.software.resources import MTLCompileOptions, MTLComputePipelineDescriptor, MTLIndirectCommandBufferDescriptor
@@ -57,6 +57,7 @@ __all__ = ["MTLResourceCPUCacheModeDefaultCache", "MTLResourceCPUCacheModeWriteC
            "MAX_THREADS_PER_THREADGROUP", "MAX_THREADGROUP_MEMORY", "MAX_SET_BYTES", "MAX_BUFFER_BINDINGS", "SIMD_WIDTH",
            "MTLIndirectCommandBufferExecutionRangeMake", "MTLResourceOptions", "MTLPipelineOption", "MTLSize", "MTLSizeMake", "NSRange",
            "NSMakeRange", "LIB_MAGIC", "compile_library", "MTLCopyAllDevices", "MTLCreateSystemDefaultDevice", "MetalCompileError", "MetalError",
-           "MetalExecutionError", "MetalKernelCrash", "MetalKernelTimeout", "MetalLimitError", "MetalValidationError", "shutdown", "worker_pid",
+           "MetalExecutionError", "MetalHazardError",
+           "MetalKernelCrash", "MetalKernelTimeout", "MetalLimitError", "MetalValidationError", "shutdown", "worker_pid",
            "get_options", "get_target", "options", "set_options", "set_target", "MTLCompileOptions", "MTLComputePipelineDescriptor",
            "MTLIndirectCommandBufferDescriptor"]

@@ -1,13 +1,19 @@
 """The stand-ins for Metal's command objects: queue, command buffer, compute and blit encoders, indirect command buffer.
 An encoder checks what Metal's validation layer would and records each dispatch (with a snapshot of its bindings and
-the software options); commit hands the command buffer to the host (host.py), which runs it in the worker."""
+the software options); commit hands the command buffer to the host (host.py), which runs it in the worker.
+
+A concurrent compute encoder (MTLDispatchTypeConcurrent) orders only what its memory barriers order: the dispatches
+between two barriers form a segment the worker runs in the `dispatch_order` option's order (reverse by default), so
+a missing barrier changes the results. With the `hazards` option (on by default) a dispatch that reads a buffer an
+earlier dispatch of its segment wrote, or writes one such a dispatch read or wrote, raises MetalHazardError naming both
+kernels. What a kernel writes is known from its signature: the slots not declared const (the pipeline's `_writes`)."""
 from __future__ import annotations
-import time
+import itertools, random, time
 from typing import TYPE_CHECKING
 from alloy.runtime.metal.software.base import (MAX_SET_BYTES, MAX_THREADS_PER_THREADGROUP, MTLCommandBufferStatusCommitted,
                                                MTLCommandBufferStatusCompleted, MTLCommandBufferStatusError, MTLCommandBufferStatusNotEnqueued,
-                                               MTLDispatchTypeSerial, SIMD_WIDTH, NSObject, as_bytes, check_index, size3)
-from alloy.runtime.metal.software.errors import MetalLimitError, MetalValidationError
+                                               MTLDispatchTypeConcurrent, MTLDispatchTypeSerial, SIMD_WIDTH, NSObject, as_bytes, check_index, size3)
+from alloy.runtime.metal.software.errors import MetalHazardError, MetalLimitError, MetalValidationError
 from alloy.runtime.metal.software.host import HOST
 from alloy.runtime.metal.software.options import OPTIONS, ORDERS
 from alloy.runtime.metal.software.resources import Buffer, MTLIndirectCommandBufferDescriptor
@@ -15,13 +21,18 @@ if TYPE_CHECKING: from alloy.runtime.metal.software.device import SoftwareDevice
 
 class Dispatch:
   """One encoded dispatch: pipeline, sizes, a snapshot of the bindings and the software options."""
-  __slots__ = ("pso", "groups", "tg", "grid", "nonuniform", "bindings", "order", "poison", "strict", "seed")
+  __slots__ = ("pso", "groups", "tg", "grid", "nonuniform", "bindings", "order", "poison", "strict", "seed", "segment")
   def __init__(self, pso, groups, tg, grid, nonuniform, bindings):
     self.pso, self.groups, self.tg, self.grid, self.nonuniform = pso, groups, tg, grid, nonuniform
     self.bindings = dict(bindings)
     o = OPTIONS
     self.order, self.poison, self.strict = ORDERS[o["order"]], int(bool(o["poison"])), int(bool(o["strict"]))
     self.seed = int(o["seed"]) & 0xFFFFFFFFFFFFFFFF
+    self.segment = None   # in a concurrent encoder: which run between barriers it belongs to
+  def buffers(self, written: bool):
+    """The buffers this dispatch binds in slots it may write (written=True) or only reads."""
+    mask = self.pso._writes
+    return [b[0] for i, b in self.bindings.items() if not isinstance(b, bytes) and b[0] is not None and bool(mask >> i & 1) == written]
   def wire(self):
     binds = []
     for idx, b in sorted(self.bindings.items()):
@@ -46,11 +57,32 @@ def make_dispatch(pso, bindings, groups, tg, grid, nonuniform, where: str) -> Di
       raise MetalValidationError(f"{where}: kernel '{pso._name}' takes {pso._nargs} positional buffer/constant arguments but index {i} is not bound")
   return Dispatch(pso, groups, tg, grid, nonuniform, bindings)
 
+_segments = itertools.count(1)
+
 class ComputeCommandEncoder(NSObject):
-  def __init__(self, cb: "CommandBuffer"): self._cb, self._pso, self._bindings, self._ended = cb, None, {}, False
+  def __init__(self, cb: "CommandBuffer", dispatch_type: int = MTLDispatchTypeSerial):
+    self._cb, self._pso, self._bindings, self._ended, self._type = cb, None, {}, False, int(dispatch_type)
+    self._segment = next(_segments)
+    self._wrote: dict = {}   # concurrent: buffer id -> the kernel of this segment that wrote it
+    self._read: dict = {}    # concurrent: buffer id -> a kernel of this segment that read it
   def _add(self, d):
     if self._ended: raise MetalValidationError("encoder used after endEncoding")
-    if d is not None: self._cb._items.append(d)
+    if d is None: return
+    if self._type == MTLDispatchTypeConcurrent:
+      d.segment = self._segment
+      if OPTIONS["hazards"]: self._check_hazards(d)
+    self._cb._items.append(d)
+  def _check_hazards(self, d: Dispatch) -> None:
+    reads, writes = d.buffers(False), d.buffers(True)
+    def hazard(b, access: str, other: str, other_access: str):
+      raise MetalHazardError(f"missing memory barrier: kernel '{d.pso._name}' {access} a {b._length}-byte buffer that kernel '{other}' "
+                             f"{other_access} earlier in the same concurrent compute encoder, with no barrier between them", d.pso._name, other)
+    for b in reads + writes:   # read after write, write after write
+      if (other := self._wrote.get(b._id)) is not None: hazard(b, "writes" if b in writes else "reads", other, "wrote")
+    for b in writes:           # write after read
+      if (other := self._read.get(b._id)) is not None: hazard(b, "writes", other, "read")
+    for b in reads: self._read[b._id] = d.pso._name
+    for b in writes: self._wrote[b._id] = d.pso._name
   def setComputePipelineState_(self, pso): self._pso = pso
   def setBuffer_offset_atIndex_(self, buf, offset, index):
     index = check_index(index, "setBuffer")
@@ -90,12 +122,21 @@ class ComputeCommandEncoder(NSObject):
       bindings = self._bindings if icb._inherit_buffers else c._bindings
       g, t, grid, nonuniform = c._sizes
       self._add(make_dispatch(pso, bindings, g, t, grid, nonuniform, "indirect compute command"))
-  def memoryBarrierWithScope_(self, scope): pass
-  def memoryBarrierWithResources_count_(self, resources, count): pass
+  def memoryBarrierWithScope_(self, scope):
+    """Everything before it is complete and visible to everything after it: a new segment."""
+    self._segment = next(_segments)
+    self._wrote.clear()
+    self._read.clear()
+  def memoryBarrierWithResources_count_(self, resources, count):
+    """Orders the accesses to these resources; executed as a full barrier (stronger, never wrong)."""
+    self._segment = next(_segments)
+    for r in list(resources)[:int(count)]:
+      self._wrote.pop(r._id, None)
+      self._read.pop(r._id, None)
   def useResource_usage_(self, resource, usage): pass
   def useResources_count_usage_(self, resources, count, usage): pass
   def useHeap_(self, heap): pass
-  def dispatchType(self): return MTLDispatchTypeSerial
+  def dispatchType(self): return self._type
   def endEncoding(self): self._ended = True
 
 class BlitCommandEncoder(NSObject):
@@ -119,7 +160,7 @@ class CommandBuffer(NSObject):
     self._gpu_start = self._gpu_end = 0.0
     self._commit_time = self._complete_time = 0.0
   def computeCommandEncoder(self): return ComputeCommandEncoder(self)
-  def computeCommandEncoderWithDispatchType_(self, t): return ComputeCommandEncoder(self)
+  def computeCommandEncoderWithDispatchType_(self, t): return ComputeCommandEncoder(self, t)
   def blitCommandEncoder(self): return BlitCommandEncoder(self)
   def commandQueue(self): return self._queue
   def device(self): return self._queue._device
@@ -138,11 +179,23 @@ class CommandBuffer(NSObject):
     return list(buffers.values()), list(pipelines.values())
 
   def _wire_items(self):
-    out = []
+    out, run = [], []   # run: the dispatches of one concurrent segment, reordered as the worker may run them
+    order = OPTIONS["dispatch_order"]
+    def flush():
+      if order == "reverse": run.reverse()
+      elif order == "shuffled": random.Random(int(OPTIONS["seed"]) ^ len(out)).shuffle(run)
+      out.extend(d.wire() for d in run)
+      run.clear()
     for it in self._items:
+      if isinstance(it, Dispatch) and it.segment is not None:
+        if run and run[-1].segment != it.segment: flush()
+        run.append(it)
+        continue
+      flush()
       if isinstance(it, Dispatch): out.append(it.wire())
       elif it[0] == "copy": out.append(("copy", it[1]._id, it[2], it[3]._id, it[4], it[5]))
       else: out.append(("fill", it[1]._id, it[2], it[3], it[4]))
+    flush()
     return out
 
   def commit(self):

@@ -138,6 +138,30 @@ def kernel_names(source: str) -> list[str]:
     if m.group(1) not in names: names.append(m.group(1))
   return names
 
+_BUFFER_ATTR = re.compile(r"\[\[\s*buffer\s*\(\s*(\d+)\s*\)\s*\]\]")
+
+def buffer_writes(source: str) -> dict[str, int]:
+  """Per kernel, the bit mask of the [[buffer(n)]] arguments it may write: `device` ones not declared const (the
+  shim cannot see an attribute's slot; positional arguments it finds itself, see mtl_shim.h's writes_mask)."""
+  src = _COMMENT.sub(" ", source)
+  masks: dict[str, int] = {}
+  for m in _KERNEL.finditer(src):
+    depth, i = 1, m.end()
+    while i < len(src) and depth:
+      depth += {"(": 1, ")": -1}.get(src[i], 0)
+      i += 1
+    params, depth, start, mask = src[m.end():i - 1], 0, 0, 0
+    for j, ch in enumerate(params + ","):
+      if ch in "(<[": depth += 1
+      elif ch in ")>]": depth -= 1
+      elif ch == "," and depth == 0:
+        param, start = params[start:j], j + 1
+        if (attr := _BUFFER_ATTR.search(param)) is not None:
+          words = re.findall(r"\w+", param[:attr.start()])
+          if "device" in words and "const" not in words: mask |= 1 << int(attr.group(1))
+    masks[m.group(1)] = masks.get(m.group(1), 0) | mask
+  return masks
+
 def _wrap(data: bytes) -> bytes: return _HEADER.pack(LIB_MAGIC, FORMAT_VERSION, len(data)) + data
 
 def unwrap_library(data: bytes) -> bytes:
@@ -203,7 +227,9 @@ def compile_library(source: str, defines: dict | None = None) -> bytes:
     except ValueError as e: discard_bad(str(path), str(e))
   names = kernel_names(source)
   pch = _pch_dir(cxx)
-  wrapper = f"#include <{'mtl_pch.h' if pch else 'mtl_shim.h'}>\n#include \"kernel.metal\"\n" + "".join(f"MTL_EXPORT({n})\n" for n in names)
+  writes = buffer_writes(source)
+  wrapper = (f"#include <{'mtl_pch.h' if pch else 'mtl_shim.h'}>\n#include \"kernel.metal\"\n" + "".join(f"MTL_EXPORT({n})\n" for n in names) +
+             "".join(f"MTL_BUFFER_WRITES({n}, {writes.get(n, 0)})\n" for n in names))
   with _in_cache(_build_dir) as tmp:
     Path(tmp, "kernel.metal").write_text(source)
     Path(tmp, "wrapper.cpp").write_text(wrapper)

@@ -1,7 +1,9 @@
 """Minimal ELF64 reader for kernel shared objects built through the software Metal shim.
 
 It finds, without loading the object: the exported kernel entries (``mtl_entry_<name>``), their
-positional argument counts (``mtl_nargs_<name>``, a 4-byte constant), the sync marker
+positional argument counts (``mtl_nargs_<name>``, a 4-byte constant), the positional slots each may write
+(``mtl_writes_<name>`` for positional arguments, ``mtl_buffer_writes_<name>`` for [[buffer(n)]] ones: 4-byte bit
+masks of the arguments not declared const), the sync marker
 (``mtl_uses_sync_marker``) and the thread-local (threadgroup memory) symbols.
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ PT_TLS = 7
 @dataclass
 class ObjectInfo:
   entries: dict[str, int] = field(default_factory=dict)  # kernel name -> positional argument count
+  writes: dict[str, int] = field(default_factory=dict)   # kernel name -> bit mask of the slots it may write
   uses_sync: bool = False
   tls_symbols: list[tuple[str, int]] = field(default_factory=list)
   tls_memsz: int = 0
@@ -52,6 +55,7 @@ def parse(data: bytes) -> ObjectInfo:
         return struct.unpack_from("<i", data, sh_offset + vaddr - sh_addr)[0]
     return None
   nargs: dict[str, int] = {}
+  writes: dict[str, int | None] = {}
   entries: list[str] = []
   for sec in secs:
     if sec[1] == SHT_DYNSYM:
@@ -59,9 +63,14 @@ def parse(data: bytes) -> ObjectInfo:
         if shndx == 0: continue
         if name.startswith("mtl_entry_"): entries.append(name[len("mtl_entry_"):])
         elif name.startswith("mtl_nargs_"): nargs[name[len("mtl_nargs_"):]] = read_i32(value)
+        elif name.startswith(("mtl_writes_", "mtl_buffer_writes_")):   # positional slots, [[buffer(n)]] slots
+          kernel = name.partition("writes_")[2]
+          writes[kernel] = (writes.get(kernel) or 0) | (read_i32(value) or 0)
         elif name == "mtl_uses_sync_marker": info.uses_sync = True
     elif sec[1] == SHT_SYMTAB:
       for name, typ, shndx, _, size in symbols(sec):
         if typ == STT_TLS and shndx != 0: info.tls_symbols.append((name, size))
-  for e in entries: info.entries[e] = nargs.get(e, 0) or 0
+  for e in entries:
+    info.entries[e] = nargs.get(e, 0) or 0
+    if (mask := writes.get(e)) is not None: info.writes[e] = mask & 0xFFFFFFFF
   return info

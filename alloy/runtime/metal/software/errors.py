@@ -21,6 +21,13 @@ class MetalLimitError(MetalError):
 class MetalValidationError(MetalError):
   """Misuse that Metal's validation layer would report (unbound argument, missing pipeline, ...)."""
 
+class MetalHazardError(MetalValidationError):
+  """A dispatch of a concurrent compute encoder touches a buffer an earlier one wrote (or writes one it read) with
+  no memory barrier between them. Names both kernels (kernel: the later one, earlier: the one before)."""
+  def __init__(self, message: str, kernel: str = "", earlier: str = ""):
+    super().__init__(message)
+    self.kernel, self.earlier = kernel, earlier
+
 class MetalExecutionError(MetalError):
   """A command buffer failed while executing (strict-mode violation, runtime error)."""
 

@@ -1,4 +1,4 @@
-"""The software device's run options (ALLOY_METAL_SW_ORDER/POISON/STRICT/SEED/TIMEOUT) and the GPU family it claims
+"""The software device's run options (ALLOY_METAL_SW_ORDER/POISON/STRICT/SEED/TIMEOUT/DISPATCH_ORDER/HAZARDS) and the GPU family it claims
 (ALLOY_METAL_SW_TARGET). set_options / the options() context manager change them; a dispatch captures them when it is
 encoded (commands.Dispatch), a wait reads the timeout."""
 from __future__ import annotations
@@ -11,9 +11,9 @@ def _env_bool(name: str, default: bool) -> bool:
   v = os.environ.get(name)
   return default if v is None else v.strip().lower() not in ("", "0", "false", "no", "off")
 
-def _env_order() -> str:
-  order = os.environ.get("ALLOY_METAL_SW_ORDER", "forward")
-  if order not in ORDERS: raise ValueError(f"environment variable ALLOY_METAL_SW_ORDER={order!r}: expected one of {', '.join(ORDERS)}")
+def _env_order(name: str = "ALLOY_METAL_SW_ORDER", default: str = "forward") -> str:
+  order = os.environ.get(name, default)
+  if order not in ORDERS: raise ValueError(f"environment variable {name}={order!r}: expected one of {', '.join(ORDERS)}")
   return order
 
 OPTIONS = {   # the current options; change them through set_options
@@ -22,6 +22,8 @@ OPTIONS = {   # the current options; change them through set_options
   "strict": _env_bool("ALLOY_METAL_SW_STRICT", False),
   "seed": getenv("ALLOY_METAL_SW_SEED", 0),
   "timeout": getenv("ALLOY_METAL_SW_TIMEOUT", 0.0) or None,
+  "dispatch_order": _env_order("ALLOY_METAL_SW_DISPATCH_ORDER", "reverse"),
+  "hazards": _env_bool("ALLOY_METAL_SW_HAZARDS", True),
 }
 _target = os.environ.get("ALLOY_METAL_SW_TARGET", "Apple7")
 
@@ -29,10 +31,13 @@ def set_options(**kw) -> None:
   """order: 'forward' | 'reverse' | 'shuffled' (thread order inside a threadgroup); poison: fill
   threadgroup memory with 0xFF at every group start; strict: fail on divergent barriers and
   partial-simdgroup simd functions; seed: shuffle seed; timeout: seconds a wait may take before
-  the worker is killed (None: no limit). Captured when a dispatch is encoded."""
+  the worker is killed (None: no limit); dispatch_order: the order the dispatches between two barriers of a
+  concurrent compute encoder run in ('reverse' by default: a missing barrier shows); hazards: a dispatch of a
+  concurrent encoder that needs a barrier it lacks raises MetalHazardError when encoded. Captured when a dispatch
+  is encoded (dispatch_order when its command buffer is committed)."""
   for k, v in kw.items():
     if k not in OPTIONS: raise TypeError(f"unknown software Metal option {k!r}; known: {sorted(OPTIONS)}")
-    if k == "order" and v not in ORDERS: raise ValueError(f"order must be one of {sorted(ORDERS)}, not {v!r}")
+    if k in ("order", "dispatch_order") and v not in ORDERS: raise ValueError(f"{k} must be one of {sorted(ORDERS)}, not {v!r}")
     OPTIONS[k] = v
 
 def get_options() -> dict: return dict(OPTIONS)

@@ -114,6 +114,7 @@ class ComputePipelineState(NSObject):
     lib = fn._library
     self._so_path, self._fiber = lib._so_path, lib._info.uses_sync
     self._nargs, self._tg_memory = lib._info.entries[fn._name], tg_memory
+    self._writes = lib._info.writes.get(fn._name, 0xFFFFFFFF)   # bit i: slot i may be written (unknown: every slot)
   def maxTotalThreadsPerThreadgroup(self): return MAX_THREADS_PER_THREADGROUP
   def threadExecutionWidth(self): return SIMD_WIDTH
   def staticThreadgroupMemoryLength(self): return self._tg_memory

@@ -293,6 +293,23 @@ template <class C, int K = 0> constexpr int npos() {
   else return npos<C, K + 1>();
 }
 template <class C, int... I> inline void call_pos(C c, iseq<I...>) { c(PosArg<I>{}...); }
+
+// Which positional slots the kernel may write: slot J is read-only when the kernel still takes a ConstArg there,
+// which converts only to pointers and references to const (device const float*, constant int&).
+template <class T> inline constexpr bool is_const_target = false;
+template <class T> inline constexpr bool is_const_target<const T> = true;
+struct ConstArg {
+  template <class T> requires is_const_target<T> operator T*() const { return nullptr; }
+  template <class T> requires is_const_target<T> operator T&() const { return *reinterpret_cast<T*>(cur->bufs[0]); }
+};
+template <int J, int I> struct ArgAt { using type = PosArg<I>; };
+template <int I> struct ArgAt<I, I> { using type = ConstArg; };
+template <class C, int J, int... I> constexpr bool reads_only(iseq<I...>) {
+  return requires(C c) { c(typename ArgAt<J, I>::type{}...); };
+}
+template <class C, int N, int... J> constexpr uint32_t writes_mask(iseq<J...>) {
+  return (0u | ... | (reads_only<C, J>(typename mkseq<N>::type{}) ? 0u : 1u << J));
+}
 }}  // namespace mtl::detail
 
 // Marker: emitted into the kernel object only if live code uses a barrier or simd-group function.
@@ -314,12 +331,16 @@ extern "C" inline __attribute__((noinline, used, visibility("default"))) void* m
   static_assert(nargs >= 0, "software Metal: cannot call kernel " #sym " with positional arguments");  \
   }                                                                                                    \
   extern "C" __attribute__((visibility("default"))) const int mtl_nargs_##sym = mtl_export_ns_##sym::nargs; \
+  extern "C" __attribute__((visibility("default"))) const int mtl_writes_##sym = (int)::mtl::detail::writes_mask<\
+      mtl_export_ns_##sym::Caller, mtl_export_ns_##sym::nargs>(typename ::mtl::detail::mkseq<mtl_export_ns_##sym::nargs>::type{}); \
   extern "C" __attribute__((visibility("default"))) void mtl_entry_##sym(::mtl::ThreadCtx* c) {        \
     ::mtl::detail::cur = c;                                                                            \
     ::mtl::detail::call_pos(mtl_export_ns_##sym::Caller{},                                             \
                             typename ::mtl::detail::mkseq<mtl_export_ns_##sym::nargs>::type{});        \
   }
 #define MTL_EXPORT(name) MTL_EXPORT_AS(name, name)
+// the [[buffer(n)]] arguments a kernel may write, as the compiler found them in its signature (compiler.buffer_writes)
+#define MTL_BUFFER_WRITES(sym, mask) extern "C" __attribute__((visibility("default"))) const int mtl_buffer_writes_##sym = (mask);
 
 // ---------------------------------------------------------------------------------------------
 // keywords and attributes

@@ -1,0 +1,75 @@
+"""Activation functions with PyTorch's functional signatures, composed from alloy's elementwise primitives (so they
+fuse with their neighbours and differentiate through the primitives' rules)."""
+from __future__ import annotations
+import math
+
+def no_inplace(inplace: bool, op: str) -> None:
+  if inplace: raise NotImplementedError(f"{op}: inplace=True is not supported yet; call it with inplace=False (the default)")
+
+def _where(c, a, b):
+  from alloy.tensor import where
+  return where(c, a, b)
+
+def relu(input, inplace=False): no_inplace(inplace, "relu"); return input.relu()
+def relu6(input, inplace=False): return hardtanh(input, 0.0, 6.0, inplace)
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+  no_inplace(inplace, "leaky_relu")
+  return _where(input > 0, input, input * negative_slope)
+def elu(input, alpha=1.0, inplace=False):
+  no_inplace(inplace, "elu")
+  return _where(input > 0, input, (input.minimum(0).exp() - 1) * alpha)   # exp of min(x, 0): no overflow on the branch not taken
+def selu(input, inplace=False):
+  no_inplace(inplace, "selu")
+  return elu(input, 1.6732632423543772848170429916717) * 1.0507009873554804934193349852946
+def celu(input, alpha=1.0, inplace=False):
+  no_inplace(inplace, "celu")
+  return _where(input > 0, input, ((input / alpha).minimum(0).exp() - 1) * alpha)
+def gelu(input, approximate="none"):
+  if approximate not in ("none", "tanh"): raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+  return input.gelu(approximate)
+def silu(input, inplace=False): no_inplace(inplace, "silu"); return input.silu()
+def mish(input, inplace=False): no_inplace(inplace, "mish"); return input * softplus(input).tanh()
+def sigmoid(input): return input.sigmoid()
+def tanh(input): return input.tanh()
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+  no_inplace(inplace, "hardtanh")
+  if min_val > max_val: raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+  return input.clamp(min_val, max_val)
+def hardsigmoid(input, inplace=False): no_inplace(inplace, "hardsigmoid"); return (input + 3).clamp(0.0, 6.0) / 6
+def hardswish(input, inplace=False): no_inplace(inplace, "hardswish"); return input * hardsigmoid(input)
+def softplus(input, beta=1.0, threshold=20.0):
+  """log(1 + exp(beta*x)) / beta, and x itself where beta*x > threshold (PyTorch's linear region)."""
+  bx = input * beta
+  soft = (bx.minimum(threshold).exp() + 1).log() / beta
+  return _where(bx > threshold, input, soft)
+def logsigmoid(input):
+  # log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)): stable for large |x|
+  return input.minimum(0) - ((-input.abs()).exp() + 1).log()
+def softsign(input): return input / (input.abs() + 1)
+def tanhshrink(input): return input - input.tanh()
+def threshold(input, threshold, value, inplace=False):
+  no_inplace(inplace, "threshold")
+  return _where(input > threshold, input, value)
+
+def _softmax_dim(dim, ndim: int, op: str) -> int:
+  if dim is not None: return dim
+  return 0 if ndim in (0, 1, 3) else 1   # PyTorch's implicit choice (it warns; so should callers pass dim)
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None): return input.softmax(_softmax_dim(dim, input.ndim, "softmax"), dtype=dtype)
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+  return input.log_softmax(_softmax_dim(dim, input.ndim, "log_softmax"), dtype=dtype)
+def softmin(input, dim=None, _stacklevel=3, dtype=None): return (-input).softmax(_softmax_dim(dim, input.ndim, "softmin"), dtype=dtype)
+
+def glu(input, dim=-1):
+  n = input.shape[dim]
+  if n % 2: raise ValueError(f"glu: halving dimension {dim} needs an even size, got {n}")
+  a, b = input.split(n // 2, dim)
+  return a * b.sigmoid()
+
+def normalize(input, p=2.0, dim=1, eps=1e-12):
+  """input / max(||input||_p along dim, eps)."""
+  if p == 2: n = (input * input).sum(dim, keepdim=True).sqrt()
+  elif p == 1: n = input.abs().sum(dim, keepdim=True)
+  elif p == math.inf: n = input.abs().amax(dim, keepdim=True)
+  else: n = input.abs().pow(p).sum(dim, keepdim=True).pow(1.0 / p)
+  return input / n.maximum(eps)

@@ -1,0 +1,109 @@
+"""Normalization with PyTorch's functional signatures: layer_norm, rms_norm, group_norm, batch_norm (training and
+eval, running statistics updated as PyTorch updates them), instance_norm, and dropout. Statistics of 16-bit
+inputs are computed in float32, as PyTorch does."""
+from __future__ import annotations
+from alloy import autograd, dtype as dt
+from alloy.helpers import prod
+
+MACHINE_EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
+
+def _stats_input(x):
+  return x.cast(dt.float32) if x.dtype in (dt.float16, dt.bfloat16) else x
+
+def _normalized(x, axes: tuple, eps: float):
+  """(x - mean) / sqrt(biased var + eps) over axes, in x's statistics dtype; also (mean, biased var)."""
+  t = _stats_input(x)
+  mean = t.mean(axes, keepdim=True)
+  d = t - mean
+  var = (d * d).mean(axes, keepdim=True)
+  return d * (var + eps).rsqrt(), mean, var
+
+def _shape_arg(normalized_shape) -> tuple:
+  return (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+
+def _check_affine(t, shape: tuple, what: str, op: str):
+  if t is not None and tuple(t.shape) != shape: raise ValueError(f"{op}: {what} must have shape {shape}, got {tuple(t.shape)}")
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+  shape = _shape_arg(normalized_shape)
+  if tuple(input.shape[input.ndim - len(shape):]) != shape or len(shape) > input.ndim:
+    raise ValueError(f"layer_norm: normalized_shape {shape} must match the trailing dims of the input's shape {input.shape}")
+  _check_affine(weight, shape, "weight", "layer_norm")
+  _check_affine(bias, shape, "bias", "layer_norm")
+  y, _, _ = _normalized(input, tuple(range(input.ndim - len(shape), input.ndim)), eps)
+  if weight is not None: y = y * weight
+  if bias is not None: y = y + bias
+  return y.cast(input.dtype)
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+  shape = _shape_arg(normalized_shape)
+  if tuple(input.shape[input.ndim - len(shape):]) != shape or len(shape) > input.ndim:
+    raise ValueError(f"rms_norm: normalized_shape {shape} must match the trailing dims of the input's shape {input.shape}")
+  _check_affine(weight, shape, "weight", "rms_norm")
+  if eps is None: eps = MACHINE_EPS.get(input.dtype.name, MACHINE_EPS["float32"])   # torch.finfo(input.dtype).eps
+  t = _stats_input(input)
+  y = t * ((t * t).mean(tuple(range(input.ndim - len(shape), input.ndim)), keepdim=True) + eps).rsqrt()
+  if weight is not None: y = y * weight
+  return y.cast(input.dtype)
+
+def _channel_view(t, ndim: int):
+  return t.reshape((1, t.shape[0]) + (1,) * (ndim - 2))
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+  if input.ndim < 2: raise ValueError(f"group_norm: expected an input with at least 2 dims (N, C, ...), got shape {input.shape}")
+  n, c = input.shape[:2]
+  if num_groups <= 0 or c % num_groups: raise ValueError(f"group_norm: num_groups ({num_groups}) must be positive and divide the {c} channels")
+  _check_affine(weight, (c,), "weight", "group_norm")
+  _check_affine(bias, (c,), "bias", "group_norm")
+  y, _, _ = _normalized(input.reshape(n, num_groups, -1), (2,), eps)
+  y = y.reshape(input.shape)
+  if weight is not None: y = y * _channel_view(weight, input.ndim)
+  if bias is not None: y = y + _channel_view(bias, input.ndim)
+  return y.cast(input.dtype)
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True, momentum=0.1, eps=1e-5):
+  if not use_input_stats or running_mean is not None or running_var is not None:
+    raise NotImplementedError("instance_norm: running statistics are not supported yet; use use_input_stats=True without running_mean/var")
+  return group_norm(input, input.shape[1], weight, bias, eps)
+
+def assign(t, value) -> None:
+  """t now holds value (a running statistic's update, as PyTorch's in-place one): its node is rebound, realized at
+  once so a long training loop does not chain every step's statistics into one growing graph."""
+  if value.shape != t.shape: raise ValueError(f"cannot assign a value of shape {value.shape} to a tensor of shape {t.shape}")
+  t.node = value.detach().cast(t.dtype).realize().node
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+  if input.ndim < 2: raise ValueError(f"batch_norm: expected an input with at least 2 dims (N, C, ...), got shape {input.shape}")
+  c = input.shape[1]
+  for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
+    _check_affine(t, (c,), name, "batch_norm")
+  axes = (0,) + tuple(range(2, input.ndim))
+  if training:
+    count = prod(input.shape[a] for a in axes)
+    if count <= 1: raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input size {input.shape}")
+    y, mean, var = _normalized(input, axes, eps)
+    if running_mean is not None or running_var is not None:
+      with autograd.no_grad():
+        if running_mean is not None: assign(running_mean, running_mean * (1 - momentum) + mean.reshape(c) * momentum)
+        # the running variance is the unbiased one, as in PyTorch
+        if running_var is not None: assign(running_var, running_var * (1 - momentum) + var.reshape(c) * (momentum * count / (count - 1)))
+  else:
+    if running_mean is None or running_var is None:
+      raise ValueError("batch_norm: running_mean and running_var must be given when training=False")
+    t = _stats_input(input)
+    y = (t - _channel_view(running_mean, input.ndim)) * (_channel_view(running_var, input.ndim) + eps).rsqrt()
+  if weight is not None: y = y * _channel_view(weight, input.ndim)
+  if bias is not None: y = y + _channel_view(bias, input.ndim)
+  return y.cast(input.dtype)
+
+def dropout(input, p=0.5, training=True, inplace=False):
+  """Zeroes each element with probability p (alloy's RNG: alloy.manual_seed makes it repeatable), scaling the rest
+  by 1 / (1 - p); the input itself when not training."""
+  from alloy.functional.activation import no_inplace
+  from alloy.tensor import Tensor, where
+  no_inplace(inplace, "dropout")
+  if not 0.0 <= p <= 1.0: raise ValueError(f"dropout: probability has to be between 0 and 1, but got {p}")
+  if not training or p == 0: return input
+  if p == 1: return input * 0
+  keep = Tensor.rand(*input.shape, device=input.device) >= p
+  return where(keep, input * (1.0 / (1 - p)), 0)

@@ -1,0 +1,33 @@
+"""CUDACommandEncoder: the device's one stream cut into command buffers, each a run of launches closed by one event.
+
+A launch goes straight onto the stream (CUDA orders one stream's work: no barrier is ever needed) and books only
+which buffers it writes (`unrecorded`). The run is committed after ALLOY_CUDA_COMMIT_LAUNCHES launches (default 64),
+or when a host read needs a buffer it writes: commit records one event from the device's ring after the run and
+gives it to those buffers (CUDADevice.writers), so copyout waits for the run that wrote its buffer, never for work
+queued after that run. Where every launch recorded its own event, one now records one per run: the per-launch host
+work is the parameter packing, cuLaunchKernel and a dictionary entry.
+"""
+from __future__ import annotations
+from typing import TYPE_CHECKING
+from alloy.helpers import getenv
+from alloy.runtime.device import CommandEncoder
+if TYPE_CHECKING: from alloy.runtime.cuda import CUDADevice
+
+COMMIT_LAUNCHES = getenv("ALLOY_CUDA_COMMIT_LAUNCHES", 64)
+
+class CUDACommandEncoder(CommandEncoder):
+  """`unrecorded`: the buffers written by the open run's launches (no event covers them yet). Used under the
+  device's `submitting` lock."""
+  def __init__(self, device: "CUDADevice"):
+    super().__init__(device, COMMIT_LAUNCHES, 1 << 62)
+    self.unrecorded: dict = {}
+
+  def wait_writer(self, handle: int) -> None:
+    """Commit the open run if it writes handle, so that handle's writer has an event to wait on."""
+    if handle in self.unrecorded:
+      with self.device.submitting:
+        if handle in self.unrecorded: self.commit()
+
+  def _commit(self, kernels: list) -> None:
+    written, self.unrecorded = self.unrecorded, {}
+    self.device.mark_written(written)

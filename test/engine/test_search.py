@@ -1,0 +1,100 @@
+"""BEAM search: the result matches NumPy, the disk cache spares a later process the search, and candidates that
+crash, loop or compute something else are skipped without harming the search or the process."""
+import os, pathlib, shutil, subprocess, sys, uuid, numpy as np, pytest
+import alloy
+from alloy import Tensor
+from alloy.helpers import cache_dir, unpack_entry
+from alloy.engine import search, compiled
+from conftest import rand_np, assert_close
+
+@pytest.fixture
+def fresh_cache(monkeypatch):
+  """An empty table of winners in the disk cache, removed after the test (the compile cache stays: a fresh one would
+  build the CPU device's native sources again, in every timing process too)."""
+  table = f"beam-test-{uuid.uuid4().hex[:12]}"
+  monkeypatch.setattr(search, "CACHE_TABLE", table)
+  monkeypatch.setattr(search, "BEAM_BUDGET_S", 10.0)
+  monkeypatch.setattr(search, "_found", {})
+  # kernels compiled earlier in this process under the same beam width would answer without a search
+  monkeypatch.setattr(compiled, "_compiled", type(compiled._compiled)())
+  path = pathlib.Path(cache_dir()) / table
+  yield path
+  shutil.rmtree(path, ignore_errors=True)
+
+SECOND_PROCESS = """
+import numpy as np, time, alloy
+from alloy import Tensor
+from alloy.engine import search
+search.CACHE_TABLE = "{table}"
+rng = np.random.default_rng(7)
+a, b = rng.uniform(-1, 1, (96, 64)).astype(np.float32), rng.uniform(-1, 1, (64, 80)).astype(np.float32)
+t = time.perf_counter()
+got = (Tensor(a, device="{device}") @ Tensor(b, device="{device}")).numpy()
+assert np.allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+print("searches", search.searches, "seconds", time.perf_counter() - t)
+"""
+
+def test_beam_cache_round_trip(device, fresh_cache):
+  rng = np.random.default_rng(7)
+  a, b = rng.uniform(-1, 1, (96, 64)).astype(np.float32), rng.uniform(-1, 1, (64, 80)).astype(np.float32)
+  x, y = Tensor(a, device=device), Tensor(b, device=device)
+  before = search.searches
+  with alloy.beam(2): got = (x @ y).numpy()
+  assert search.searches == before + 1
+  assert_close(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+  assert os.listdir(fresh_cache)   # the winner, on disk
+  x.numpy(), y.numpy()   # the inputs are as they were: the search ran on copies
+  np.testing.assert_array_equal(x.numpy(), a)
+  env = dict(os.environ, BEAM="2", PYTHONPATH=os.getcwd())
+  script = SECOND_PROCESS.format(device=device, table=fresh_cache.name)
+  out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+  assert out.returncode == 0, out.stderr
+  assert "searches 0 " in out.stdout, out.stdout   # the later process searched nothing: the winner came from the cache
+
+def test_jit_beam_argument(device, fresh_cache, rng):
+  a = rand_np(rng, (64, 300))
+  @alloy.jit(beam=1)
+  def row_sums(t): return t.sum(1) * 2
+  before = search.searches
+  for _ in range(3): got = row_sums(Tensor(a, device=device)).numpy()
+  assert search.searches == before + 1   # one kernel, searched once; the capture and replays reuse it
+  assert_close(got, a.astype(np.float64).sum(1) * 2, rtol=1e-4, atol=1e-4)
+  with pytest.raises(ValueError, match="beam must be an int"): alloy.jit(beam=-1)
+
+def _body_start(source: str) -> int:
+  """Just after the kernel's opening line (the one naming its output, data0)."""
+  line = next(i for i, l in enumerate(source.splitlines(keepends=True)) if "data0" in l and l.rstrip().endswith("{"))
+  return sum(len(l) for l in source.splitlines(keepends=True)[:line + 1])
+
+def _breaker(kinds: dict):
+  """A source filter that makes candidates with a given UNROLL fail for real: crash, loop forever or write a wrong
+  value. (The heuristics' own kernel has UNROLL 8 and is left alone.)"""
+  def filt(opts, source):
+    u = next((o.arg for o in opts if o[0] == "UNROLL"), None)
+    if (how := kinds.get(u)) is None: return source
+    if how == "garbage": return source + "\nthis is not a kernel\n"
+    if how == "wrong":   # before the kernel's closing brace: the first output is overwritten
+      end = source.rindex("\n}")
+      return source[:end] + "\n  data0[0] = 12345.0f;" + source[end:]
+    at = _body_start(source)
+    stmt = {"crash": "  *(volatile int*)0 = 1;\n", "loop": "  for (;;) __asm__ volatile(\"\");\n"}[how]
+    return source[:at] + stmt + source[at:]
+  return filt
+
+def test_failing_candidates_are_skipped(device, fresh_cache, monkeypatch, capsys):
+  # CUDA runs PTX, where C statements cannot go: there the broken candidate fails to compile
+  kinds = {4: "wrong", 16: "crash", 1: "loop"} if device == "CPU" else {4: "garbage"} if device == "CUDA" else {4: "wrong"}
+  monkeypatch.setattr(search, "source_filters", [_breaker(kinds)])
+  monkeypatch.setattr(search, "CANDIDATE_TIMEOUT_S", 3.0)
+  monkeypatch.setattr(search, "BEAM_BUDGET_S", 120.0)   # the first round (where the broken ones are) always runs whole
+  monkeypatch.setattr(search, "DEBUG", 2)
+  a = rand_np(np.random.default_rng(3), (64, 1000))
+  with alloy.beam(2): got = Tensor(a, device=device).sum(1).numpy()
+  assert_close(got, a.astype(np.float64).sum(1), rtol=1e-4, atol=1e-3)
+  err = capsys.readouterr().err
+  assert ("failed to compile" if device == "CUDA" else "outputs differ from the heuristic kernel's") in err
+  if device == "CPU":
+    assert "crashed the timing process (signal 11)" in err and "timed out after" in err
+  entry = search._decode(unpack_entry(next(fresh_cache.iterdir()).read_bytes()))
+  assert entry is not None and entry["skipped"] >= len(kinds)
+  assert not any(o[0] == "UNROLL" and o[2] in kinds for o in entry["opts"])   # no broken candidate won
