@@ -8,6 +8,7 @@ from alloy import dtype as dtypes
 from alloy.jit import jit, JitError
 from alloy.engine.trace import trace
 from alloy.engine.search import beam
+from alloy.state import save, load
 from alloy.autograd import no_grad, enable_grad, grad, value_and_grad, is_grad_enabled, set_grad_enabled
 # ops in their own modules, bound below as Tensor methods where PyTorch has them (alloy.nn.functional re-exports one_hot, embedding)
 from alloy.gathering import gather, take_along_dim, index_select

@@ -48,6 +48,10 @@ class JitError(RuntimeError):
 
 _capturing: "_Capture | None" = None   # the capture in progress (a jitted call inside it runs its function)
 
+def capturing() -> bool:
+  """Whether a @jit capture is running (code that cannot be replayed yet raises instead of recording stale work)."""
+  return _capturing is not None
+
 # ---- capture
 
 class _Capture:

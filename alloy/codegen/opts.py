@@ -39,6 +39,7 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt]:
 def _gpu_opts(root: Node, caps: DeviceCaps) -> list[Opt]:
   if (tiled := _gpu_register_tile(root, caps)) is not None: return tiled
   if (grouped := _grouped_opts(root, caps)) is not None: return grouped
+  if not root.shape: return []   # a 0-d output (a reduction of a reduction) has no axis to spread over threads
   return [local(min(caps.default_local, max(32, _pow2_at_least(prod(root.shape)))))]
 
 def _cpu_opts(root: Node, caps: DeviceCaps) -> list[Opt]:

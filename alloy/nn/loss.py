@@ -1,0 +1,48 @@
+"""The loss modules over nn.functional: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, SmoothL1Loss, HuberLoss, BCELoss,
+BCEWithLogitsLoss, KLDivLoss."""
+from __future__ import annotations
+from alloy.nn.module import Module
+from alloy.nn import functional as F
+
+class _Loss(Module):
+  def __init__(self, reduction: str = "mean", **options):
+    super().__init__()
+    if reduction not in ("mean", "sum", "none"):
+      raise ValueError(f"{type(self).__name__}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    self.reduction, self.options = reduction, options
+  def extra_repr(self): return f"reduction={self.reduction!r}"
+
+class CrossEntropyLoss(_Loss):
+  def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0):
+    super().__init__(reduction, ignore_index=ignore_index, label_smoothing=label_smoothing)
+    self.weight = weight
+  def forward(self, input, target): return F.cross_entropy(input, target, self.weight, reduction=self.reduction, **self.options)
+class NLLLoss(_Loss):
+  def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+    super().__init__(reduction, ignore_index=ignore_index)
+    self.weight = weight
+  def forward(self, input, target): return F.nll_loss(input, target, self.weight, reduction=self.reduction, **self.options)
+class MSELoss(_Loss):
+  def forward(self, input, target): return F.mse_loss(input, target, reduction=self.reduction)
+class L1Loss(_Loss):
+  def forward(self, input, target): return F.l1_loss(input, target, reduction=self.reduction)
+class SmoothL1Loss(_Loss):
+  def __init__(self, reduction: str = "mean", beta: float = 1.0): super().__init__(reduction, beta=beta)
+  def forward(self, input, target): return F.smooth_l1_loss(input, target, reduction=self.reduction, **self.options)
+class HuberLoss(_Loss):
+  def __init__(self, reduction: str = "mean", delta: float = 1.0): super().__init__(reduction, delta=delta)
+  def forward(self, input, target): return F.huber_loss(input, target, reduction=self.reduction, **self.options)
+class BCELoss(_Loss):
+  def __init__(self, weight=None, reduction: str = "mean"):
+    super().__init__(reduction)
+    self.weight = weight
+  def forward(self, input, target): return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
+class BCEWithLogitsLoss(_Loss):
+  def __init__(self, weight=None, reduction: str = "mean", pos_weight=None):
+    super().__init__(reduction)
+    self.weight, self.pos_weight = weight, pos_weight
+  def forward(self, input, target):
+    return F.binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction, pos_weight=self.pos_weight)
+class KLDivLoss(_Loss):
+  def __init__(self, reduction: str = "mean", log_target: bool = False): super().__init__(reduction, log_target=log_target)
+  def forward(self, input, target): return F.kl_div(input, target, reduction=self.reduction, **self.options)

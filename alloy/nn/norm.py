@@ -1,0 +1,70 @@
+"""The normalization layers over nn.functional: BatchNorm1d/2d/3d (running statistics, momentum or a cumulative
+average, eval mode), LayerNorm, GroupNorm, RMSNorm, with PyTorch's parameters (weight ones, bias zeros) and buffers."""
+from __future__ import annotations
+from alloy.tensor import Tensor
+from alloy.nn.module import Module
+from alloy.nn.parameter import Parameter, rebind
+from alloy.nn import functional as F
+from alloy import dtype as dt
+
+def _shape(normalized_shape) -> tuple:
+  return (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+
+class _BatchNorm(Module):
+  dims: tuple   # the input ranks the layer takes
+
+  def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+               track_running_stats: bool = True, device=None, dtype=None):
+    super().__init__()
+    self.num_features, self.eps, self.momentum, self.affine, self.track_running_stats = num_features, eps, momentum, affine, track_running_stats
+    self.weight = Parameter(Tensor.ones(num_features, dtype=dtype, device=device)) if affine else None
+    self.bias = Parameter(Tensor.zeros(num_features, dtype=dtype, device=device)) if affine else None
+    if track_running_stats:
+      self.register_buffer("running_mean", Tensor.zeros(num_features, dtype=dtype, device=device))
+      self.register_buffer("running_var", Tensor.ones(num_features, dtype=dtype, device=device))
+      self.register_buffer("num_batches_tracked", Tensor.zeros(1, dtype=dt.int64, device=device).reshape(()))
+    else: self.running_mean = self.running_var = self.num_batches_tracked = None
+
+  def forward(self, x):
+    if x.ndim not in self.dims:
+      raise ValueError(f"{type(self).__name__}: expected a {' or '.join(f'{d}D' for d in self.dims)} input, got shape {tuple(x.shape)}")
+    factor = 0.0 if self.momentum is None else self.momentum
+    if self.training and self.track_running_stats:
+      rebind(self.num_batches_tracked, (self.num_batches_tracked + 1).realize())
+      if self.momentum is None: factor = 1.0 / float(self.num_batches_tracked.item())   # a cumulative average
+    use_batch = self.training or not self.track_running_stats
+    stats = (self.running_mean, self.running_var) if not use_batch or self.track_running_stats else (None, None)
+    return F.batch_norm(x, *stats, self.weight, self.bias, use_batch, factor, self.eps)
+  def extra_repr(self):
+    return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, track_running_stats={self.track_running_stats}"
+
+class BatchNorm1d(_BatchNorm): dims = (2, 3)
+class BatchNorm2d(_BatchNorm): dims = (4,)
+class BatchNorm3d(_BatchNorm): dims = (5,)
+
+class LayerNorm(Module):
+  def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True, device=None, dtype=None):
+    super().__init__()
+    self.normalized_shape, self.eps, self.elementwise_affine = _shape(normalized_shape), eps, elementwise_affine
+    self.weight = Parameter(Tensor.ones(*self.normalized_shape, dtype=dtype, device=device)) if elementwise_affine else None
+    self.bias = Parameter(Tensor.zeros(*self.normalized_shape, dtype=dtype, device=device)) if elementwise_affine and bias else None
+  def forward(self, x): return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+  def extra_repr(self): return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+class RMSNorm(Module):
+  def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True, device=None, dtype=None):
+    super().__init__()
+    self.normalized_shape, self.eps, self.elementwise_affine = _shape(normalized_shape), eps, elementwise_affine
+    self.weight = Parameter(Tensor.ones(*self.normalized_shape, dtype=dtype, device=device)) if elementwise_affine else None
+  def forward(self, x): return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+  def extra_repr(self): return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+class GroupNorm(Module):
+  def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, device=None, dtype=None):
+    super().__init__()
+    if num_channels % num_groups: raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
+    self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+    self.weight = Parameter(Tensor.ones(num_channels, dtype=dtype, device=device)) if affine else None
+    self.bias = Parameter(Tensor.zeros(num_channels, dtype=dtype, device=device)) if affine else None
+  def forward(self, x): return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+  def extra_repr(self): return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"

@@ -1,0 +1,44 @@
+"""Adam and AdamW (amsgrad optional) with torch.optim's update: the moments as it computes them (a lerp for the
+first, multiply-add for the second), bias corrections folded into the step size and the denominator."""
+from __future__ import annotations
+import math
+from alloy.optim.optimizer import Optimizer
+
+class Adam(Optimizer):
+  decoupled = False   # AdamW decays the weights directly instead of adding weight_decay * p to the gradient
+
+  def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+               amsgrad: bool = False, maximize: bool = False):
+    super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize))
+  def check_hyperparameters(self, g):
+    super().check_hyperparameters(g)
+    if g["eps"] < 0: raise ValueError(f"Invalid epsilon value: {g['eps']}")
+    for i, b in enumerate(g["betas"]):
+      if not 0.0 <= b < 1.0: raise ValueError(f"Invalid beta parameter at index {i}: {b}")
+    if g["weight_decay"] < 0: raise ValueError(f"Invalid weight_decay value: {g['weight_decay']}")
+  @property
+  def state_names(self):
+    return ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if any(g["amsgrad"] for g in self.param_groups) else ())
+
+  def update(self, group, step, values, grads, state, first):
+    lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+    g = -grads if group["maximize"] else grads
+    if wd != 0:
+      if self.decoupled: values = values * (1 - lr * wd)
+      else: g = g + values * wd
+    m, v = state["exp_avg"], state["exp_avg_sq"]
+    m = m + (g - m) * (1 - beta1)
+    v = v * beta2 + g * g * (1 - beta2)
+    new_state = {"exp_avg": m, "exp_avg_sq": v}
+    if group["amsgrad"]:
+      v = new_state["max_exp_avg_sq"] = state["max_exp_avg_sq"].maximum(v)
+    elif "max_exp_avg_sq" in state: new_state["max_exp_avg_sq"] = state["max_exp_avg_sq"]
+    step_size = lr / (1 - beta1 ** step)
+    denom = v.sqrt() / math.sqrt(1 - beta2 ** step) + eps
+    return values - m / denom * step_size, new_state
+
+class AdamW(Adam):
+  decoupled = True
+  def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
+               amsgrad: bool = False, maximize: bool = False):
+    super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)

@@ -1,0 +1,51 @@
+"""lr_scheduler against torch.optim.lr_scheduler: the same learning rates, step for step, to the last bit (the same
+recursive formulas), for several parameter groups; and the errors."""
+import numpy as np, pytest
+from alloy import Tensor, optim
+
+torch = pytest.importorskip("torch")
+
+CASES = [
+  ("StepLR", dict(step_size=3, gamma=0.5)),
+  ("StepLR", dict(step_size=1, gamma=0.9)),
+  ("CosineAnnealingLR", dict(T_max=10)),
+  ("CosineAnnealingLR", dict(T_max=7, eta_min=0.001)),   # past T_max it rises again, as torch's does
+  ("LinearLR", dict()),
+  ("LinearLR", dict(start_factor=0.1, end_factor=0.8, total_iters=6)),
+]
+
+@pytest.mark.parametrize("name,kw", CASES)
+def test_schedule_matches_torch(name, kw):
+  lrs = (0.1, 0.03)
+  mine = [Tensor(np.ones(2, np.float32), requires_grad=True) for _ in lrs]
+  theirs = [torch.ones(2, requires_grad=True) for _ in lrs]
+  a_opt = optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(mine, lrs)], lr=1.0)
+  t_opt = torch.optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(theirs, lrs)], lr=1.0)
+  a_s, t_s = getattr(optim.lr_scheduler, name)(a_opt, **kw), getattr(torch.optim.lr_scheduler, name)(t_opt, **kw)
+  assert a_s.get_last_lr() == t_s.get_last_lr()
+  for _ in range(25):
+    t_opt.step(); a_opt.step()
+    a_s.step(); t_s.step()
+    assert a_s.get_last_lr() == t_s.get_last_lr()
+    assert [g["lr"] for g in a_opt.param_groups] == [g["lr"] for g in t_opt.param_groups]
+
+def test_scheduler_errors():
+  opt = optim.SGD([Tensor(np.ones(1, np.float32), requires_grad=True)], lr=0.1)
+  with pytest.raises(ValueError, match="step_size must be a positive int"): optim.lr_scheduler.StepLR(opt, 0)
+  with pytest.raises(ValueError, match="T_max must be positive"): optim.lr_scheduler.CosineAnnealingLR(opt, 0)
+  with pytest.raises(ValueError, match=r"start_factor must be in \(0, 1\]"): optim.lr_scheduler.LinearLR(opt, start_factor=0)
+  with pytest.raises(TypeError, match="is not an Optimizer"): optim.lr_scheduler.StepLR(object(), 2)
+  with pytest.raises(KeyError, match="initial_lr"): optim.lr_scheduler.StepLR(opt, 2, last_epoch=3)
+
+def test_state_dict_resumes():
+  opt = optim.SGD([Tensor(np.ones(1, np.float32), requires_grad=True)], lr=0.1)
+  s = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=8)
+  for _ in range(3): s.step()
+  saved, lr = s.state_dict(), opt.param_groups[0]["lr"]
+  s2 = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=8)
+  s2.load_state_dict(saved)
+  opt.param_groups[0]["lr"] = lr
+  s.step(); want = opt.param_groups[0]["lr"]
+  opt.param_groups[0]["lr"] = lr
+  s2.step()
+  assert opt.param_groups[0]["lr"] == want
