@@ -32,12 +32,8 @@ CONFIGS = [
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("name,kw", CONFIGS, ids=[f"{n}-{'-'.join(k for k in kw if k != 'lr') or 'plain'}" for n, kw in CONFIGS])
-def test_trajectory_matches_torch(request, device, dtype, name, kw):
+def test_trajectory_matches_torch(device, dtype, name, kw):
   if dtype == "float64" and device == "METAL": pytest.skip("Metal has no float64")
-  if device == "METAL" and name == "SGD":   # main's Metal command encoder (runtime/metal/encoder.py), not this test's code
-    from alloy.runtime.metal.software.errors import MetalHazardError
-    request.applymarker(pytest.mark.xfail(strict=True, raises=MetalHazardError,
-                                          reason="the concurrent encoder misses a barrier between a (3,) reduction and its reader"))
   ws = _weights()
   x = np.random.default_rng(3).standard_normal((6, 4)).astype(dtype)
   ap = [Tensor(w.astype(dtype), device=device, requires_grad=True) for w in ws]

@@ -30,9 +30,11 @@ class Dispatch:
     self.seed = int(o["seed"]) & 0xFFFFFFFFFFFFFFFF
     self.segment = None   # in a concurrent encoder: which run between barriers it belongs to
   def buffers(self, written: bool):
-    """The buffers this dispatch binds in slots it may write (written=True) or only reads."""
-    mask = self.pso._writes
-    return [b[0] for i, b in self.bindings.items() if not isinstance(b, bytes) and b[0] is not None and bool(mask >> i & 1) == written]
+    """The buffers this dispatch binds in slots it may write (written=True) or only reads: only the kernel's own
+    arguments, as bindings left at higher indices by an earlier dispatch of the encoder are not accessed."""
+    mask, slots = self.pso._writes, self.pso._slots
+    return [b[0] for i, b in self.bindings.items()
+            if slots >> i & 1 and not isinstance(b, bytes) and b[0] is not None and bool(mask >> i & 1) == written]
   def wire(self):
     binds = []
     for idx, b in sorted(self.bindings.items()):

@@ -143,14 +143,23 @@ _BUFFER_ATTR = re.compile(r"\[\[\s*buffer\s*\(\s*(\d+)\s*\)\s*\]\]")
 def buffer_writes(source: str) -> dict[str, int]:
   """Per kernel, the bit mask of the [[buffer(n)]] arguments it may write: `device` ones not declared const (the
   shim cannot see an attribute's slot; positional arguments it finds itself, see mtl_shim.h's writes_mask)."""
+  return _buffer_masks(source)[0]
+
+def buffer_uses(source: str) -> dict[str, int]:
+  """Per kernel, the bit mask of the [[buffer(n)]] slots it declares (what it may access: a binding left at another
+  slot by an earlier dispatch is not the kernel's)."""
+  return _buffer_masks(source)[1]
+
+def _buffer_masks(source: str) -> tuple[dict[str, int], dict[str, int]]:
   src = _COMMENT.sub(" ", source)
   masks: dict[str, int] = {}
+  uses: dict[str, int] = {}
   for m in _KERNEL.finditer(src):
     depth, i = 1, m.end()
     while i < len(src) and depth:
       depth += {"(": 1, ")": -1}.get(src[i], 0)
       i += 1
-    params, depth, start, mask = src[m.end():i - 1], 0, 0, 0
+    params, depth, start, mask, used = src[m.end():i - 1], 0, 0, 0, 0
     for j, ch in enumerate(params + ","):
       if ch in "(<[": depth += 1
       elif ch in ")>]": depth -= 1
@@ -159,8 +168,10 @@ def buffer_writes(source: str) -> dict[str, int]:
         if (attr := _BUFFER_ATTR.search(param)) is not None:
           words = re.findall(r"\w+", param[:attr.start()])
           if "device" in words and "const" not in words: mask |= 1 << int(attr.group(1))
+          used |= 1 << int(attr.group(1))
     masks[m.group(1)] = masks.get(m.group(1), 0) | mask
-  return masks
+    uses[m.group(1)] = uses.get(m.group(1), 0) | used
+  return masks, uses
 
 def _wrap(data: bytes) -> bytes: return _HEADER.pack(LIB_MAGIC, FORMAT_VERSION, len(data)) + data
 
@@ -227,9 +238,9 @@ def compile_library(source: str, defines: dict | None = None) -> bytes:
     except ValueError as e: discard_bad(str(path), str(e))
   names = kernel_names(source)
   pch = _pch_dir(cxx)
-  writes = buffer_writes(source)
+  writes, uses = _buffer_masks(source)
   wrapper = (f"#include <{'mtl_pch.h' if pch else 'mtl_shim.h'}>\n#include \"kernel.metal\"\n" + "".join(f"MTL_EXPORT({n})\n" for n in names) +
-             "".join(f"MTL_BUFFER_WRITES({n}, {writes.get(n, 0)})\n" for n in names))
+             "".join(f"MTL_BUFFER_WRITES({n}, {writes.get(n, 0)})\nMTL_BUFFER_USES({n}, {uses.get(n, 0)})\n" for n in names))
   with _in_cache(_build_dir) as tmp:
     Path(tmp, "kernel.metal").write_text(source)
     Path(tmp, "wrapper.cpp").write_text(wrapper)

@@ -3,7 +3,7 @@
 It finds, without loading the object: the exported kernel entries (``mtl_entry_<name>``), their
 positional argument counts (``mtl_nargs_<name>``, a 4-byte constant), the positional slots each may write
 (``mtl_writes_<name>`` for positional arguments, ``mtl_buffer_writes_<name>`` for [[buffer(n)]] ones: 4-byte bit
-masks of the arguments not declared const), the sync marker
+masks of the arguments not declared const), the [[buffer(n)]] slots each declares (``mtl_buffer_uses_<name>``), the sync marker
 (``mtl_uses_sync_marker``) and the thread-local (threadgroup memory) symbols.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ PT_TLS = 7
 class ObjectInfo:
   entries: dict[str, int] = field(default_factory=dict)  # kernel name -> positional argument count
   writes: dict[str, int] = field(default_factory=dict)   # kernel name -> bit mask of the slots it may write
+  buffer_slots: dict[str, int] = field(default_factory=dict)   # kernel name -> bit mask of its [[buffer(n)]] slots
   uses_sync: bool = False
   tls_symbols: list[tuple[str, int]] = field(default_factory=list)
   tls_memsz: int = 0
@@ -66,6 +67,7 @@ def parse(data: bytes) -> ObjectInfo:
         elif name.startswith(("mtl_writes_", "mtl_buffer_writes_")):   # positional slots, [[buffer(n)]] slots
           kernel = name.partition("writes_")[2]
           writes[kernel] = (writes.get(kernel) or 0) | (read_i32(value) or 0)
+        elif name.startswith("mtl_buffer_uses_"): info.buffer_slots[name[len("mtl_buffer_uses_"):]] = read_i32(value) or 0
         elif name == "mtl_uses_sync_marker": info.uses_sync = True
     elif sec[1] == SHT_SYMTAB:
       for name, typ, shndx, _, size in symbols(sec):

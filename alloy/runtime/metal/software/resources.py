@@ -115,6 +115,9 @@ class ComputePipelineState(NSObject):
     self._so_path, self._fiber = lib._so_path, lib._info.uses_sync
     self._nargs, self._tg_memory = lib._info.entries[fn._name], tg_memory
     self._writes = lib._info.writes.get(fn._name, 0xFFFFFFFF)   # bit i: slot i may be written (unknown: every slot)
+    # bit i: the kernel may access slot i (its positional arguments and declared [[buffer(n)]] slots; unknown: every slot)
+    slots = lib._info.buffer_slots.get(fn._name)
+    self._slots = 0xFFFFFFFF if slots is None else slots | ((1 << self._nargs) - 1)
   def maxTotalThreadsPerThreadgroup(self): return MAX_THREADS_PER_THREADGROUP
   def threadExecutionWidth(self): return SIMD_WIDTH
   def staticThreadgroupMemoryLength(self): return self._tg_memory

@@ -341,6 +341,8 @@ extern "C" inline __attribute__((noinline, used, visibility("default"))) void* m
 #define MTL_EXPORT(name) MTL_EXPORT_AS(name, name)
 // the [[buffer(n)]] arguments a kernel may write, as the compiler found them in its signature (compiler.buffer_writes)
 #define MTL_BUFFER_WRITES(sym, mask) extern "C" __attribute__((visibility("default"))) const int mtl_buffer_writes_##sym = (mask);
+// the [[buffer(n)]] slots a kernel declares (compiler.buffer_uses): its dispatches access these and its positional ones
+#define MTL_BUFFER_USES(sym, mask) extern "C" __attribute__((visibility("default"))) const int mtl_buffer_uses_##sym = (mask);
 
 // ---------------------------------------------------------------------------------------------
 // keywords and attributes
