@@ -66,12 +66,6 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     raise NotImplementedError("instance_norm: running statistics are not supported yet; use use_input_stats=True without running_mean/var")
   return group_norm(input, input.shape[1], weight, bias, eps)
 
-def assign(t, value) -> None:
-  """t now holds value (a running statistic's update, as PyTorch's in-place one): its node is rebound, realized at
-  once so a long training loop does not chain every step's statistics into one growing graph."""
-  if value.shape != t.shape: raise ValueError(f"cannot assign a value of shape {value.shape} to a tensor of shape {t.shape}")
-  t.node = value.detach().cast(t.dtype).realize().node
-
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
   if input.ndim < 2: raise ValueError(f"batch_norm: expected an input with at least 2 dims (N, C, ...), got shape {input.shape}")
   c = input.shape[1]
@@ -84,9 +78,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     y, mean, var = _normalized(input, axes, eps)
     if running_mean is not None or running_var is not None:
       with autograd.no_grad():
-        if running_mean is not None: assign(running_mean, running_mean * (1 - momentum) + mean.reshape(c) * momentum)
+        if running_mean is not None: running_mean.copy_(running_mean * (1 - momentum) + mean.reshape(c) * momentum)   # in place, as PyTorch
         # the running variance is the unbiased one, as in PyTorch
-        if running_var is not None: assign(running_var, running_var * (1 - momentum) + var.reshape(c) * (momentum * count / (count - 1)))
+        if running_var is not None: running_var.copy_(running_var * (1 - momentum) + var.reshape(c) * (momentum * count / (count - 1)))
   else:
     if running_mean is None or running_var is None:
       raise ValueError("batch_norm: running_mean and running_var must be given when training=False")
