@@ -11,7 +11,7 @@ Gradients come from the ops it is made of (where, sum, prod, amax, amin): src an
 from __future__ import annotations
 import numpy as np
 from alloy import dtype as dt
-from alloy.engine import realize as engine
+from alloy.engine.watch import watchers
 from alloy.inplace import norm_dim
 from alloy.assign import assign, current, setitem_value
 
@@ -35,7 +35,7 @@ def _args(self, dim, index, src, what: str):
       raise RuntimeError(f"{what}: index of shape {index.shape} is larger than src {src.shape} (or of another rank)")
     if src.shape != index.shape: src = src.shrink(tuple((0, n) for n in index.shape))
   elif src is None: raise TypeError(f"{what}: expected src (a Tensor) or value (a number)")
-  if index.numel() and not engine.host_read_guards:   # a @jit capture cannot read back: there the check is left out
+  if index.numel() and not watchers.on_host_read:   # a @jit capture cannot read back: there the check is left out
     a = index.numpy()
     if a.min() < 0 or a.max() >= self.shape[d]:
       bad = a[(a < 0) | (a >= self.shape[d])].flat[0]

@@ -20,11 +20,9 @@ from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import canonical_device, default_device, unsupported_dtype
 from alloy.runtime.transfer import copy_buffer
 from alloy.engine.realize import buffer_view as _buffer_view, buffer_of, realize as _realize
+from alloy.engine.watch import watchers
 from alloy import dlpack, autograd
 from alloy.scalar import Scalar, cast_number as _cast_scalar, plain
-
-# listener(key_tensor) for every random key made (the jit's capture: a key is an implicit input refreshed per replay)
-rng_key_listeners: list = []
 
 MaxResult = collections.namedtuple("MaxResult", ["values", "indices"])
 
@@ -234,7 +232,7 @@ class Tensor:
     shape = _size_arg(shape, "a random tensor")
     n = prod(shape)
     key = Tensor(Tensor.next_rng_key(), device=device)
-    for listener in rng_key_listeners: listener(key)
+    if watchers.on_rng_key: watchers.rng_key(key)   # the jit's capture: a key is an input a replay refreshes
     ctr = _index_tensor(n, device).cast(dt.uint32)
     k0, k1 = key[0].reshape(1).expand(n), key[1].reshape(1).expand(n)
     x0, _ = _threefry2x32(ctr, Tensor.zeros(n, dtype=dt.uint32, device=device), k0, k1)
