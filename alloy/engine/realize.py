@@ -178,7 +178,7 @@ def _peel_reshape(n: Node) -> Node:
 
 def realize(tensors) -> None:
   if _pending: tensors = list(tensors) + _take_pending()
-  if len(tensors) == 1 and DEBUG < 1 and not (watchers.on_launch or watchers.on_stage or watchers.device_time):
+  if len(tensors) == 1 and watchers.quiet and not DEBUG:
     t = tensors[0]
     if values.table: t.node = values.get(t.node, t.device)
     if is_buffer_view(t.node) or (not beam_width() and _eager(t)): return

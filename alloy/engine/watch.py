@@ -32,7 +32,8 @@ class Watcher:
 EVENTS = ("launch", "stage", "compiled", "commit", "host_read", "rng_key", "changed")
 
 class Watchers:
-  """The watchers attached now, and per event the ones that override it (on_<event>, tuples)."""
+  """The watchers attached now, and per event the ones that override it (on_<event>, tuples); quiet: no one watches
+  launches or stages, nor asks for device time."""
   def __init__(self):
     self.attached: tuple = ()
     self.device_time = False
@@ -41,6 +42,7 @@ class Watchers:
   def _index(self) -> None:
     for e in EVENTS: setattr(self, "on_" + e, tuple(w for w in self.attached if getattr(type(w), e) is not getattr(Watcher, e)))
     self.device_time = any(w.device_time for w in self.attached)
+    self.quiet = not (self.on_launch or self.on_stage or self.device_time)   # the eager path's one check
     # the runtime sits below the engine: its encoders tell one listener, which tells the watchers
     bridged = self._tell_commit in commit_listeners
     if self.on_commit and not bridged: commit_listeners.append(self._tell_commit)
