@@ -120,12 +120,12 @@ def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
 class Plan:
   """One kernel's graph on one device, ready to launch again. results: the output's reused buffers (None for a big
   output: a new buffer each time), with the view the realized tensor takes where it reshapes the kernel's output."""
-  __slots__ = ("ast", "key", "inputs", "consts", "dtypes", "results", "size", "dtype", "shape", "nbytes", "pressure", "dims")
+  __slots__ = ("ast", "key", "inputs", "consts", "dtypes", "results", "reshaped", "size", "dtype", "shape", "nbytes", "pressure", "dims")
   def __init__(self, device, node: Node, shape: tuple, ast, inputs: tuple, consts: tuple):
     self.inputs, self.consts = inputs, consts
     self.size, self.dtype, self.shape = math.prod(node.shape), node.dtype, node.shape
     self.nbytes = self.size * self.dtype.itemsize
-    self.results = None
+    self.results, self.reshaped = None, None if shape == node.shape else shape
     if self.nbytes <= EAGER_REUSE_MAX_BYTES:
       layouts = [(_contiguous_tracker(self.size, s), node.dtype, s) for s in ((node.shape,) if shape == node.shape else (node.shape, shape))]
       self.results = _results(device.name, node) if len(layouts) == 1 else Results(self.size, node.dtype, device.name, layouts)
@@ -146,7 +146,7 @@ def _eager(t) -> bool:
   order, kernel = one_kernel(base)
   if kernel is None: return False
   if (plans := _plans.get(device)) is None: plans = _plans[device] = {}
-  if (plan := plans.get(kernel[0])) is None or plan.shape != base.shape:
+  if (plan := plans.get(kernel[0])) is None:
     if len(plans) >= PLANS_PER_DEVICE: plans.clear()
     plan = plans[kernel[0]] = Plan(get_device(device), base, node.shape, *kernel[1:])
   handles = [None]
@@ -158,14 +158,14 @@ def _eager(t) -> bool:
   if (results := plan.results) is not None:
     with _reuse_lock: out, _, view, *reshaped = results.next()
   else:
-    out = Buffer(device, plan.size, plan.dtype)
-    view, reshaped = buffer_view(out, base.shape), (buffer_view(out, node.shape),) if base is not node else ()
+    out, reshaped = Buffer(device, plan.size, plan.dtype), ()
+    view = buffer_view(out, base.shape)
   handles[0] = out.handle
   if (ck := cached(plan.key)) is None: ck = compile_kernel(plan.ast, get_device(device))
   ck.runner(handles, scalars, *plan.dims)
   kernels_launched += 1
   plan.pressure.launched(plan.nbytes)
-  t.node = reshaped[0] if reshaped else view
+  t.node = view if base is node else reshaped[0] if reshaped and plan.reshaped == node.shape else buffer_view(out, node.shape)
   del order
   if sys.getrefcount(base) > 3: values.set(base, view)   # held elsewhere (here: node or this frame, base, the argument)
   return True
