@@ -143,6 +143,7 @@ def _eager(t) -> bool:
   global kernels_launched
   node, device = t.node, t.device
   base = _peel_reshape(node) if node.op is Op.VIEW else node   # a contiguous reshape: its base computed, viewed
+  if base is not node and values.table and values.get(base, device) is not base: return False   # computed: a view of it
   order, kernel = one_kernel(base)
   if kernel is None: return False
   if (plans := _plans.get(device)) is None: plans = _plans[device] = {}

@@ -8,11 +8,6 @@ from alloy.engine.watch import OnLaunch, Watcher, watchers
 from alloy.runtime.device import commit_listeners
 from conftest import assert_close
 
-def _launches(fn) -> int:
-  before = engine.kernels_launched
-  fn()
-  return engine.kernels_launched - before
-
 def test_plan_binds_each_call_its_own_buffers_and_numbers(device, rng):
   xs = [rng.uniform(1, 2, 64).astype(np.float32) for _ in range(3)]
   ts = [Tensor(x, device=device).realize() for x in xs]
