@@ -71,10 +71,11 @@ def _results(device_name: str, node: Node) -> Results:
     if len(_eager_results) > EAGER_REUSE_SHAPES: _eager_results.popitem(last=False)
   return results
 
-def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
+def run_schedule(targets: list[Node], device_name: str, walked: tuple | None = None) -> dict[int, Buffer]:
+  """Compute the targets on the device (walked: their schedule.fusion structure where the eager path made it)."""
   global kernels_launched
   t0 = time.perf_counter()
-  items = schedule([values.get(t, device_name) for t in targets])
+  items = schedule([values.get(t, device_name) for t in targets], walked)
   t_sched = time.perf_counter() - t0
   if watchers.on_stage: watchers.staged("schedule", t0, t_sched, f"{len(items)} kernels")
   device = get_device(device_name)
@@ -138,14 +139,16 @@ class Plan:
 _plans: dict = {}   # device name -> {one_kernel's number -> Plan}
 PLANS_PER_DEVICE = 4096
 
-def _eager(t) -> bool:
-  """Realize t through its plan if its graph is one kernel (True), else leave it to the general path (False)."""
+def _eager(t):
+  """Realize t through its plan if its graph is one kernel (True), else leave it to the general path: None, or the
+  structure of the base it walked, for the general path's schedule."""
   global kernels_launched
   node, device = t.node, t.device
   base = _peel_reshape(node) if node.op is Op.VIEW else node   # a contiguous reshape: its base computed, viewed
-  if base is not node and values.table and values.get(base, device) is not base: return False   # computed: a view of it
-  order, kernel = one_kernel(base)
-  if kernel is None: return False
+  if base is not node and values.table and values.get(base, device) is not base: return None   # computed: a view of it
+  walked, kernel = one_kernel(base)
+  if kernel is None: return walked
+  order = walked[0]
   if (plans := _plans.get(device)) is None: plans = _plans[device] = {}
   if (plan := plans.get(kernel[0])) is None:
     if len(plans) >= PLANS_PER_DEVICE: plans.clear()
@@ -167,7 +170,7 @@ def _eager(t) -> bool:
   kernels_launched += 1
   plan.pressure.launched(plan.nbytes)
   t.node = view if base is node else reshaped[0] if reshaped and plan.reshaped == node.shape else buffer_view(out, node.shape)
-  del order
+  del order, walked
   if sys.getrefcount(base) > 3: values.set(base, view)   # held elsewhere (here: node or this frame, base, the argument)
   return True
 
@@ -179,10 +182,11 @@ def _peel_reshape(n: Node) -> Node:
 
 def realize(tensors) -> None:
   if _pending: tensors = list(tensors) + _take_pending()
+  walked = None
   if len(tensors) == 1 and watchers.quiet and not DEBUG:
     t = tensors[0]
     if values.table: t.node = values.get(t.node, t.device)
-    if is_buffer_view(t.node) or (not beam_width() and _eager(t)): return
+    if is_buffer_view(t.node) or (not beam_width() and (walked := _eager(t)) is True): return
   by_device: dict[str, list] = {}
   for t in tensors:
     n = values.get(t.node, t.device)
@@ -190,8 +194,8 @@ def realize(tensors) -> None:
     if is_buffer_view(n): continue
     by_device.setdefault(t.device, []).append(t)
   for device_name, ts in by_device.items():
-    bases = [_peel_reshape(t.node) for t in ts]
-    run_schedule([values.get(b, device_name) for b in bases], device_name)
+    bases = [values.get(_peel_reshape(t.node), device_name) for t in ts]
+    run_schedule(bases, device_name, walked if walked is not None and walked[0][-1] is bases[0] else None)
     for t, b in zip(ts, bases):
       buf_node = values.get(b, device_name)
       t.node = buf_node if b is t.node else buffer_view(buf_node.src[0].arg, t.shape)

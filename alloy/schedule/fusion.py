@@ -86,11 +86,12 @@ def _constant_part(n: Node) -> int:
 _schedules: dict = {}
 SCHEDULE_CACHE_SIZE, SCHEDULE_VARIANTS = 4096, 4
 
-def schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list, list]]:
+def schedule(targets: list[Node], walked: tuple | None = None) -> list[tuple[Node, KernelAST, list, list]]:
   """Kernels in dependency order: (node realized, its AST, the nodes bound as its inputs [0]=itself, the CONST nodes
   whose values are its scalar arguments). A pure function of the graph: which nodes were computed before is the
-  engine's to know (engine/values.py); it hands in the targets not computed yet."""
-  order, position, key = _structure(targets)
+  engine's to know (engine/values.py); it hands in the targets not computed yet. walked: _structure(targets), where
+  the caller has it (one_kernel's)."""
+  order, position, key = walked or _structure(targets)
   if (variants := _schedules.get(key)) is not None:
     for pinned, hit in variants:
       if not pinned or all(order[p].key[2] == v for p, v in pinned):
@@ -140,18 +141,21 @@ _one_kernel: dict = {}
 _kernel_numbers = itertools.count()
 
 def one_kernel(n: Node) -> tuple:
-  """(every node of n's graph in _structure's order, _one_kernel's entry for it)."""
-  order, position, key = _structure([n])
-  if (hit := _one_kernel.get(key, _one_kernel)) is not _one_kernel: return order, hit
+  """(_structure([n]), _one_kernel's entry for n's graph). A graph seen the first time is scheduled through schedule(),
+  so that one that is not one kernel finds its schedule cached there."""
+  walked = _structure([n])
+  if (hit := _one_kernel.get(walked[2], _one_kernel)) is not _one_kernel: return walked, hit
   hit = None
   if not is_buffer_view(n) and 0 not in n.shape:
-    items, pinned = _schedule([n])
+    items = schedule([n], walked)
+    pinned = any(p for p, _ in _schedules.get(walked[2], ()))
     if len(items) == 1 and items[0][0] is n and not pinned and all(i.op is Op.BUFFER for i in items[0][2][1:]):
       _, ast, inputs, consts = items[0]
+      position = walked[1]
       hit = (next(_kernel_numbers), ast, tuple(position[i] for i in inputs[1:]), tuple(position[c] for c in consts))
   if len(_one_kernel) >= SCHEDULE_CACHE_SIZE: _one_kernel.clear()
-  _one_kernel[key] = hit
-  return order, hit
+  _one_kernel[walked[2]] = hit
+  return walked, hit
 
 def _schedule(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, list]], list]:
   # 1. decide which nodes become kernels
