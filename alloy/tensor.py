@@ -25,6 +25,9 @@ from alloy import dlpack, autograd
 from alloy.scalar import Scalar, cast_number as _cast_scalar, plain
 
 MaxResult = collections.namedtuple("MaxResult", ["values", "indices"])
+# The constants of the last few `tensor (op) number`s: a loop's step (x * 1.0001 + 1) finds its constants' nodes alive
+# (hash-consed), where it would make them anew and the schedule would sign them again
+_recent_constants: collections.deque = collections.deque(maxlen=64)
 
 def _norm_axis(axis: int, ndim: int, what="dimension") -> int:
   axis = plain(axis)
@@ -475,6 +478,7 @@ class Tensor:
     if n.dtype.kind == "f" and (type(other) is float or type(other) is int):
       # float tensor (op) Python number, the commonest case: what _operands does for it, without the calls
       c = Node(Op.CONST, (), float(other), n.dtype, n.shape)
+      _recent_constants.append(c)   # kept alive a while: the same number again is the same node, its signature made
       t = self._new(Node(op, (c, n) if reverse else (n, c), None, out_dtype or n.dtype, n.shape))
       return t if self._ag is None else autograd.record(t, autograd.ew_rule, (None, self) if reverse else (self, None), op)
     a, b = self._operands(other, reverse, name)
