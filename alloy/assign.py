@@ -24,25 +24,14 @@ repeat of the most repeated index, or, past MAX_LAYERS repeats, one scatter-add 
 sorted by index on the device, O(n log^2 n) for n indices).
 """
 from __future__ import annotations
-import weakref
 import numpy as np
 from alloy import dtype as dt, autograd
 from alloy.engine import realize as engine
+from alloy.engine.watch import watchers
 from alloy.scalar import plain
 
 MAX_LAYERS = 8   # index_put_(accumulate=True): past this many repeats of one index, one scatter-add instead of a layer per repeat
 
-# Tensors changed in place since the last realize: computed along with the next one, so that a loop of in-place
-# updates (a training loop reading only its loss) starts each step from computed values, not from an ever longer graph
-_pending: dict = {}
-
-def _pending_tensors() -> list:
-  out = [t for t in (ref() for ref in _pending.values()) if t is not None]
-  _pending.clear()
-  return out
-
-engine.realize_companions.append(_pending_tensors)
-assign_listeners: list = []   # listener(tensor) on every in-place change (the jit's capture checks what changed)
 
 def _tensor_cls():
   from alloy.tensor import Tensor
@@ -133,8 +122,8 @@ def assign(t, new, what: str, cast_any: bool = False, keep_grad: bool = False, f
     base, how, args, _ = b
     assign(base, _write_back(current(base), how, args, new), what, True, keep_grad or how == "detach", t)
   t.node = new.node
-  _pending[id(t)] = weakref.ref(t)
-  for listener in assign_listeners: listener(t)
+  engine.realize_later(t)   # computed with the next realize: a loop of in-place updates starts from computed values
+  if watchers.on_changed: watchers.changed(t)   # the jit's capture checks what changed
   if autograd.is_grad_enabled() and not keep_grad:
     if new._ag is None and t._ag is not None:   # a value that no longer depends on the graph (fill_): it keeps requiring grad
       new = autograd.record(new._new(new.node), autograd.no_gradient_rule, (autograd.snapshot(t),))

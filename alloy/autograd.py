@@ -18,9 +18,9 @@ from __future__ import annotations
 import contextlib, functools, math, threading
 from alloy.helpers import toposort
 from alloy.ir.ops import Op
+from alloy.engine.watch import watchers
 
 _state = threading.local()
-leaf_grad_listeners: list = []   # listener(Leaf) when backward sets a leaf's .grad (the jit's capture checks whose)
 
 def is_grad_enabled() -> bool: return getattr(_state, "enabled", True)
 def set_grad_enabled(mode: bool) -> None: _state.enabled = bool(mode)
@@ -280,7 +280,7 @@ def propagate(t, gradient, retain_graph: bool, create_graph: bool, targets: dict
       if isinstance(ag, Leaf):
         if targets is None:
           ag.grad = g if ag.grad is None else ag.grad + g
-          for listener in leaf_grad_listeners: listener(ag)
+          if watchers.on_changed: watchers.changed(ag)   # the jit's capture checks whose .grad is set
         continue
       if ag.retain and targets is None: ag.grad = g if ag.grad is None else ag.grad + g
       if ag.freed:

@@ -30,14 +30,15 @@ from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import get_device
-from alloy.schedule.fusion import forget_realized
 from alloy.engine import realize as engine
 from alloy.engine.results import Results
 from alloy.engine.backpressure import throttle
 from alloy.engine import search
+from alloy.engine.values import values
+from alloy.engine.watch import Watcher, watchers
 from alloy.codegen.program import scalar_words
 from alloy.scalar import TRACED, cast_number
-from alloy.tensor import Tensor, rng_key_listeners
+from alloy.tensor import Tensor
 from alloy import jit_args, jit_state
 
 JIT = getenv("JIT", 1)
@@ -54,31 +55,28 @@ def capturing() -> bool:
 
 # ---- capture
 
-class _Capture:
-  """Listens while the function runs the second time: every launch, every random key, any host read."""
+class _Capture(Watcher):
+  """Watches the function run the second time: every launch, every random key, any host read."""
   def __init__(self, name: str):
     self.name = name
     self.launches: list = []   # (CompiledKernel, [Buffer], its scalar arguments' values)
     self.rng_keys: list = []   # the key Buffers, in the order they were made
     self.baked: dict = {}      # number argument -> how the function used its value as a plain number
-  def on_launch(self, ck, buffers, elapsed, t_submit, consts=()) -> None:
+  def launch(self, ck, buffers, elapsed, t_submit, consts=()) -> None:
     self.launches.append((ck, list(buffers), [c.arg for c in consts]))
-  def on_rng_key(self, key: Tensor) -> None: self.rng_keys.append(key.node.src[0].arg)
-  def on_host_read(self, t: Tensor) -> None:
+  def rng_key(self, key: Tensor) -> None: self.rng_keys.append(key.node.src[0].arg)
+  def host_read(self, t: Tensor) -> None:
     raise JitError(f"jit {self.name}: a tensor of shape {t.shape} is read on the host (numpy(), item(), tolist(), bool() "
                    f"or a copy to another device) inside the captured function; a replay cannot repeat that. "
                    f"Return the tensor and read it after the call, or call the function without @jit")
 
   def run(self, fn, args, kwargs, state: jit_state.State):
     watch = jit_state.Watch()   # what the function changes in place or gives a .grad: its arguments only
-    listeners = ((engine.launch_listeners, self.on_launch), (rng_key_listeners, self.on_rng_key),
-                 (engine.host_read_guards, self.on_host_read)) + watch.listeners()
     global _capturing
-    for where, listener in listeners: where.append(listener)
     _capturing = self
     try:
       # work already done for equal graphs (same input buffers as the first call) must launch again to be captured
-      with forget_realized():
+      with watchers.watching(self, watch), values.forgetting():
         count = [0]
         ret = fn(*jit_args.trace_numbers(args, self.baked, count), **jit_args.trace_numbers(kwargs, self.baked, count))
         outs: list = []
@@ -86,9 +84,7 @@ class _Capture:
         watch.check(self.name, state.tensors, outs)
         self.changes, changed = state.changes()   # arguments changed in place, .grads set: outputs after the returned ones
         engine.realize(outs + changed)
-    finally:
-      _capturing = None
-      for where, listener in listeners: where.remove(listener)
+    finally: _capturing = None
     return jit_args.rebuild(template, iter(outs)), template, outs + changed
 
 class _Slots:
@@ -320,7 +316,7 @@ class Replay:
       if s is not None:
         keys.append(b := Buffer(device, 2, dtype).copyin(data))
         h[s] = b.handle
-    if engine.launch_listeners: self._launch_observed(h, bound, results, keys)
+    if watchers.on_launch: self._launch_observed(h, bound, results, keys)
     else:
       stale = self.stale
       for runner, i, j, var, _ in self.batches:
@@ -346,18 +342,18 @@ class Replay:
     return jit_args.rebuild(self.template, iter([self._result(k, results, bound) for k in range(n)]), self.numbers)
 
   def _launch_observed(self, h, bound, results, keys) -> None:
-    """Launch by launch, telling the listeners (the trace) about each, with device time when it is asked for."""
+    """Launch by launch, telling the watchers (the trace) about each, with device time when it is asked for."""
     buffers = self.buffers[:]
     for i, s in enumerate(self.input_slots):
       if s is not None: buffers[s] = bound[i].src[0].arg
     for (s, _), entry in zip(self.fresh, results): buffers[s] = entry[0]
     for s, b in zip([r[0] for r in self.rng if r[0] is not None], keys): buffers[s] = b
-    wait = engine.device_time_requests > 0
+    wait = watchers.device_time
     for i, ((ck, idx), (prog, pick, gs, ls)) in enumerate(zip(self.launches, self.direct)):
       t0 = time.perf_counter()
       elapsed = prog(pick(h), self.words[i], gs, ls, wait=wait)   # the batches keep their stale words for a later call
       t_submit = time.perf_counter() - t0
-      for listener in engine.launch_listeners: listener(ck, [buffers[s] for s in idx], elapsed, t_submit, ())
+      watchers.launched(ck, [buffers[s] for s in idx], elapsed, t_submit, ())
 
   def _result(self, k: int, results: list, bound: list) -> Tensor:
     """The k-th returned Tensor: a view of this call's output buffer, of an argument, or a constant as captured."""

@@ -7,7 +7,8 @@ it must be present on every replay exactly when it was at capture.
 """
 from __future__ import annotations
 import weakref
-from alloy import autograd, assign
+from alloy import autograd
+from alloy.engine.watch import Watcher
 
 class State:
   """The arguments' nodes and grads when the call starts; changes() tells what the function changed."""
@@ -62,12 +63,11 @@ def check_no_new_grads(tensors: list, which: list, name: str) -> None:
       raise JitError(f"jit {name}: Tensor argument {i} has a .grad it did not have at capture; the replay would not add into it. "
                      f"Keep .grad present (or absent) across calls as it was on the captured call")
 
-class Watch:
+class Watch(Watcher):
   """What a captured function changes in place or gives a .grad (weakly: a temporary that is gone is fine)."""
-  def __init__(self): self.changed: dict = {}
-  def on_change(self, obj) -> None: self.changed.setdefault(id(obj), weakref.ref(obj))
-  def listeners(self) -> tuple: return ((assign.assign_listeners, self.on_change), (autograd.leaf_grad_listeners, self.on_change))
-  def check(self, name: str, tensors: list, outs: list) -> None: check_changed(name, self.changed, tensors, outs)
+  def __init__(self): self.seen: dict = {}
+  def changed(self, obj) -> None: self.seen.setdefault(id(obj), weakref.ref(obj))
+  def check(self, name: str, tensors: list, outs: list) -> None: check_changed(name, self.seen, tensors, outs)
 
 def check_changed(name: str, changed: dict, tensors: list, outs: list) -> None:
   """What the function changed must be its arguments (or what it returns): a replay cannot change anything else."""

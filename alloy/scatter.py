@@ -11,7 +11,7 @@ capture, where the read cannot be replayed: there an index out of range writes n
 from __future__ import annotations
 import numpy as np
 from alloy import dtype as dt, autograd
-from alloy.engine import realize as engine
+from alloy.engine.watch import watchers
 from alloy.inplace import norm_dim
 from alloy.assign import assign, current, setitem_value
 from alloy.scatter_sum import scatter_add_rows, scatter_rows
@@ -36,7 +36,7 @@ def _args(self, dim, index, src, what: str):
       raise RuntimeError(f"{what}: index of shape {index.shape} is larger than src {src.shape} (or of another rank)")
     if src.shape != index.shape: src = src.shrink(tuple((0, n) for n in index.shape))
   elif src is None: raise TypeError(f"{what}: expected src (a Tensor) or value (a number)")
-  if index.numel() and not engine.host_read_guards:   # a @jit capture cannot read back: there the check is left out
+  if index.numel() and not watchers.on_host_read:   # a @jit capture cannot read back: there the check is left out
     a = index.numpy()
     if a.min() < 0 or a.max() >= self.shape[d]:
       bad = a[(a < 0) | (a >= self.shape[d])].flat[0]

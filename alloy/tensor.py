@@ -20,14 +20,15 @@ from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import canonical_device, default_device, unsupported_dtype
 from alloy.runtime.transfer import copy_buffer
 from alloy.engine.realize import buffer_view as _buffer_view, buffer_of, realize as _realize
+from alloy.engine.watch import watchers
 from alloy import dlpack, autograd
 from alloy.assign import note_view
 from alloy.scalar import Scalar, cast_number as _cast_scalar, plain
 
-# listener(key_tensor) for every random key made (the jit's capture: a key is an implicit input refreshed per replay)
-rng_key_listeners: list = []
-
 MaxResult = collections.namedtuple("MaxResult", ["values", "indices"])
+# The constants of the last few `tensor (op) number`s: a loop's step (x * 1.0001 + 1) finds its constants' nodes alive
+# (hash-consed), where it would make them anew and the schedule would sign them again
+_recent_constants: collections.deque = collections.deque(maxlen=64)
 
 def _norm_axis(axis: int, ndim: int, what="dimension") -> int:
   axis = plain(axis)
@@ -234,7 +235,7 @@ class Tensor:
     shape = _size_arg(shape, "a random tensor")
     n = prod(shape)
     key = Tensor(Tensor.next_rng_key(), device=device)
-    for listener in rng_key_listeners: listener(key)
+    if watchers.on_rng_key: watchers.rng_key(key)   # the jit's capture: a key is an input a replay refreshes
     ctr = _index_tensor(n, device).cast(dt.uint32)
     k0, k1 = key[0].reshape(1).expand(n), key[1].reshape(1).expand(n)
     x0, _ = _threefry2x32(ctr, Tensor.zeros(n, dtype=dt.uint32, device=device), k0, k1)
@@ -477,6 +478,7 @@ class Tensor:
     if n.dtype.kind == "f" and (type(other) is float or type(other) is int):
       # float tensor (op) Python number, the commonest case: what _operands does for it, without the calls
       c = Node(Op.CONST, (), float(other), n.dtype, n.shape)
+      _recent_constants.append(c)   # kept alive a while: the same number again is the same node, its signature made
       t = self._new(Node(op, (c, n) if reverse else (n, c), None, out_dtype or n.dtype, n.shape))
       return t if self._ag is None else autograd.record(t, autograd.ew_rule, (None, self) if reverse else (self, None), op)
     a, b = self._operands(other, reverse, name)

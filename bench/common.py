@@ -16,23 +16,17 @@ def median_time(fn, rounds: int = 3, min_seconds: float = 0.2) -> float:
   return statistics.median(per_round)
 
 def device_seconds(fn, device) -> float:
-  """Device time of the kernels that realizing fn() launches (each launch waits while device_time_requests > 0, so
-  the device's own clock times it: CUDA events), median of 3, after one warm-up realize."""
-  from alloy.engine import realize as engine
+  """Device time of the kernels that realizing fn() launches (each launch waits while a watcher asks for device time,
+  so the device's own clock times it: CUDA events), median of 3, after one warm-up realize."""
+  from alloy.engine.watch import OnLaunch, watchers
   times = []
-  def listener(ck, bufs, elapsed, t_submit, consts): times.append(elapsed)
   fn().realize(); device.synchronize()
   best = []
-  engine.launch_listeners.append(listener)
-  engine.device_time_requests += 1
-  try:
+  with watchers.watching(OnLaunch(lambda ck, bufs, elapsed, t_submit, consts: times.append(elapsed), device_time=True)):
     for _ in range(3):
       times.clear()
       fn().realize()
       best.append(sum(times))
-  finally:
-    engine.launch_listeners.remove(listener)
-    engine.device_time_requests -= 1
   return sorted(best)[1]
 
 def new_kernel_seconds(small, device) -> float:

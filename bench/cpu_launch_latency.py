@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np
 import alloy
 from alloy import Tensor
-from alloy.engine import realize as engine
+from alloy.engine.watch import OnLaunch, watchers
 
 PROBE = r"""#include <stdint.h>
 #include <time.h>
@@ -54,9 +54,8 @@ def run(iterations: int = 60) -> None:
   dev = alloy.get_device("CPU")
   m = Tensor(np.random.default_rng(0).uniform(0.5, 1.5, (4096, 4096)).astype(np.float32), device="CPU").realize()
   seen = []
-  engine.launch_listeners.append(lambda ck, bufs, elapsed, t, consts: seen.append((ck, bufs)))
-  m.sum(1).realize(); dev.synchronize()
-  engine.launch_listeners.clear()
+  with watchers.watching(OnLaunch(lambda ck, bufs, elapsed, t, consts: seen.append((ck, bufs)))):
+    m.sum(1).realize(); dev.synchronize()
   (ck, bufs), = seen
   assert len(bufs) == 2, "the probe forwards two pointers"
   assert (n := ck.runner.parallel.value), "the probe forwards a parallel kernel's slices"

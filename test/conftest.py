@@ -1,6 +1,6 @@
 import os, numpy as np, pytest
 from alloy.runtime.registry import device_available, unsupported_dtype
-from alloy.engine import compiled
+from alloy.engine.watch import Watcher, watchers
 
 def present_devices() -> list[str]:
   """CPU, CUDA and METAL where present; METAL includes the software device (it needs only a C++ compiler)."""
@@ -63,8 +63,9 @@ def assert_close(got, want, dtype="float32", atol=None, rtol=None):
 _nvrtc_checked: set = set()
 _compiled_asts: dict = {}
 
-def _collect(ck): _compiled_asts.setdefault((ck.ast.root, ck.ast.n_buffers), ck.ast)
-compiled.compiled_listeners.append(_collect)
+class _Collect(Watcher):
+  def compiled(self, ck): _compiled_asts.setdefault((ck.ast.root, ck.ast.n_buffers), ck.ast)
+watchers.attach(_Collect())
 
 def _nvrtc_compiler():
   try:

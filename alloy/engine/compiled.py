@@ -16,6 +16,7 @@ from alloy.codegen.transforms import describe
 from alloy.runtime.device import PROGRAM_CACHE_SIZE, Device, Program
 from alloy.ir.kernel import KernelAST
 from alloy.engine import search
+from alloy.engine.watch import watchers
 
 @dataclass
 class CompiledKernel:
@@ -30,13 +31,6 @@ class CompiledKernel:
 _compiled: collections.OrderedDict = collections.OrderedDict()   # least recently used first
 COMPILED_CACHE_SIZE = PROGRAM_CACHE_SIZE
 compiles = 0                   # kernels through the stages so far (what a test of the caches counts)
-compiled_listeners: list = []  # listener(ck) for each kernel through the stages (the tests' CUDA source check)
-
-# host-stage hooks (the trace recorder listens): listener(stage, start, seconds, detail), perf_counter seconds
-stage_listeners: list = []
-
-def emit_stage(stage: str, start: float, seconds: float, detail: str = "") -> None:
-  for listener in stage_listeners: listener(stage, start, seconds, detail)
 
 def compile_kernel(ast: KernelAST, device: Device, buffers: list | None = None, consts: list = ()) -> CompiledKernel:
   """The kernel compiled for device. Under BEAM (search.beam_width()), a kernel given the Buffers of its launch
@@ -44,16 +38,21 @@ def compile_kernel(ast: KernelAST, device: Device, buffers: list | None = None, 
   them; without them it gets the heuristics."""
   width = search.beam_width() if buffers is not None else 0
   key = (device.name, ast.root, ast.n_buffers) + ((width,) if width else ())
-  if (hit := _compiled.get(key)) is not None:
-    try: _compiled.move_to_end(key)
-    except KeyError: pass   # pushed out by another thread meanwhile
-    return hit
+  if (hit := cached(key)) is not None: return hit
   opts = None
   if width:
     scalars = scalar_words(ast.scalar_dtypes, [c.arg for c in consts]) if consts else ()
     opts = search.searched_opts(ast, device, buffers[1:], scalars, width)
   prog, source, times = _lower_and_render(ast, device, opts)
   return _load(key, ast, device, prog, source, _compile(device, source, times, prog.meta.name), times)
+
+def cached(key: tuple) -> CompiledKernel | None:
+  """The kernel compiled under key ((device name, AST root, buffer count), as compile_kernel makes it), now the most
+  recently used, or None where it is not (or no longer) kept."""
+  if (hit := _compiled.get(key)) is not None:
+    try: _compiled.move_to_end(key)
+    except KeyError: pass   # pushed out by another thread meanwhile
+  return hit
 
 def compile_kernels(asts: list[KernelAST], device: Device) -> None:
   """Compile the ASTs not compiled yet, their compiler runs side by side (NVRTC and the C compiler's processes
@@ -76,23 +75,23 @@ def _lower_and_render(ast: KernelAST, device: Device, opts=None) -> tuple:
   source = device.renderer.render(prog)
   t2 = time.perf_counter()
   times = {"lower": t1 - t0, "render": t2 - t1}
-  if stage_listeners:
-    emit_stage("lower", t0, times["lower"], prog.meta.name)
-    emit_stage("render", t1, times["render"], prog.meta.name)
+  if watchers.on_stage:
+    watchers.staged("lower", t0, times["lower"], prog.meta.name)
+    watchers.staged("render", t1, times["render"], prog.meta.name)
   return prog, source, times
 
 def _compile(device: Device, source: str, times: dict, name: str) -> bytes:
   t0 = time.perf_counter()
   binary = device.compiler.compile_cached(source)
   times["compile"] = time.perf_counter() - t0
-  if stage_listeners: emit_stage("compile", t0, times["compile"], name)
+  if watchers.on_stage: watchers.staged("compile", t0, times["compile"], name)
   return binary
 
 def _load(key: tuple, ast: KernelAST, device: Device, prog: LinearProgram, source: str, binary: bytes, times: dict) -> CompiledKernel:
   t0 = time.perf_counter()
   runner = device.load(prog.meta.name, binary)
   times["load"] = time.perf_counter() - t0
-  if stage_listeners: emit_stage("load", t0, times["load"], prog.meta.name)
+  if watchers.on_stage: watchers.staged("load", t0, times["load"], prog.meta.name)
   prog.meta.target = device.target
   ck = CompiledKernel(ast, prog, source, binary, runner, prog.meta, times)
   if DEBUG >= 3: print(f"--- kernel {prog.meta.name} AST\n{ast.describe()}\nopts: {describe(prog.meta.opts)}")
@@ -104,5 +103,5 @@ def _load(key: tuple, ast: KernelAST, device: Device, prog: LinearProgram, sourc
   compiles += 1
   _compiled[key] = ck
   while len(_compiled) > COMPILED_CACHE_SIZE: _compiled.popitem(last=False)
-  for listener in compiled_listeners: listener(ck)
+  if watchers.on_compiled: watchers.compiled(ck)
   return ck

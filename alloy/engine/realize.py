@@ -1,29 +1,41 @@
-"""Runs a schedule: allocate outputs, compile, load, launch; keeps per-kernel stage timings."""
+"""Runs a schedule: allocate outputs, compile, load, launch; keeps per-kernel stage timings.
+
+The eager path: a realize of one tensor whose graph is one kernel (most eager ops) looks its graph up by the structure
+number its nodes carry (schedule.fusion.structure: made as the graph grows, no walk) and runs a Plan made the first
+time that graph was seen on the device: the compiled kernel, where its inputs and scalar arguments sit in the graph,
+its output buffers. What watchers, DEBUG or BEAM ask for goes through run_schedule, the general path.
+"""
 from __future__ import annotations
-import collections, functools, math, threading, time
+import collections, functools, math, sys, threading, time, weakref
 from alloy.helpers import DEBUG, prod
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import get_device
-from alloy.schedule.fusion import schedule, realized, set_realized, is_buffer_view
+from alloy.schedule.fusion import schedule, is_buffer_view, one_kernel
 from alloy.codegen.program import scalar_words
-from alloy.engine.compiled import compile_kernel, compile_kernels, emit_stage, stage_listeners
+from alloy.engine.compiled import cached, compile_kernel, compile_kernels
 from alloy.engine.search import beam_width
 from alloy.engine.results import Results
 from alloy.engine.backpressure import throttle
+from alloy.engine.values import values
+from alloy.engine.watch import watchers
 
-# launch hooks (the jit's capture and the trace recorder listen here): listener(ck, buffers, elapsed, t_submit, consts),
-# consts: the CONST nodes whose values the launch passed as its scalar arguments
-launch_listeners: list = []
 kernels_launched = 0
-# while above zero every launch waits and reports device time (the trace recorder asks for it)
-device_time_requests = 0
-# called with the tensor before any read of its value on the host (the jit's capture refuses them)
-host_read_guards: list = []
-# each returns tensors to compute along with any realize (the in-place ops' new values: alloy/assign.py)
-realize_companions: list = []
+
+# Tensors changed in place since the last realize (alloy/assign.py tells realize_later): computed along with the next
+# realize, so a loop of in-place updates (a training loop reading only its loss) starts each step from computed values
+_pending: dict = {}
+
+def realize_later(t) -> None:
+  """Compute t (weakly held) along with the next realize."""
+  _pending[id(t)] = weakref.ref(t)
+
+def _take_pending() -> list:
+  out = [t for t in (ref() for ref in _pending.values()) if t is not None]
+  _pending.clear()
+  return out
 
 def buffer_view(buf: Buffer, shape) -> Node:
   """The node reading a whole buffer as a tensor of `shape`."""
@@ -47,33 +59,38 @@ def _output(device_name: str, node: Node) -> tuple[Buffer, Node]:
   if size * node.dtype.itemsize > EAGER_REUSE_MAX_BYTES:
     out = Buffer(device_name, size, node.dtype)
     return out, buffer_view(out, node.shape)
-  key = (device_name, node.dtype, node.shape)
-  if (results := _eager_results.get(key)) is None:
-    layout = (_contiguous_tracker(size, node.shape), node.dtype, node.shape)
-    results = _eager_results[key] = Results(size, node.dtype, device_name, [layout])
-    if len(_eager_results) > EAGER_REUSE_SHAPES: _eager_results.popitem(last=False)
+  results = _results(device_name, node)
   with _reuse_lock: out, _, view = results.next()   # held here before another thread can see the entry unheld
   return out, view
 
-def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
+def _results(device_name: str, node: Node) -> Results:
+  key = (device_name, node.dtype, node.shape)
+  if (results := _eager_results.get(key)) is None:
+    layout = (_contiguous_tracker(math.prod(node.shape), node.shape), node.dtype, node.shape)
+    results = _eager_results[key] = Results(math.prod(node.shape), node.dtype, device_name, [layout])
+    if len(_eager_results) > EAGER_REUSE_SHAPES: _eager_results.popitem(last=False)
+  return results
+
+def run_schedule(targets: list[Node], device_name: str, walked: tuple | None = None) -> dict[int, Buffer]:
+  """Compute the targets on the device (walked: their schedule.fusion structure where the eager path made it)."""
   global kernels_launched
   t0 = time.perf_counter()
-  items = schedule(targets, device_name)
+  items = schedule([values.get(t, device_name) for t in targets], walked)
   t_sched = time.perf_counter() - t0
-  if stage_listeners: emit_stage("schedule", t0, t_sched, f"{len(items)} kernels")
+  if watchers.on_stage: watchers.staged("schedule", t0, t_sched, f"{len(items)} kernels")
   device = get_device(device_name)
   if DEBUG >= 1:
     print(f"realize on {device.name} ({device.target}): scheduled {len(items)} kernel{'s' if len(items) != 1 else ''} in {t_sched*1e3:.2f} ms")
   if len(items) > 1 and not beam_width(): compile_kernels([ast for node, ast, *_ in items if 0 not in node.shape], device)   # new ones side by side
   made: dict[int, Buffer] = {}
   pressure = throttle(device)
-  timed = bool(stage_listeners or launch_listeners)   # the host clock is read only for someone who listens
-  wait = DEBUG >= 2 or device_time_requests > 0
+  timed = bool(watchers.on_stage or watchers.on_launch)   # the host clock is read only for someone who watches
+  wait = DEBUG >= 2 or watchers.device_time
   for node, ast, inputs, consts in items:
     out, view = _output(device.name, node)
     made[id(node)] = out
     if 0 in node.shape:   # an empty result: nothing to compute, no kernel (codegen divides by the output's sizes)
-      set_realized(node, view)
+      values.set(node, view)
       continue
     bufs = [out]
     for inp in inputs[1:]:
@@ -88,16 +105,74 @@ def run_schedule(targets: list[Node], device_name: str) -> dict[int, Buffer]:
     pressure.launched(out.nbytes)
     if timed:
       t_submit = time.perf_counter() - t_launch
-      if stage_listeners: emit_stage("submit", t_launch, t_submit, ck.meta.name)
-      for listener in launch_listeners: listener(ck, bufs, elapsed, t_submit, consts)
+      if watchers.on_stage: watchers.staged("submit", t_launch, t_submit, ck.meta.name)
+      watchers.launched(ck, bufs, elapsed, t_submit, consts)
     if DEBUG >= 2:
       m = ck.meta
       gbs = m.bytes / elapsed / 1e9 if elapsed else 0
       gflops = m.flops / elapsed / 1e9 if elapsed else 0
       print(f"  {m.name:28s} global={m.global_size} local={m.local_size} {elapsed*1e6:9.1f} us "
             f"{gbs:7.2f} GB/s {gflops:7.2f} GFLOP/s  (compile {ck.stage_seconds['compile']*1e3:.1f} ms)")
-    set_realized(node, view)
+    values.set(node, view)
   return made
+
+# ---- the eager path
+
+class Plan:
+  """One kernel's graph on one device, ready to launch again. results: the output's reused buffers (None for a big
+  output: a new buffer each time), with the view the realized tensor takes where it reshapes the kernel's output."""
+  __slots__ = ("ast", "key", "inputs", "consts", "dtypes", "results", "reshaped", "size", "dtype", "shape", "nbytes", "pressure", "dims")
+  def __init__(self, device, node: Node, shape: tuple, ast, inputs: tuple, consts: tuple):
+    self.inputs, self.consts = inputs, consts
+    self.size, self.dtype, self.shape = math.prod(node.shape), node.dtype, node.shape
+    self.nbytes = self.size * self.dtype.itemsize
+    self.results, self.reshaped = None, None if shape == node.shape else shape
+    if self.nbytes <= EAGER_REUSE_MAX_BYTES:
+      layouts = [(_contiguous_tracker(self.size, s), node.dtype, s) for s in ((node.shape,) if shape == node.shape else (node.shape, shape))]
+      self.results = _results(device.name, node) if len(layouts) == 1 else Results(self.size, node.dtype, device.name, layouts)
+    # the compiled kernel is looked up by key at each launch, not held: kernels stay bounded by compiled.py's cache
+    self.ast, self.key = ast, (device.name, ast.root, ast.n_buffers)
+    ck = compile_kernel(ast, device)
+    self.dims, self.dtypes = (ck.meta.global_size, ck.meta.local_size), ck.meta.scalar_dtypes
+    self.pressure = throttle(device)
+
+_plans: dict = {}   # device name -> {one_kernel's number -> Plan}
+PLANS_PER_DEVICE = 4096
+
+def _eager(t):
+  """Realize t through its plan if its graph is one kernel (True), else leave it to the general path: None, or the
+  structure of the base it walked, for the general path's schedule."""
+  global kernels_launched
+  node, device = t.node, t.device
+  base = _peel_reshape(node) if node.op is Op.VIEW else node   # a contiguous reshape: its base computed, viewed
+  if base is not node and values.table and values.get(base, device) is not base: return None   # computed: a view of it
+  walked, kernel = one_kernel(base)
+  if kernel is None: return walked
+  order = walked[0]
+  if (plans := _plans.get(device)) is None: plans = _plans[device] = {}
+  if (plan := plans.get(kernel[0])) is None:
+    if len(plans) >= PLANS_PER_DEVICE: plans.clear()
+    plan = plans[kernel[0]] = Plan(get_device(device), base, node.shape, *kernel[1:])
+  handles = [None]
+  for k in plan.inputs:
+    b = order[k].arg
+    if b.device != device: raise ValueError(f"kernel {plan.ast} mixes devices {b.device} and {device}")
+    handles.append(b.handle)
+  scalars = scalar_words(plan.dtypes, [order[k].arg for k in plan.consts]) if plan.consts else ()
+  if (results := plan.results) is not None:
+    with _reuse_lock: out, _, view, *reshaped = results.next()
+  else:
+    out, reshaped = Buffer(device, plan.size, plan.dtype), ()
+    view = buffer_view(out, base.shape)
+  handles[0] = out.handle
+  if (ck := cached(plan.key)) is None: ck = compile_kernel(plan.ast, get_device(device))
+  ck.runner(handles, scalars, *plan.dims)
+  kernels_launched += 1
+  plan.pressure.launched(plan.nbytes)
+  t.node = view if base is node else reshaped[0] if reshaped and plan.reshaped == node.shape else buffer_view(out, node.shape)
+  del order, walked
+  if sys.getrefcount(base) > 3: values.set(base, view)   # held elsewhere (here: node or this frame, base, the argument)
+  return True
 
 def _peel_reshape(n: Node) -> Node:
   """A contiguous reshape of a computed node needs no copy: realize the node, view its buffer."""
@@ -106,28 +181,32 @@ def _peel_reshape(n: Node) -> Node:
   return n
 
 def realize(tensors) -> None:
-  for companions in realize_companions:
-    if (more := companions()): tensors = list(tensors) + more
+  if _pending: tensors = list(tensors) + _take_pending()
+  walked = None
+  if len(tensors) == 1 and watchers.quiet and not DEBUG:
+    t = tensors[0]
+    if values.table: t.node = values.get(t.node, t.device)
+    if is_buffer_view(t.node) or (not beam_width() and (walked := _eager(t)) is True): return
   by_device: dict[str, list] = {}
   for t in tensors:
-    n = realized(t.node, t.device)
+    n = values.get(t.node, t.device)
     t.node = n
     if is_buffer_view(n): continue
     by_device.setdefault(t.device, []).append(t)
   for device_name, ts in by_device.items():
-    bases = [_peel_reshape(t.node) for t in ts]
-    run_schedule([realized(b, device_name) for b in bases], device_name)
+    bases = [values.get(_peel_reshape(t.node), device_name) for t in ts]
+    run_schedule(bases, device_name, walked if walked is not None and walked[0][-1] is bases[0] else None)
     for t, b in zip(ts, bases):
-      buf_node = realized(b, device_name)
+      buf_node = values.get(b, device_name)
       t.node = buf_node if b is t.node else buffer_view(buf_node.src[0].arg, t.shape)
 
 def buffer_of(t) -> Buffer:
   """The contiguous buffer holding exactly t's elements, realizing (and copying) as needed. Used to read on the host."""
-  for guard in host_read_guards: guard(t)
+  if watchers.on_host_read: watchers.host_read(t)
   realize([t])
   n = t.node
   if not is_buffer_view(n):   # a view of part of a buffer, or strided: copy it into a buffer of its own
     copy = Node(Op.CONTIGUOUS, (n,), None, n.dtype, n.shape)
     run_schedule([copy], t.device)
-    t.node = n = realized(copy, t.device)
+    t.node = n = values.get(copy, t.device)
   return n.src[0].arg

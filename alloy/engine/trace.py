@@ -14,17 +14,16 @@ the host (schedule, lower, render, compile, load, submit).
 from __future__ import annotations
 import atexit, json, os, threading, time
 from alloy.helpers import getenv
-from alloy.engine import realize as engine
-from alloy.engine.compiled import stage_listeners
-from alloy.runtime.device import commit_listeners
+from alloy.engine.watch import Watcher, watchers
 
 PID = 1
 HOST_TRACK = "host"
 
-class TraceRecorder:
-  """Collects events between start() and stop(); save() writes them."""
+class TraceRecorder(Watcher):
+  """Collects events between start() and stop() (a watcher of stages, launches and commits); save() writes them."""
   def __init__(self, path: str, kernel_times: bool = True):
     self.path, self.kernel_times = path, kernel_times
+    self.device_time = kernel_times   # every launch waits and reports its device time
     self.events: list[dict] = []
     self.kernels: dict[str, list] = {}   # device -> its kernel slices, in launch order
     self.command_buffers: list = []      # the CommandBufferRecords committed while recording
@@ -44,10 +43,10 @@ class TraceRecorder:
                                    "ts": (start - self.t0) * 1e6, "dur": max(seconds, 0.0) * 1e6, "args": args})
     return event
 
-  def on_stage(self, stage: str, start: float, seconds: float, detail: str) -> None:
+  def stage(self, stage: str, start: float, seconds: float, detail: str) -> None:
     self._slice(HOST_TRACK, stage, "host", start, seconds, {"detail": detail} if detail else {})
 
-  def on_launch(self, ck, buffers, elapsed, t_submit, consts=()) -> None:
+  def launch(self, ck, buffers, elapsed, t_submit, consts=()) -> None:
     m = ck.meta
     end = time.perf_counter()
     seconds = elapsed if elapsed is not None else t_submit
@@ -59,7 +58,7 @@ class TraceRecorder:
     event = self._slice(device, m.name, "kernel", end - seconds, seconds, args)
     with self.lock: self.kernels.setdefault(device, []).append(event)
 
-  def on_commit(self, record) -> None:
+  def commit(self, record) -> None:
     with self.lock: self.command_buffers.append(record)
 
   def command_buffer_slices(self) -> list[dict]:
@@ -82,18 +81,10 @@ class TraceRecorder:
 
   def start(self) -> "TraceRecorder":
     self.t0 = time.perf_counter()
-    stage_listeners.append(self.on_stage)
-    engine.launch_listeners.append(self.on_launch)
-    commit_listeners.append(self.on_commit)
-    if self.kernel_times: engine.device_time_requests += 1
+    watchers.attach(self)
     return self
 
-  def stop(self) -> None:
-    if self.on_launch in engine.launch_listeners:
-      stage_listeners.remove(self.on_stage)
-      engine.launch_listeners.remove(self.on_launch)
-      commit_listeners.remove(self.on_commit)
-      if self.kernel_times: engine.device_time_requests -= 1
+  def stop(self) -> None: watchers.detach(self)
 
   def save(self) -> str:
     if os.path.dirname(self.path): os.makedirs(os.path.dirname(self.path), exist_ok=True)

@@ -44,7 +44,7 @@ def constant_signature(n: "Node", with_value: bool) -> int:
   return sig
 
 class Node:
-  __slots__ = ("op", "src", "arg", "dtype", "shape", "key", "realized", "sig", "__weakref__")
+  __slots__ = ("op", "src", "arg", "dtype", "shape", "key", "sig", "__weakref__")
 
   def __new__(cls, op: Op, src: tuple = (), arg=None, dtype: DType = None, shape: tuple = ()):
     # Keys hold the ids of live sources (a node keeps its sources alive), so a stale entry's reference is dead.
@@ -58,7 +58,6 @@ class Node:
     if (ref := _table.get(key)) is not None and (hit := ref()) is not None: return hit
     self = object.__new__(cls)
     self.op, self.src, self.arg, self.dtype, self.shape, self.key = op, src, arg, dtype, shape, key
-    self.realized = None   # (generation, view of the buffer holding this node's value) once computed
     self.sig = None        # its signature (see _signature), made when a schedule first asks; a constant's is the
                            # schedule's (value-free where its kernels take it as an argument: see schedule/fusion.py)
     if len(_table) >= _sweep_at: _sweep()

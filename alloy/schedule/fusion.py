@@ -10,36 +10,12 @@ value reuses the kernel: the schedule cache keys those by dtype and shape only, 
 graph constants that give its arguments' values (see _lifted and _literal_use for the ones that stay literal).
 """
 from __future__ import annotations
-import contextlib
+import itertools
 from alloy.helpers import prod, strides_for_shape
 from alloy.ir.node import Node, constant_signature
 from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker
 from alloy.ir.kernel import KernelAST
-
-# A computed node remembers the buffer holding its value, so later graphs that still mention it read the
-# buffer. Entries older than _valid_from are ignored: the jit's capture needs every kernel launched again.
-_generation, _valid_from = 0, 0
-
-def realized(n: Node, device: str | None = None) -> Node:
-  """The view of the buffer holding n's value if n was computed (on device, where one is named), else n. Nodes are
-  shared between devices where nothing in them names one (a graph of constants), so the engine names the device."""
-  r = n.realized
-  if r is None or r[0] < _valid_from: return n
-  view = r[1]
-  return view if device is None or (view.src[0].arg if view.op is Op.VIEW else view.arg).device == device else n
-
-def set_realized(n: Node, view: Node) -> None: n.realized = (_generation, view)
-
-@contextlib.contextmanager
-def forget_realized():
-  """Inside, nodes computed before count as not computed."""
-  global _generation, _valid_from
-  saved = _valid_from
-  _generation += 1
-  _valid_from = _generation
-  try: yield
-  finally: _valid_from = saved
 
 def _pure_expand_dims(view_node: Node) -> list[bool] | None:
   """For VIEW(reduce) that only broadcasts (and adds or drops size-1 axes): per axis, True where the value varies."""
@@ -110,11 +86,12 @@ def _constant_part(n: Node) -> int:
 _schedules: dict = {}
 SCHEDULE_CACHE_SIZE, SCHEDULE_VARIANTS = 4096, 4
 
-def schedule(targets: list[Node], device: str | None = None) -> list[tuple[Node, KernelAST, list, list]]:
+def schedule(targets: list[Node], walked: tuple | None = None) -> list[tuple[Node, KernelAST, list, list]]:
   """Kernels in dependency order: (node realized, its AST, the nodes bound as its inputs [0]=itself, the CONST nodes
-  whose values are its scalar arguments)."""
-  targets = [realized(t, device) for t in targets]
-  order, position, key = _structure(targets)
+  whose values are its scalar arguments). A pure function of the graph: which nodes were computed before is the
+  engine's to know (engine/values.py); it hands in the targets not computed yet. walked: _structure(targets), where
+  the caller has it (one_kernel's)."""
+  order, position, key = walked or _structure(targets)
   if (variants := _schedules.get(key)) is not None:
     for pinned, hit in variants:
       if not pinned or all(order[p].key[2] == v for p, v in pinned):
@@ -156,7 +133,31 @@ def _structure(targets: list[Node]) -> tuple:
   for t in targets: parts.append(position[t])
   return list(position), position, tuple(parts)
 
-def _schedule(targets: list[Node]) -> list[tuple[Node, KernelAST, list]]:
+# ---- one kernel's graph: the eager path's schedule lookup
+# structure key -> (a number naming it, the AST, the places (in _structure's order) of its input BUFFER nodes, of the
+# CONST nodes of its scalar arguments) where the graph is one kernel computing its root with no constant kept literal
+# past MAX_KERNEL_VARS; None where it is not
+_one_kernel: dict = {}
+_kernel_numbers = itertools.count()
+
+def one_kernel(n: Node) -> tuple:
+  """(_structure([n]), _one_kernel's entry for n's graph). A graph seen the first time is scheduled through schedule(),
+  so that one that is not one kernel finds its schedule cached there."""
+  walked = _structure([n])
+  if (hit := _one_kernel.get(walked[2], _one_kernel)) is not _one_kernel: return walked, hit
+  hit = None
+  if not is_buffer_view(n) and 0 not in n.shape:
+    items = schedule([n], walked)
+    pinned = any(p for p, _ in _schedules.get(walked[2], ()))
+    if len(items) == 1 and items[0][0] is n and not pinned and all(i.op is Op.BUFFER for i in items[0][2][1:]):
+      _, ast, inputs, consts = items[0]
+      position = walked[1]
+      hit = (next(_kernel_numbers), ast, tuple(position[i] for i in inputs[1:]), tuple(position[c] for c in consts))
+  if len(_one_kernel) >= SCHEDULE_CACHE_SIZE: _one_kernel.clear()
+  _one_kernel[walked[2]] = hit
+  return walked, hit
+
+def _schedule(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, list]], list]:
   # 1. decide which nodes become kernels
   parents: dict[int, int] = {}
   nodes = {}

@@ -4,7 +4,7 @@ from pathlib import Path
 import numpy as np
 import alloy
 from alloy import Tensor
-from alloy.engine import realize as engine
+from alloy.engine.watch import OnLaunch, watchers
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,12 +18,9 @@ def test_trace_has_one_slice_per_launch(tmp_path, device):
   path = tmp_path / "t.json"
   x = Tensor(np.ones((8, 8), np.float32), device=device)
   f = alloy.jit(lambda a: (a * 2).sum(0))
-  engine.launch_listeners.append(count)
-  try:
-    with alloy.trace(str(path)):
-      (x @ x).relu().softmax(-1).numpy()
-      for _ in range(3): f(x)
-  finally: engine.launch_listeners.remove(count)
+  with watchers.watching(OnLaunch(count)), alloy.trace(str(path)):
+    (x @ x).relu().softmax(-1).numpy()
+    for _ in range(3): f(x)
   events, kernels = _kernel_slices(path)
   assert [k["name"] for k in kernels] == launches and len(launches) >= 4
   for k in kernels:
@@ -33,7 +30,7 @@ def test_trace_has_one_slice_per_launch(tmp_path, device):
     for field in ("target", "global_size", "local_size", "vector_widths", "opts", "flops", "bytes"): assert field in args
   stages = {e["name"] for e in events if e.get("cat") == "host"}
   assert {"schedule", "submit"} <= stages
-  assert not engine.device_time_requests and not engine.launch_listeners
+  assert not watchers.device_time and not watchers.on_launch and not watchers.on_stage
 
 def test_trace_env_and_cli(tmp_path):
   path = tmp_path / "env.json"

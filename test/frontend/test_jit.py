@@ -4,6 +4,7 @@ import numpy as np, pytest
 import alloy
 from alloy import Tensor, jit, JitError
 from alloy.engine import realize as engine
+from alloy.engine.watch import OnLaunch, watchers
 from alloy.codegen.program import scalar_words
 from conftest import assert_close
 
@@ -155,9 +156,7 @@ def test_cpu_graph_rebinds_buffers():
   rec = []
   listener = lambda ck, bufs, e, t, consts: rec.append((ck, bufs, _words(ck, consts)))
   x = Tensor(np.arange(4, dtype=np.float32), device="CPU").realize()
-  engine.launch_listeners.append(listener)
-  try: y = (x * 2 + 1).realize()
-  finally: engine.launch_listeners.remove(listener)
+  with watchers.watching(OnLaunch(listener)): y = (x * 2 + 1).realize()
   (ck, bufs, words), = rec
   assert len(words) == 1   # the 2 is the kernel's argument (1 stays a literal)
   dev = alloy.get_device("CPU")
@@ -216,9 +215,7 @@ def test_launch_list_rebinds_buffers(generic):
   rec = []
   listener = lambda ck, bufs, e, t, consts: rec.append((ck, bufs, _words(ck, consts)))
   x = Tensor(np.arange(4, dtype=np.float32), device="CPU").realize()
-  engine.launch_listeners.append(listener)
-  try: y = ((x * 2).realize() + 1).realize()
-  finally: engine.launch_listeners.remove(listener)
+  with watchers.watching(OnLaunch(listener)): y = ((x * 2).realize() + 1).realize()
   dev = alloy.get_device("CPU")
   kind = LaunchList if generic else dev.launch_list
   ll = kind([(ck.runner, [b.handle for b in bufs], words, ck.meta.global_size, ck.meta.local_size) for ck, bufs, words in rec], dev)

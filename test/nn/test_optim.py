@@ -4,7 +4,8 @@ parameter); a learning-rate schedule and Adam's step count compile nothing after
 import numpy as np, pytest
 import alloy
 from alloy import Tensor, optim
-from alloy.engine import compiled, realize as engine
+from alloy.engine import compiled
+from alloy.engine.watch import OnLaunch, watchers
 from alloy.optim.optimizer import PARAMS_PER_KERNEL
 from conftest import assert_close
 
@@ -53,9 +54,7 @@ def test_trajectory_matches_torch(device, dtype, name, kw):
 
 def _count_launches(fn):
   launches = []
-  engine.launch_listeners.append(lambda *a: launches.append(a))
-  try: fn()
-  finally: engine.launch_listeners.pop()
+  with watchers.watching(OnLaunch(lambda *a: launches.append(a))): fn()
   return len(launches)
 
 def test_a_step_is_a_few_kernels_and_a_schedule_compiles_nothing(device):

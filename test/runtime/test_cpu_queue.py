@@ -460,12 +460,9 @@ def test_several_threads_launching_parallel_kernels(dev, k, rng):
 
 def _parallel_launches(fn) -> list:
   """The parallel ranges of the kernels fn() launches."""
-  from alloy.engine import realize as engine
+  from alloy.engine.watch import OnLaunch, watchers
   seen = []
-  listener = lambda ck, bufs, elapsed, t, *_: seen.append(ck.runner.parallel.value)
-  engine.launch_listeners.append(listener)
-  try: fn()
-  finally: engine.launch_listeners.remove(listener)
+  with watchers.watching(OnLaunch(lambda ck, bufs, elapsed, t, *_: seen.append(ck.runner.parallel.value))): fn()
   return seen
 
 @pytest.mark.parametrize("rows", [0, 1, 2, 3, 5, 17, 1001])

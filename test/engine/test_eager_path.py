@@ -1,0 +1,100 @@
+"""The eager path (one tensor, one kernel: a Plan), the table of computed values, and the watcher interface."""
+import gc
+import numpy as np, pytest
+from alloy import Tensor
+from alloy.engine import realize as engine
+from alloy.engine.values import values
+from alloy.engine.watch import OnLaunch, Watcher, watchers
+from alloy.runtime.device import commit_listeners
+from conftest import assert_close
+
+def test_plan_binds_each_call_its_own_buffers_and_numbers(device, rng):
+  xs = [rng.uniform(1, 2, 64).astype(np.float32) for _ in range(3)]
+  ts = [Tensor(x, device=device).realize() for x in xs]
+  for k in range(3):   # the same graph on other buffers and other lifted constants: one plan
+    for i, (t, x) in enumerate(zip(ts, xs)):
+      got = (t * (1.5 + k) + (i - 3.25)).realize()
+      assert_close(got.numpy(), x * np.float32(1.5 + k) + np.float32(i - 3.25), rtol=1e-6)
+  a, b = ts[0], ts[1]   # a*a and a*b are one structure of nodes but one and two inputs
+  assert_close((a * a).numpy(), xs[0] * xs[0], rtol=1e-6)
+  assert_close((a * b).numpy(), xs[0] * xs[1], rtol=1e-6)
+  assert_close((b * a + a).numpy(), xs[1] * xs[0] + xs[0], rtol=1e-6)
+
+def test_chain_of_dependent_launches(device):
+  x = Tensor(np.ones(256, np.float32), device=device).realize()
+  want = np.ones(256, np.float32)
+  for _ in range(50):
+    x = (x * 1.0001 + 1).realize()
+    want = want * np.float32(1.0001) + np.float32(1)
+  assert_close(x.numpy(), want, rtol=1e-5)
+
+def test_reshaped_results_get_their_shapes(device):
+  x = Tensor(np.arange(12, dtype=np.float32), device=device).realize()
+  for shape in [(3, 4), (4, 3), (12,), (3, 4), (2, 2, 3)]:
+    y = (x * 2 + 1).reshape(shape).realize()
+    assert y.shape == shape and y.node.shape == shape
+    assert_close(y.numpy(), (np.arange(12, dtype=np.float32) * 2 + 1).reshape(shape))
+
+def test_a_node_held_twice_is_computed_once(device):
+  x = Tensor(np.arange(6, dtype=np.float32), device=device).realize()
+  y, z = x * 2, x * 2          # equal expressions: one hash-consed node
+  assert y.node is z.node
+  before = engine.kernels_launched
+  y.realize(); z.realize()
+  assert engine.kernels_launched - before == 1
+  assert_close(z.numpy(), np.arange(6, dtype=np.float32) * 2)
+  n = len(values)
+  del y, z
+  gc.collect()
+  assert len(values) < n or n == 0   # the entry goes with its node
+
+def test_values_forgetting_makes_every_node_count_as_not_computed(device):
+  x = Tensor(np.arange(6, dtype=np.float32), device=device).realize()
+  y, z = x + 5, x + 5
+  y.realize()
+  with values.forgetting(): assert values.get(z.node, device) is z.node
+  assert values.get(z.node, device) is not z.node
+
+def test_in_place_changes_are_computed_with_the_next_realize(device):
+  a = Tensor(np.ones(8, np.float32), device=device).realize()
+  b = Tensor(np.ones(8, np.float32), device=device).realize()
+  a += 3
+  assert not a.node.op.name == "VIEW"
+  (b * 2).realize()
+  assert a.node.op.name == "VIEW" and a.node.src[0].op.name == "BUFFER"   # computed along with b * 2
+  assert_close(a.numpy(), np.full(8, 4, np.float32))
+
+class _Counts(Watcher):
+  def __init__(self): self.launches, self.commits, self.reads = [], [], []
+  def launch(self, ck, buffers, elapsed, t_submit, consts): self.launches.append((ck.meta.name, elapsed))
+  def commit(self, record): self.commits.append(record)
+  def host_read(self, tensor): self.reads.append(tensor.shape)
+
+def test_watchers_hear_what_they_override_and_leave_no_trace(device):
+  w = _Counts()
+  x = Tensor(np.ones(16, np.float32), device=device).realize()
+  with watchers.watching(w):
+    assert w in watchers.on_launch and w in watchers.on_commit and w not in watchers.on_stage
+    assert not watchers.quiet and not watchers.device_time
+    (x * 3 + 2).numpy()
+  assert len(w.launches) == 1
+  assert w.reads == [(16,)] and w.commits         # the read, and the command buffer holding the launch
+  assert w not in watchers.attached and watchers.quiet and not watchers.on_commit and not commit_listeners   # the bridge went too
+  (x * 4).numpy()
+  assert len(w.launches) == 1                     # detached: hears nothing more
+
+def test_device_time_watchers_get_measured_launches(device):
+  times = []
+  x = Tensor(np.ones(16, np.float32), device=device).realize()
+  with watchers.watching(OnLaunch(lambda ck, b, elapsed, t, c: times.append(elapsed), device_time=True)):
+    assert watchers.device_time
+    (x * 5 - 1).realize()
+  assert len(times) == 1 and times[0] is not None and times[0] >= 0
+  assert not watchers.device_time
+
+def test_a_watcher_refusing_host_reads_raises(device):
+  class Refuse(Watcher):
+    def host_read(self, tensor): raise RuntimeError("no reads here")
+  x = Tensor(np.ones(4, np.float32), device=device)
+  with watchers.watching(Refuse()), pytest.raises(RuntimeError, match="no reads here"): (x + 1).numpy()
+  assert_close((x + 1).numpy(), np.full(4, 2, np.float32))
