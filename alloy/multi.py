@@ -110,7 +110,9 @@ class ShardedTensor:
   def to(self, device) -> Tensor:
     """The whole value on one device (a Tensor): a replica, or the shards copied there and concatenated."""
     dev = canonical_device(device)
-    if self.axis is None: return next((s for s in self.shards if s.device == dev), None) or self.shards[0].to(dev)
+    if self.axis is None:
+      here = [s for s in self.shards if s.device == dev]
+      return here[0] if here else self.shards[0].to(dev)
     return cat([s if s.device == dev else s.to(dev) for s in self.shards], self.axis)
   def gather(self) -> "ShardedTensor":
     """Replicated: every device gets the whole value (an all-gather of the shards)."""
