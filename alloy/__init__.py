@@ -18,6 +18,7 @@ from alloy.contraction import einsum
 from alloy.triangular import tril, triu
 from alloy.logexp import log1p, expm1, logaddexp, logaddexp2
 from alloy.vector_norm import norm
+from alloy.multi import ShardedTensor, shard   # several devices: Tensor.shard, collectives in alloy.collectives
 
 manual_seed = Tensor.manual_seed
 zeros, ones, full, empty, arange, linspace, eye = Tensor.zeros, Tensor.ones, Tensor.full, Tensor.empty, Tensor.arange, Tensor.linspace, Tensor.eye
@@ -37,5 +38,5 @@ def matmul(a, b): return a.matmul(b)
 def synchronize(device=None): get_device(device or default_device()).synchronize()
 
 for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, cummax, cummin, tril, triu, log1p, expm1,
-            logaddexp, logaddexp2, norm):
+            logaddexp, logaddexp2, norm, shard):
   setattr(Tensor, _op.__name__, _op)

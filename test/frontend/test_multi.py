@@ -1,0 +1,170 @@
+"""Sharded tensors (alloy/multi.py) and the Tensor-level collectives (alloy/collectives.py) over CPU:0..2, each CPU:k a
+device of its own (its own queue and buffers): values against NumPy, gradients against the same computation on one
+device, the collectives inserted where a rule needs them, and the errors."""
+import numpy as np, pytest
+import alloy
+from alloy import Tensor, ShardedTensor, collectives
+
+DEVS = ["CPU:0", "CPU:1", "CPU:2"]
+rng = np.random.default_rng(0)
+
+def _r(*shape): return rng.uniform(-2, 2, shape).astype(np.float32)
+
+def _close(a, b, tol=1e-5): np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=tol, atol=tol)
+
+@pytest.fixture
+def counted(monkeypatch):
+  """Which collectives ran: a list of names, filled as collectives.all_reduce / all_gather are called."""
+  calls = []
+  for name in ("all_reduce", "all_gather"):
+    real = getattr(collectives, name)
+    monkeypatch.setattr(collectives, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+  return calls
+
+def test_shard_and_gather():
+  x = _r(6, 3)
+  for axis in (None, 0, 1, -1):
+    s = Tensor(x).shard(DEVS, axis)
+    assert s.shape == (6, 3) and s.devices == ("CPU", "CPU:1", "CPU:2")
+    assert s.axis == (None if axis is None else axis % 2)
+    for k, shard in enumerate(s.shards):
+      assert shard.device == ("CPU" if k == 0 else f"CPU:{k}")
+      want = x if axis is None else np.split(x, 3, axis=axis)[k]
+      np.testing.assert_array_equal(shard.numpy(), want)
+    np.testing.assert_array_equal(s.numpy(), x)
+    whole = s.to("CPU:1")
+    assert isinstance(whole, Tensor) and whole.device == "CPU:1"
+    np.testing.assert_array_equal(whole.numpy(), x)
+    g = s.gather()
+    assert g.axis is None and all(np.array_equal(t.numpy(), x) for t in g.shards)
+  s = Tensor(x).shard(3, 0)   # a count: the default kind's first devices
+  assert s.devices == ("CPU", "CPU:1", "CPU:2")
+
+def test_elementwise_and_broadcasting(counted):
+  x, b, c = _r(6, 4), _r(4), _r(6, 4)
+  xs = Tensor(x).shard(DEVS, 0)
+  _close(((xs * 2 + 1).exp() - 3).numpy(), np.exp(x * 2 + 1) - 3)
+  _close(xs.relu().numpy(), np.maximum(x, 0))
+  _close((1 / (xs.abs() + 1)).numpy(), 1 / (np.abs(x) + 1))
+  _close((xs + Tensor(b).shard(DEVS)).numpy(), x + b)          # replicated bias broadcast along the split axis
+  _close((xs * Tensor(c).shard(DEVS)).numpy(), x * c)          # replicated, spanning the split axis: sliced locally
+  _close((xs - Tensor(c).shard(DEVS, 0)).numpy(), x - c)       # split alike
+  assert counted == []
+  r6, y6 = _r(6, 6), _r(6, 6)
+  ys = Tensor(y6).shard(DEVS, 1)
+  out = Tensor(x[:, :1]).shard(DEVS) * 0 + xs                  # (6, 1) replicated meets split rows
+  assert out.axis == 0
+  zs = Tensor(r6).shard(DEVS, 0) + ys                    # split two ways: one side is gathered
+  assert counted == ["all_gather"] and zs.axis == 0
+  _close(zs.numpy(), r6 + y6)
+  assert (xs > 0).numpy().tolist() == (x > 0).tolist()
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_reductions(axis, counted):
+  x = _r(6, 9)
+  xs = Tensor(x).shard(DEVS, axis)
+  for dim in (None, 0, 1, (0, 1)):
+    for keepdim in (False, True):
+      counted.clear()
+      s = xs.sum(dim, keepdim)
+      _close(s.numpy(), x.sum(axis=dim if not isinstance(dim, tuple) else dim, keepdims=keepdim))
+      reduced = dim is None or dim == axis or (isinstance(dim, tuple) and axis in dim)
+      assert counted == (["all_reduce"] if reduced else []) and (s.axis is None) == reduced
+      _close(xs.mean(dim, keepdim).numpy(), x.mean(axis=dim, keepdims=keepdim))
+      _close(xs.amax(dim, keepdim).numpy(), x.max(axis=dim, keepdims=keepdim))
+      _close(xs.amin(dim, keepdim).numpy(), x.min(axis=dim, keepdims=keepdim))
+  _close(xs.var(1).numpy(), x.var(1, ddof=1))
+  e = np.exp(x - x.max(1, keepdims=True))
+  _close(xs.softmax(1).numpy(), e / e.sum(1, keepdims=True))
+  _close(xs.log_softmax(1).numpy(), np.log(e / e.sum(1, keepdims=True)))
+
+def test_matmul_rules(counted):
+  a, w = _r(6, 9), _r(9, 3)
+  cases = [  # (a's axis, w's axis, the result's axis, the collectives)
+    (0, None, 0, []), (None, 1, None, []), (1, 0, None, ["all_reduce"]), (1, None, None, ["all_reduce"]),
+    (None, 0, None, ["all_reduce"]), (None, None, None, []), (0, 1, 0, ["all_gather"])]
+  for ax_a, ax_w, ax_out, calls in cases:
+    if ax_w == 1: w = _r(9, 6)
+    else: w = _r(9, 3)
+    counted.clear()
+    out = Tensor(a).shard(DEVS, ax_a) @ Tensor(w).shard(DEVS, ax_w)
+    _close(out.numpy(), a @ w, 1e-4)
+    assert (out.axis, counted) == ((1 if ax_w == 1 and ax_a is None else ax_out), calls), (ax_a, ax_w)
+  x3 = _r(3, 4, 9)
+  _close((Tensor(x3).shard(DEVS, 0) @ Tensor(w).shard(DEVS)).numpy(), x3 @ w, 1e-4)
+
+def test_views():
+  x = _r(6, 2, 3)
+  xs = Tensor(x).shard(DEVS, 0)
+  assert xs.flatten(1).axis == 0 and xs.flatten(1).shape == (6, 6)
+  np.testing.assert_array_equal(xs.flatten(1).numpy(), x.reshape(6, 6))
+  np.testing.assert_array_equal(xs.permute(2, 0, 1).numpy(), x.transpose(2, 0, 1))
+  assert xs.permute(2, 0, 1).axis == 1 and xs.T.axis == 2
+  np.testing.assert_array_equal(xs.reshape(6, 3, 2).numpy(), x.reshape(6, 3, 2))
+  with pytest.raises(NotImplementedError, match="cut the split axis"): xs.reshape(36)
+
+def test_gradients_match_one_device():
+  x, w1, w2 = _r(6, 9), _r(9, 6), _r(6, 3)
+  def loss_of(x, w1, w2): return (((x @ w1).tanh() @ w2) ** 2).mean()
+  p1, p2 = Tensor(w1).requires_grad_(), Tensor(w2).requires_grad_()
+  ref = loss_of(Tensor(x), p1, p2)
+  ref.backward()
+  for ax_x, ax_w1, ax_w2 in [(0, None, None), (1, 0, None), (None, 1, 0), (0, 1, 0)]:
+    s1 = Tensor(w1).shard(DEVS, ax_w1).requires_grad_()
+    s2 = Tensor(w2).shard(DEVS, ax_w2).requires_grad_()
+    loss = loss_of(Tensor(x).shard(DEVS, ax_x), s1, s2)
+    assert loss.axis is None
+    _close(loss.item(), ref.item())
+    loss.backward()
+    assert s1.grad.axis == ax_w1 and s2.grad.axis == ax_w2
+    _close(s1.grad.numpy(), p1.grad.numpy(), 1e-5)
+    _close(s2.grad.numpy(), p2.grad.numpy(), 1e-5)
+
+def test_gradient_back_to_the_sharded_tensor():
+  # shard() of a tensor that requires grad: the gradient reaches it through the copies (replication's adjoint: a sum)
+  w0 = Tensor(_r(9, 3)).requires_grad_()
+  x = _r(6, 9)
+  (Tensor(x).shard(DEVS, 0) @ w0.shard(DEVS)).sum().backward()
+  _close(w0.grad.numpy(), np.repeat(x.sum(0)[:, None], 3, 1), 1e-5)
+
+def test_collective_gradients():
+  xs = [_r(2, 3) for _ in DEVS]
+  ts = [Tensor(x, device=d).requires_grad_() for x, d in zip(xs, DEVS)]
+  outs = collectives.all_gather(ts, axis=1)
+  assert outs[1].shape == (2, 9) and outs[2].device == "CPU:2"
+  _close(outs[2].numpy(), np.concatenate(xs, 1))
+  weights = [_r(2, 9) for _ in DEVS]
+  sum((o * Tensor(wt, device=o.device)).sum().to("CPU") for o, wt in zip(outs, weights)).backward()
+  total = sum(weights)   # every output is a function of every input: the gradients add (a reduce-scatter)
+  for k, t in enumerate(ts): _close(t.grad.numpy(), total[:, 3 * k:3 * (k + 1)])
+  ts = [Tensor(np.tile(x, (3, 1)), device=d).requires_grad_() for x, d in zip(xs, DEVS)]
+  rs = collectives.reduce_scatter(ts, axis=0)
+  _close(rs[1].numpy(), sum(xs))
+  (rs[1] * 2).sum().backward()
+  for t in ts: _close(t.grad.numpy(), np.concatenate([np.zeros((2, 3)), np.full((2, 3), 2), np.zeros((2, 3))]))
+  ts = [Tensor(x, device=d).requires_grad_() for x, d in zip(xs, DEVS)]
+  m = collectives.all_reduce(ts, "max")
+  _close(m[0].numpy(), np.maximum.reduce(xs))
+  m[0].sum().backward()
+  for x, t in zip(xs, ts): _close(t.grad.numpy(), (x == np.maximum.reduce(xs)).astype(np.float32))
+  root = Tensor(xs[0], device="CPU:1").requires_grad_()
+  b = collectives.broadcast(root, DEVS)
+  assert [t.device for t in b] == ["CPU", "CPU:1", "CPU:2"]
+  sum(t.sum().to("CPU:1") for t in b).backward()
+  _close(root.grad.numpy(), np.full((2, 3), 3.0))
+
+def test_errors():
+  x = Tensor(_r(6, 4))
+  with pytest.raises(ValueError, match="does not split evenly"): x.shard(DEVS, 1)
+  with pytest.raises(ValueError, match="appears twice"): x.shard(["CPU:0", "CPU"])
+  xs = x.shard(DEVS, 0)
+  with pytest.raises(ValueError, match="shard the Tensor first"): xs + x
+  with pytest.raises(ValueError, match="same devices"): xs + x.shard(DEVS[:2], 0)
+  with pytest.raises(ValueError, match="same shape and dtype"): collectives.all_reduce([Tensor(_r(2)), Tensor(_r(3), device="CPU:1")])
+  with pytest.raises(AttributeError, match="ShardedTensor has no attribute 'conv2d'"): xs.conv2d(None)
+  @alloy.jit
+  def f(a, b): return collectives.all_reduce([a * 2, b * 2])[0]
+  a, b = Tensor(_r(4)), Tensor(_r(4), device="CPU:1")
+  f(a, b)
+  with pytest.raises(alloy.JitError, match="not captured by @jit"): f(a, b)
+  assert isinstance(xs, ShardedTensor) and "split on axis 0" in repr(xs)
