@@ -30,7 +30,7 @@ def run(quick: bool = False):
     r = {"workload": workload, "unit": "TFLOP/s", "alloy": flops / device_seconds(lambda: fn(*ours_in), dev) / 1e12}
     r["torch"] = flops / torch_time(lambda: (torch_fn or fn)(*torch_in)) / 1e12
     if compile_too:
-      compiled, why_not = torch_compiled(fn, *torch_in)
+      compiled, why_not = torch_compiled(torch_fn or fn, *torch_in)
       if compiled is not None: r["compile"] = flops / torch_time(lambda: compiled(*torch_in)) / 1e12
       else: notes.add(why_not)
     rows.append(r)
