@@ -20,7 +20,7 @@ from alloy.codegen.opts import choose_opts
 from alloy.codegen.plan import Plan, make_plan
 from alloy.codegen.vectorize import vectorize
 from alloy.codegen.passes import after_lowering
-from alloy.codegen.tensor_core import accumulator_index, grid
+from alloy.codegen.tensor_core import accumulator_index, grid, tile_origin
 from alloy.ir.kernel import KernelAST
 
 GROUP_VECTOR = 4   # elements a grouped-reduction thread takes at once: one 16-byte access for 4-byte types
@@ -477,8 +477,8 @@ class Lowerer:
     lane = sym.Var("lidx", 0, tile.threads - 1)
     self.stack[0].add(Instr(Kind.SPECIAL, dt.int32, (), (group, "group")))
     self.stack[0].add(Instr(Kind.SPECIAL, dt.int32, (), (lane, "lane")))
-    m0, n0 = sym.mod(sym.div(group, tiles_n), tiles_m) * tile.bm, sym.mod(group, tiles_n) * tile.bn
-    batch = _unflatten(sym.div(group, tiles_m * tiles_n), spec.batch)
+    m0, n0, batch_flat = tile_origin(spec, tile, group)
+    batch = _unflatten(batch_flat, spec.batch)
     def offset(op) -> sym.Expr:
       flat = sym.Const(op.offset)
       for e, st in zip(batch, op.batch_strides): flat = flat + e * st

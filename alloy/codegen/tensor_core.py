@@ -43,11 +43,13 @@ class TensorCoreTile:
   def shared_bytes(self, itemsize: int = 2) -> int: return self.stages * (self.bm + self.bn) * self.bk * itemsize
   def __str__(self): return f"{self.bm}x{self.bn}x{self.bk} {self.warps} warps of {self.wm}x{self.wn}, {self.stages} stages"
 
-TILES = (
-  TensorCoreTile(128, 128, 32, 64, 32, 3),   # 0: large matmuls: 48 KiB of shared memory, 64 accumulators a thread
-  TensorCoreTile(128, 64, 32, 64, 32, 4),    # 1: fewer columns, a deeper pipeline (48 KiB)
+TILES = (   # shared memory: stages x (BM + BN) x BK x 2 bytes
+  TensorCoreTile(128, 128, 32, 64, 32, 4),   # 0: large matmuls: 64 KiB, 64 accumulators a thread, 2 threadgroups an SM
+  TensorCoreTile(128, 64, 32, 64, 32, 4),    # 1: fewer columns (48 KiB)
   TensorCoreTile(64, 64, 32, 32, 32, 4),     # 2: small matmuls: more threadgroups to fill the GPU (32 KiB)
-  TensorCoreTile(128, 256, 32, 64, 64, 2),   # 3: widest: 128 accumulators a thread, 2 stages (48 KiB)
+  TensorCoreTile(128, 256, 32, 64, 64, 3),   # 3: wide: 128 accumulators a thread (72 KiB)
+  TensorCoreTile(128, 128, 64, 64, 32, 3),   # 4: half the barriers per K (96 KiB)
+  TensorCoreTile(256, 128, 32, 64, 64, 3),   # 5: tall: 128 accumulators a thread (72 KiB)
 )
 
 __doc__ += "\n".join(f"- {k}: {t}" for k, t in enumerate(TILES)) + "\n"
@@ -76,8 +78,9 @@ def check(spec: MatmulSpec | None, tile: TensorCoreTile, caps: DeviceCaps) -> st
   if spec.acc_dtype.name != "float32":
     return f"{spec.acc_dtype.name} accumulation: the tiles accumulate in float32 only"
   if tile.stages < 2: return f"{tile.stages} stages: the pipeline needs at least 2"
-  if (nb := tile.shared_bytes(spec.operand_dtype.itemsize)) > caps.shared_bytes:
-    return f"{tile}: {nb} bytes of shared memory, over the device's {caps.shared_bytes}"
+  limit = max(caps.shared_bytes, caps.dynamic_shared_bytes)   # the pipeline is in dynamic shared memory
+  if (nb := tile.shared_bytes(spec.operand_dtype.itemsize)) > limit:
+    return f"{tile}: {nb} bytes of shared memory, over the device's {limit}"
   if tile.threads > caps.max_local: return f"{tile}: {tile.threads} threads, over the device's {caps.max_local}"
   if tile.accumulators + FRAGMENT_REGISTERS > caps.registers:
     return (f"{tile}: {tile.accumulators} accumulators per thread and {FRAGMENT_REGISTERS} for fragments and addresses, "
@@ -101,6 +104,20 @@ def aligned(spec: MatmulSpec) -> tuple[bool, bool]:
 def grid(spec: MatmulSpec, tile: TensorCoreTile) -> tuple[int, int, int]:
   """(threadgroups along M, along N, batch elements): the launch is their product, N fastest."""
   return -(-spec.M // tile.bm), -(-spec.N // tile.bn), prod(spec.batch)
+
+RASTER = 8   # threadgroups run down this many tile rows before moving one column on: neighbours share operand panels in L2
+
+def tile_origin(spec: MatmulSpec, tile: TensorCoreTile, group: sym.Expr) -> tuple:
+  """(first row, first column, flat batch element) of threadgroup `group`'s tile. Within a batch element the tiles go
+  in column-major strips RASTER tile rows tall (where RASTER divides the tile rows), so the threadgroups running at
+  once read a few row panels of A and column panels of B, which stay in L2, instead of every panel of B."""
+  tiles_m, tiles_n, _ = grid(spec, tile)
+  flat = sym.mod(group, tiles_m * tiles_n)
+  if tiles_m % RASTER == 0 and tiles_m > RASTER and tiles_n > 1:
+    strip = sym.mod(flat, RASTER * tiles_n)
+    tm, tn = sym.div(flat, RASTER * tiles_n) * RASTER + sym.mod(strip, RASTER), sym.div(strip, RASTER)
+  else: tm, tn = sym.div(flat, tiles_n), sym.mod(flat, tiles_n)
+  return tm * tile.bm, tn * tile.bn, sym.div(group, tiles_m * tiles_n)
 
 def accumulator_index(tile: TensorCoreTile, lane: sym.Expr) -> list[tuple]:
   """(row, column) in the threadgroup's tile of each of a thread's accumulators, in the order the main loop keeps

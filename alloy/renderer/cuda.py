@@ -34,8 +34,10 @@ class CUDARenderer(CStyleRenderer):
   def preamble(self, prog: LinearProgram) -> list[str]:
     halves = any(d is not None and d.name in self.compute_in_float for d in prog.buffer_dtypes) or \
              any(ins.dtype is not None and ins.dtype.name in self.compute_in_float for ins in prog.instrs)
-    mma = any(ins.op is Kind.MMA for ins in prog.instrs)
-    return ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE] + ([MMA_PRELUDE] if mma else [])
+    mma = next((ins for ins in prog.instrs if ins.op is Kind.MMA), None)
+    # a tensor-core tile's pipeline lives in dynamic shared memory, whose size the module declares for the runtime
+    tile = [MMA_PRELUDE, f'extern "C" __device__ int alloy_dynamic_shared_bytes = {mma.arg[1].shared_bytes()};'] if mma else []
+    return ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE] + tile
   def own_instruction(self, ins, names: dict, dtypes: dict, new) -> list[str] | None:
     if ins.op is Kind.MMA:   # the tensor-core tile (renderer/cuda_mma.py) into a zeroed array of accumulators
       spec, tile = ins.arg

@@ -75,8 +75,11 @@ __device__ __forceinline__ void tile(const unsigned short* A, const unsigned sho
                                      long long sBk, long long sBn, int M, int N, int K, int m0, int n0, float* acc) {
   constexpr int WARPS_N = BN / WN, THREADS = 32 * (BM / WM) * WARPS_N, MI = WM / 16, NI = WN / 8;
   constexpr int A_OUT = A_K ? BM : BK, A_IN = A_K ? BK : BM, B_OUT = B_N ? BK : BN, B_IN = B_N ? BN : BK;
-  __shared__ __align__(128) unsigned short sA[STAGES][BM * BK];
-  __shared__ __align__(128) unsigned short sB[STAGES][BK * BN];
+  // the pipeline's slices in dynamic shared memory (past the 48 KiB a static array may take): the module declares
+  // their size as alloy_dynamic_shared_bytes, which the runtime passes at every launch
+  extern __shared__ __align__(128) unsigned short alloy_mma_smem[];
+  unsigned short (*sA)[BM * BK] = reinterpret_cast<unsigned short (*)[BM * BK]>(alloy_mma_smem);
+  unsigned short (*sB)[BK * BN] = reinterpret_cast<unsigned short (*)[BK * BN]>(alloy_mma_smem + STAGES * BM * BK);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
   const int KT = (K + BK - 1) / BK;
