@@ -15,7 +15,7 @@ masked: the copies read zeros past the edges and each accumulator's epilogue and
 from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
-from alloy.helpers import prod
+from alloy.helpers import float32_matmul_precision, prod
 from alloy.ir import symbolic as sym
 from alloy.caps import DeviceCaps
 from alloy.codegen.matmul import MatmulSpec
@@ -54,7 +54,7 @@ TILES = (   # shared memory: stages x (BM + BN) x BK x 2 bytes
 
 __doc__ += "\n".join(f"- {k}: {t}" for k, t in enumerate(TILES)) + "\n"
 
-MMA_DTYPES = ("float16", "bfloat16")
+MMA_DTYPES = ("float16", "bfloat16")   # and float32 as tf32 (m16n8k8), where float32_matmul_precision allows
 FRAGMENT_REGISTERS = 64   # registers a thread needs beside its accumulators: operand fragments, addresses, loop state
 
 def tile_for(arg: int, depth: int | None = None) -> TensorCoreTile:
@@ -73,8 +73,13 @@ def check(spec: MatmulSpec | None, tile: TensorCoreTile, caps: DeviceCaps) -> st
   """Why this tile cannot run this kernel on this device, or None where it can."""
   if spec is None: return "the kernel is not a matmul with an elementwise epilogue (codegen/matmul.py)"
   if tile.instruction not in caps.tensor_cores: return f"the device has no {tile.instruction} tensor cores"
-  if spec.operand_dtype is None or spec.operand_dtype.name not in MMA_DTYPES:
-    return f"operands {spec.a.dtype.name} and {spec.b.dtype.name}: {tile.instruction} takes two float16 or two bfloat16 operands"
+  if spec.operand_dtype is not None and spec.operand_dtype.name == "float32":
+    if float32_matmul_precision() == "highest":
+      return ("float32 operands: tensor cores round them to tf32, which alloy.set_float32_matmul_precision('high') "
+              "allows (the default, 'highest', keeps float32 matmuls exact)")
+  elif spec.operand_dtype is None or spec.operand_dtype.name not in MMA_DTYPES:
+    return (f"operands {spec.a.dtype.name} and {spec.b.dtype.name}: {tile.instruction} takes two float16 or two bfloat16 "
+            f"operands (two float32 as tf32)")
   if spec.acc_dtype.name != "float32":
     return f"{spec.acc_dtype.name} accumulation: the tiles accumulate in float32 only"
   if tile.stages < 2: return f"{tile.stages} stages: the pipeline needs at least 2"
@@ -91,12 +96,13 @@ def check(spec: MatmulSpec | None, tile: TensorCoreTile, caps: DeviceCaps) -> st
   return None
 
 def aligned(spec: MatmulSpec) -> tuple[bool, bool]:
-  """Whether each operand's rows start on 16 bytes (8 elements) and its contiguous length is whole chunks: then its
+  """Whether each operand's rows start on 16 bytes and its contiguous length is whole 16-byte chunks: then its
   slices are copied with 16-byte cp.async, else element by element."""
   a_k, b_n = unit_axes(spec)
   def ok(op, inner: int, ld: int, rows: int) -> bool:
+    epc = 16 // op.dtype.itemsize   # elements of a chunk
     starts = [op.offset, *op.batch_strides] + ([ld] if rows > 1 else [])
-    return inner % 8 == 0 and all(s % 8 == 0 for s in starts)
+    return inner % epc == 0 and all(s % epc == 0 for s in starts)
   a = ok(spec.a, spec.K if a_k else spec.M, spec.a.stride if a_k else spec.a.k_stride, spec.M if a_k else spec.K)
   b = ok(spec.b, spec.N if b_n else spec.K, spec.b.k_stride if b_n else spec.b.stride, spec.K if b_n else spec.N)
   return a, b

@@ -4,6 +4,7 @@ float64 for sizes the tiles do not divide, transposed and batched operands, and 
 import math
 import numpy as np
 import pytest
+import alloy
 from alloy import Tensor
 from alloy.caps import DeviceCaps
 from alloy.ir import symbolic as sym
@@ -38,7 +39,9 @@ def test_validator(rng):
   assert "no mma.sync" in check(ast, DeviceCaps(threads=True), [tensor_core(1, 0)])
   assert "GPU only" in check(ast, DeviceCaps(threads=False), [tensor_core(1, 0)])
   f32 = _ast(a.float().contiguous().realize() @ b.float().contiguous().realize())
-  assert "two float16 or two bfloat16" in check(f32, TC_CAPS, [tensor_core(1, 0)])
+  assert "set_float32_matmul_precision('high')" in check(f32, TC_CAPS, [tensor_core(1, 0)])
+  mixed = _ast(a @ b.float().contiguous().realize())
+  assert "two float16 or two bfloat16" in check(mixed, TC_CAPS, [tensor_core(1, 0)])
   assert "not a matmul" in check(_ast(a.float().sum(1)), TC_CAPS, [tensor_core(0, 0)])
 
 def test_tile_table():
@@ -188,3 +191,52 @@ def test_tile_origins_cover_the_grid():
       m0, n0, b = tc.tile_origin(spec, t, sym.Const(g))
       seen.add((m0.v, n0.v, b.v))
     assert seen == {(i * t.bm, j * t.bn, b) for i in range(tm) for j in range(tn) for b in range(nb)}
+
+@pytest.fixture
+def tf32():
+  alloy.set_float32_matmul_precision("high")
+  yield
+  alloy.set_float32_matmul_precision("highest")
+
+def test_float32_precision_knob(rng, tf32):
+  a, b = _half(rng, 2048, 64, dtype=np.float32), _half(rng, 64, 2048, dtype=np.float32)
+  ast = _ast(a @ b)
+  assert check(ast, TC_CAPS, [tensor_core(1, 0)]) is None and choose_opts(ast, TC_CAPS) == [tensor_core(1, 0)]
+  alloy.set_float32_matmul_precision("highest")
+  assert check(ast, TC_CAPS, [tensor_core(1, 0)]) is not None
+  assert not any(o.kind is OptKind.TENSOR_CORE for o in choose_opts(ast, TC_CAPS))
+  with pytest.raises(ValueError, match="expected one of highest, high, medium"): alloy.set_float32_matmul_precision("low")
+  assert alloy.get_float32_matmul_precision() == "highest"
+
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+def test_tf32_source_compiles(rng, tf32, layout):
+  pytest.importorskip("cuda.bindings")
+  from alloy.runtime.cuda.compiler import CUDACompiler
+  a, b = _half(rng, 100, 40, dtype=np.float32), _half(rng, 40, 72, dtype=np.float32)
+  a = a if layout[0] == "n" else a.T.contiguous().realize().T
+  b = b if layout[1] == "n" else b.T.contiguous().realize().T
+  src = CUDARenderer().render(lower(_ast(a @ b), TC_CAPS, [tensor_core(1, 0)]))
+  assert "m16n8k8.row.col.f32.tf32.tf32.f32" in src and "cvt.rna.tf32.f32" in src
+  try: CUDACompiler("sm_90").compile(src)
+  except Exception as e:
+    if "cuda_fp16" in str(e): pytest.skip("no CUDA headers")
+    raise
+
+@cuda
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+@pytest.mark.parametrize("M, N, K", [(1000, 4097, 64), (129, 257, 1000), (7, 64, 33)])
+def test_gpu_tf32(tf32, layout, M, N, K):
+  rng = np.random.default_rng(M + N + K)
+  a = rng.uniform(-1, 1, (M, K) if layout[0] == "n" else (K, M)).astype(np.float32)
+  b = rng.uniform(-1, 1, (K, N) if layout[1] == "n" else (N, K)).astype(np.float32)
+  A, B = Tensor(a, device="CUDA").realize(), Tensor(b, device="CUDA").realize()
+  out = (A if layout[0] == "n" else A.T) @ (B if layout[1] == "n" else B.T)
+  a64, b64 = a.astype(np.float64), b.astype(np.float64)
+  want = (a64 if layout[0] == "n" else a64.T) @ (b64 if layout[1] == "n" else b64.T)
+  got = out.numpy().astype(np.float64)
+  ck = _opts_of_last_matmul()
+  assert ck is not None and "tf32" in ck.source
+  np.testing.assert_allclose(got, want, atol=2e-3 * math.sqrt(K), rtol=5e-3)   # tf32: 10-bit mantissas
+  alloy.set_float32_matmul_precision("highest")   # the same matmul again: exact, on the FMA path
+  exact = ((A if layout[0] == "n" else A.T) @ (B if layout[1] == "n" else B.T)).numpy().astype(np.float64)
+  np.testing.assert_allclose(exact, want, atol=1e-5 * math.sqrt(K), rtol=1e-5)
