@@ -50,6 +50,7 @@ TILES = (   # shared memory: stages x (BM + BN) x BK x 2 bytes
   TensorCoreTile(128, 256, 32, 64, 64, 3),   # 3: wide: 128 accumulators a thread (72 KiB)
   TensorCoreTile(128, 128, 64, 64, 32, 3),   # 4: half the barriers per K (96 KiB)
   TensorCoreTile(256, 128, 32, 64, 64, 3),   # 5: tall: 128 accumulators a thread (72 KiB)
+  TensorCoreTile(128, 128, 32, 64, 64, 4),   # 6: 4 warps of 64x64: fewer ldmatrix per mma (64 KiB)
 )
 
 __doc__ += "\n".join(f"- {k}: {t}" for k, t in enumerate(TILES)) + "\n"
