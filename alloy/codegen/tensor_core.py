@@ -56,6 +56,7 @@ TILES = (   # shared memory: stages x (BM + BN) x BK x 2 bytes
 __doc__ += "\n".join(f"- {k}: {t}" for k, t in enumerate(TILES)) + "\n"
 
 MMA_DTYPES = ("float16", "bfloat16")   # and float32 as tf32 (m16n8k8), where float32_matmul_precision allows
+TF32_VERIFIED = False   # the tf32 tile's results were wrong on the H200 (a bug not found yet): check() refuses it
 FRAGMENT_REGISTERS = 64   # registers a thread needs beside its accumulators: operand fragments, addresses, loop state
 
 def tile_for(arg: int, depth: int | None = None) -> TensorCoreTile:
@@ -78,6 +79,9 @@ def check(spec: MatmulSpec | None, tile: TensorCoreTile, caps: DeviceCaps) -> st
     if float32_matmul_precision() == "highest":
       return ("float32 operands: tensor cores round them to tf32, which alloy.set_float32_matmul_precision('high') "
               "allows (the default, 'highest', keeps float32 matmuls exact)")
+    if not TF32_VERIFIED:
+      return ("float32 operands as tf32: the m16n8k8 tile compiles but gave wrong results on an H200 (6 of 6 GPU checks), "
+              "so it is refused until that is fixed; float32 matmuls stay exact")
   elif spec.operand_dtype is None or spec.operand_dtype.name not in MMA_DTYPES:
     return (f"operands {spec.a.dtype.name} and {spec.b.dtype.name}: {tile.instruction} takes two float16 or two bfloat16 "
             f"operands (two float32 as tf32)")
