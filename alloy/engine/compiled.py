@@ -9,7 +9,7 @@ from __future__ import annotations
 import collections, os, time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from alloy.helpers import DEBUG
+from alloy.helpers import DEBUG, float32_matmul_precision
 from alloy.codegen.lower import lower
 from alloy.codegen.program import KernelMeta, LinearProgram, scalar_words
 from alloy.codegen.transforms import describe
@@ -32,12 +32,17 @@ _compiled: collections.OrderedDict = collections.OrderedDict()   # least recentl
 COMPILED_CACHE_SIZE = PROGRAM_CACHE_SIZE
 compiles = 0                   # kernels through the stages so far (what a test of the caches counts)
 
+def kernel_key(device_name: str, ast: KernelAST) -> tuple:
+  """A compiled kernel's key: its device and AST, and the float32 matmul precision (which may choose its transforms;
+  read at each lookup, so a change of it takes effect at the next launch)."""
+  return (device_name, ast.root, ast.n_buffers, float32_matmul_precision())
+
 def compile_kernel(ast: KernelAST, device: Device, buffers: list | None = None, consts: list = ()) -> CompiledKernel:
   """The kernel compiled for device. Under BEAM (search.beam_width()), a kernel given the Buffers of its launch
   (output first) and the CONST nodes of its scalar arguments is searched first (engine/search.py), on copies of
   them; without them it gets the heuristics."""
   width = search.beam_width() if buffers is not None else 0
-  key = (device.name, ast.root, ast.n_buffers) + ((width,) if width else ())
+  key = kernel_key(device.name, ast) + ((width,) if width else ())
   if (hit := cached(key)) is not None: return hit
   opts = None
   if width:
@@ -47,7 +52,7 @@ def compile_kernel(ast: KernelAST, device: Device, buffers: list | None = None, 
   return _load(key, ast, device, prog, source, _compile(device, source, times, prog.meta.name), times)
 
 def cached(key: tuple) -> CompiledKernel | None:
-  """The kernel compiled under key ((device name, AST root, buffer count), as compile_kernel makes it), now the most
+  """The kernel compiled under key (kernel_key's, as compile_kernel makes it), now the most
   recently used, or None where it is not (or no longer) kept."""
   if (hit := _compiled.get(key)) is not None:
     try: _compiled.move_to_end(key)
@@ -59,7 +64,7 @@ def compile_kernels(asts: list[KernelAST], device: Device) -> None:
   run outside the GIL): a schedule's first realize waits for its slowest kernel, not for the sum of them."""
   fresh: dict = {}   # key -> AST, each new kernel once
   for ast in asts:
-    if (key := (device.name, ast.root, ast.n_buffers)) not in _compiled: fresh.setdefault(key, ast)
+    if (key := kernel_key(device.name, ast)) not in _compiled: fresh.setdefault(key, ast)
   if len(fresh) < 2:
     for ast in fresh.values(): compile_kernel(ast, device)
     return

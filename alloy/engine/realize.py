@@ -15,7 +15,7 @@ from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import get_device
 from alloy.schedule.fusion import schedule, is_buffer_view, one_kernel
 from alloy.codegen.program import scalar_words
-from alloy.engine.compiled import cached, compile_kernel, compile_kernels
+from alloy.engine.compiled import cached, compile_kernel, compile_kernels, kernel_key
 from alloy.engine.search import beam_width
 from alloy.engine.results import Results
 from alloy.engine.backpressure import throttle
@@ -121,7 +121,7 @@ def run_schedule(targets: list[Node], device_name: str, walked: tuple | None = N
 class Plan:
   """One kernel's graph on one device, ready to launch again. results: the output's reused buffers (None for a big
   output: a new buffer each time), with the view the realized tensor takes where it reshapes the kernel's output."""
-  __slots__ = ("ast", "key", "inputs", "consts", "dtypes", "results", "reshaped", "size", "dtype", "shape", "nbytes", "pressure", "dims")
+  __slots__ = ("ast", "inputs", "consts", "dtypes", "results", "reshaped", "size", "dtype", "shape", "nbytes", "pressure", "dims")
   def __init__(self, device, node: Node, shape: tuple, ast, inputs: tuple, consts: tuple):
     self.inputs, self.consts = inputs, consts
     self.size, self.dtype, self.shape = math.prod(node.shape), node.dtype, node.shape
@@ -131,7 +131,7 @@ class Plan:
       layouts = [(_contiguous_tracker(self.size, s), node.dtype, s) for s in ((node.shape,) if shape == node.shape else (node.shape, shape))]
       self.results = _results(device.name, node) if len(layouts) == 1 else Results(self.size, node.dtype, device.name, layouts)
     # the compiled kernel is looked up by key at each launch, not held: kernels stay bounded by compiled.py's cache
-    self.ast, self.key = ast, (device.name, ast.root, ast.n_buffers)
+    self.ast = ast
     ck = compile_kernel(ast, device)
     self.dims, self.dtypes = (ck.meta.global_size, ck.meta.local_size), ck.meta.scalar_dtypes
     self.pressure = throttle(device)
@@ -165,7 +165,7 @@ def _eager(t):
     out, reshaped = Buffer(device, plan.size, plan.dtype), ()
     view = buffer_view(out, base.shape)
   handles[0] = out.handle
-  if (ck := cached(plan.key)) is None: ck = compile_kernel(plan.ast, get_device(device))
+  if (ck := cached(kernel_key(device, plan.ast))) is None: ck = compile_kernel(plan.ast, get_device(device))
   ck.runner(handles, scalars, *plan.dims)
   kernels_launched += 1
   plan.pressure.launched(plan.nbytes)
