@@ -1,8 +1,9 @@
 """CUDA C for NVRTC: one thread per output element, 16-bit floats stored natively and computed in float."""
 from __future__ import annotations
 from alloy.dtype import DType
-from alloy.codegen.program import LinearProgram
+from alloy.codegen.program import Kind, LinearProgram
 from alloy.renderer.cstyle import CStyleRenderer, floor_division_helpers, integer_helpers
+from alloy.renderer.cuda_mma import MMA_PRELUDE, mma_call
 
 CUDA_PRELUDE = r"""typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t; typedef unsigned short uint16_t;
 typedef int int32_t; typedef unsigned int uint32_t; typedef long long int64_t; typedef unsigned long long uint64_t;
@@ -33,13 +34,28 @@ class CUDARenderer(CStyleRenderer):
   def preamble(self, prog: LinearProgram) -> list[str]:
     halves = any(d is not None and d.name in self.compute_in_float for d in prog.buffer_dtypes) or \
              any(ins.dtype is not None and ins.dtype.name in self.compute_in_float for ins in prog.instrs)
-    return ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE]
+    mma = any(ins.op is Kind.MMA for ins in prog.instrs)
+    return ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE] + ([MMA_PRELUDE] if mma else [])
+  def own_instruction(self, ins, names: dict, dtypes: dict, new) -> list[str] | None:
+    if ins.op is Kind.MMA:   # the tensor-core tile (renderer/cuda_mma.py) into a zeroed array of accumulators
+      spec, tile = ins.arg
+      acc = names[id(ins)] = new("acc")
+      a, b, a_off, b_off, m0, n0 = (names[id(s)] for s in ins.src)
+      return [f"float {acc}[{tile.accumulators}];", f"for (int i = 0; i < {tile.accumulators}; i++) {acc}[i] = 0.0f;",
+              mma_call(spec, tile, a, b, a_off, b_off, m0, n0, acc)]
+    if ins.op is Kind.GEP and ins.src[0].op is Kind.MMA:
+      names[id(ins)], dtypes[id(ins)] = f"{names[id(ins.src[0])]}[{ins.arg}]", ins.dtype
+      return []
+    return None
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str:
     # Given only the block size, NVRTC's ptxas held row kernels to 32 registers (full occupancy) even where more
     # pay: softmax rows ran at 2.8 TB/s with 32 and 3.77 with 55 on an H200. Asking for 512/threads resident blocks
     # per SM (a quarter of the threads, at most 128 registers each) lets it take what the kernel needs.
     threads = prog.meta.local_size[0]
-    return f'extern "C" __global__ void __launch_bounds__({threads}, {max(1, 512 // threads)}) {name}({", ".join(params)})'
+    blocks = max(1, 512 // threads)
+    if (mma := next((ins for ins in prog.instrs if ins.op is Kind.MMA), None)) is not None:
+      blocks = 1 if mma.arg[1].accumulators > 64 else 2   # a tensor-core tile's accumulators are its registers
+    return f'extern "C" __global__ void __launch_bounds__({threads}, {blocks}) {name}({", ".join(params)})'
   def param_decl(self, slot: int, d: DType, written: bool) -> str:
     return f"{'' if written else 'const '}{self.tname(d)}* __restrict__ data{slot}"
   def special(self, kind: str, wide: bool = False) -> str:

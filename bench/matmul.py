@@ -1,0 +1,60 @@
+"""Matmul on the GPU: alloy's tensor-core tiles (codegen/tensor_core.py) beside cuBLAS through PyTorch, one process.
+
+Floors (H200): dense fp16/bf16 tensor cores ~989 TFLOP/s (cuBLAS reaches 750-800 with wgmma); mma.sync, the
+sm_80 instruction, issues at about half of wgmma's rate on sm_90, so ~0.5x cuBLAS is its ceiling in practice.
+fp32 without TF32: ~67 TFLOP/s of FMA.
+
+python bench/matmul.py [--quick]
+"""
+from __future__ import annotations
+import os, sys
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import alloy
+from alloy import Tensor
+from common import device_seconds, print_table, torch_compiled
+from gpu import torch_time
+import torch
+
+def run(quick: bool = False):
+  dev = alloy.get_device("CUDA")
+  rng = np.random.default_rng(0)
+  rows, notes = [], set()
+  def row(workload: str, flops: float, hosts: list, fn, torch_fn=None, dtype=None, compile_too=False, torch_setup=None):
+    ours_in = [Tensor(h, device="CUDA").realize() for h in hosts]
+    torch_in = [torch.from_numpy(h).cuda() for h in hosts]
+    if dtype is not None:
+      ours_in = [t.cast(dtype).realize() for t in ours_in]
+      torch_in = [t.to(getattr(torch, dtype.name)) for t in torch_in]
+    r = {"workload": workload, "unit": "TFLOP/s", "alloy": flops / device_seconds(lambda: fn(*ours_in), dev) / 1e12}
+    r["torch"] = flops / torch_time(lambda: (torch_fn or fn)(*torch_in)) / 1e12
+    if compile_too:
+      compiled, why_not = torch_compiled(fn, *torch_in)
+      if compiled is not None: r["compile"] = flops / torch_time(lambda: compiled(*torch_in)) / 1e12
+      else: notes.add(why_not)
+    rows.append(r)
+  mm = lambda a, b: a @ b
+  sizes = (4096,) if quick else (4096, 8192)
+  for dtype in (alloy.float16, alloy.bfloat16):
+    for n in sizes:
+      h = [rng.uniform(-1, 1, (n, n)).astype(np.float32) for _ in range(2)]
+      row(f"{dtype.name} matmul {n}^3", 2 * n ** 3, h, mm, dtype=dtype)
+  q = rng.uniform(-1, 1, (512, 1024, 64)).astype(np.float16)
+  k = rng.uniform(-1, 1, (512, 64, 1024)).astype(np.float16)
+  row("fp16 attention 512x(1024x64 @ 64x1024)", 2 * 512 * 1024 * 1024 * 64, [q, k], mm)
+  n = 4096
+  h = [rng.uniform(-1, 1, (n, n)).astype(np.float16), rng.uniform(-1, 1, (n, n)).astype(np.float16), rng.uniform(-1, 1, n).astype(np.float16)]
+  row("fp16 gelu(a@b + bias) 4096^3", 2 * n ** 3, h, lambda a, b, c: (a @ b + c).gelu(),
+      torch_fn=lambda a, b, c: torch.nn.functional.gelu(torch.addmm(c, a, b)), compile_too=True)
+  torch.backends.cuda.matmul.allow_tf32 = False
+  h = [rng.uniform(-1, 1, (n, n)).astype(np.float32) for _ in range(2)]
+  row("fp32 matmul 4096^3 (exact)", 2 * n ** 3, h, mm)
+  print(f"matmul benchmark on {dev.device_name} ({dev.target}); alloy device time from CUDA events")
+  print_table(rows, ["alloy", "torch"] + (["compile"] if any("compile" in r for r in rows) else []), {})
+  print("torch: cuBLAS (eager; gelu row: addmm then gelu, two kernels; compile: torch.compile of the same function); "
+        "fp32: allow_tf32=False")
+  for note in sorted(notes): print(note)
+
+if __name__ == "__main__":
+  run("--quick" in sys.argv)
