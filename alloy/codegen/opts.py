@@ -34,6 +34,7 @@ GROUP_MAX_ROWS = 1 << 17      # with this many rows, one thread per row already 
 TINY_OUTPUTS, TINY_WORK = 16, 256   # a kernel this small is one thread with everything unrolled
 TENSOR_CORE_MIN = 16          # M, N and K at least: a thinner matmul wastes most of each 16x8x16 tile
 TENSOR_CORE_BIG_TILES = 96    # 128x128 threadgroups at least (about an H200's 132 SMs): else the 64x64 tile
+SIMDGROUP_BIG_TILES = 64      # Metal: 64x64 threadgroups at least (a few per GPU core of an M-series chip): else 32x32
 
 def choose_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt]:
   """The heuristics' transforms for this kernel on a device with these caps (plan.make_plan lowers them)."""
@@ -45,11 +46,15 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt]:
   return _gpu_opts(ast.root, caps) if caps.threads else _cpu_opts(ast.root, caps)
 
 def _tensor_core_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt] | None:
-  """A 16-bit float matmul on tensor cores: the 128x128 tile where enough of them fill the GPU, else 64x64."""
+  """A matmul on the device's matrix instructions: CUDA's mma.sync (16-bit floats) in the 128x128 tile where enough of
+  them fill the GPU, else 64x64; Metal's simdgroup matrices (fp16, fp32) in 64x64 tiles where enough of them fill
+  the GPU, else 32x32."""
   spec = match_matmul(ast)
   if spec is None or min(spec.M, spec.N, spec.K) < TENSOR_CORE_MIN or "n" not in spec.out_axes: return None
-  big = tc.grid(spec, tc.TILES[0])
-  arg = 0 if prod(big) >= TENSOR_CORE_BIG_TILES else 2
+  if tc.MMA_SYNC in caps.tensor_cores: big, small = 0, 2
+  elif tc.SIMDGROUP_8X8 in caps.tensor_cores: big, small = 5, 4
+  else: return None
+  arg = big if prod(tc.grid(spec, tc.TILES[big])) >= (TENSOR_CORE_BIG_TILES if big == 0 else SIMDGROUP_BIG_TILES) else small
   if tc.check(spec, tc.TILES[arg], caps) is not None: return None
   return [tensor_core(spec.out_axes.index("n"), arg)]
 
