@@ -30,7 +30,7 @@ def run(quick: bool = False):
     r = {"workload": workload, "unit": "TFLOP/s", "alloy": flops / device_seconds(lambda: fn(*ours_in), dev) / 1e12}
     r["torch"] = flops / torch_time(lambda: (torch_fn or fn)(*torch_in)) / 1e12
     if compile_too:
-      compiled, why_not = torch_compiled(fn, *torch_in)
+      compiled, why_not = torch_compiled(torch_fn or fn, *torch_in)
       if compiled is not None: r["compile"] = flops / torch_time(lambda: compiled(*torch_in)) / 1e12
       else: notes.add(why_not)
     rows.append(r)
@@ -50,10 +50,14 @@ def run(quick: bool = False):
   torch.backends.cuda.matmul.allow_tf32 = False
   h = [rng.uniform(-1, 1, (n, n)).astype(np.float32) for _ in range(2)]
   row("fp32 matmul 4096^3 (exact)", 2 * n ** 3, h, mm)
+  torch.backends.cuda.matmul.allow_tf32 = True
+  alloy.set_float32_matmul_precision("high")
+  row("fp32 matmul 4096^3 (tf32: 'high')", 2 * n ** 3, h, mm)
+  alloy.set_float32_matmul_precision("highest")
   print(f"matmul benchmark on {dev.device_name} ({dev.target}); alloy device time from CUDA events")
   print_table(rows, ["alloy", "torch"] + (["compile"] if any("compile" in r for r in rows) else []), {})
   print("torch: cuBLAS (eager; gelu row: addmm then gelu, two kernels; compile: torch.compile of the same function); "
-        "fp32: allow_tf32=False")
+        "fp32: allow_tf32=False, then True beside alloy.set_float32_matmul_precision('high')")
   for note in sorted(notes): print(note)
 
 if __name__ == "__main__":

@@ -20,10 +20,11 @@ from alloy.codegen.opts import choose_opts
 from alloy.codegen.plan import Plan, make_plan
 from alloy.codegen.vectorize import vectorize
 from alloy.codegen.passes import after_lowering
-from alloy.codegen.tensor_core import accumulator_index, grid
+from alloy.codegen.tensor_core import accumulator_index, grid, tile_origin
 from alloy.ir.kernel import KernelAST
 
 GROUP_VECTOR = 4   # elements a grouped-reduction thread takes at once: one 16-byte access for 4-byte types
+PAIR_STORE_DTYPES = ("float16", "bfloat16", "float32")   # TENSOR_CORE outputs stored two at a time (CUDA's 2-wide types)
 
 REDUCE_IDENTITY = {Op.ADD: lambda d: False if d.is_bool else 0, Op.MUL: lambda d: True if d.is_bool else 1,
                    Op.MAX: dt.min_value, Op.MIN: dt.max_value}
@@ -476,8 +477,8 @@ class Lowerer:
     lane = sym.Var("lidx", 0, tile.threads - 1)
     self.stack[0].add(Instr(Kind.SPECIAL, dt.int32, (), (group, "group")))
     self.stack[0].add(Instr(Kind.SPECIAL, dt.int32, (), (lane, "lane")))
-    m0, n0 = sym.mod(sym.div(group, tiles_n), tiles_m) * tile.bm, sym.mod(group, tiles_n) * tile.bn
-    batch = _unflatten(sym.div(group, tiles_m * tiles_n), spec.batch)
+    m0, n0, batch_flat = tile_origin(spec, tile, group)
+    batch = _unflatten(batch_flat, spec.batch)
     def offset(op) -> sym.Expr:
       flat = sym.Const(op.offset)
       for e, st in zip(batch, op.batch_strides): flat = flat + e * st
@@ -486,14 +487,26 @@ class Lowerer:
     for op in (spec.a, spec.b): self.buffer_dtypes[op.slot] = op.dtype
     self.mma = self.emit(Kind.MMA, spec.acc_dtype, (self.params[spec.a.slot], self.params[spec.b.slot], index(offset(spec.a)),
                                                     index(offset(spec.b)), index(m0), index(n0)), (spec, tile), cse=False)
-    for k, (row, col) in enumerate(accumulator_index(tile, lane)):
-      row, col = m0 + row, n0 + col
-      idx = [row if r == "m" else col if r == "n" else sym.Const(0) if r == "1" else batch[int(r[1:])] for r in spec.out_axes]
+    # accumulators 2j and 2j+1 are neighbours in a row: where N is the output's contiguous axis and even, one
+    # 2-wide store writes both (4 or 8 bytes, aligned), under one guard
+    pairs = spec.out_axes[-1] == "n" and spec.N % 2 == 0 and spec.out_dtype.name in PAIR_STORE_DTYPES
+    where = accumulator_index(tile, lane)
+    for k in range(0, len(where), 2 if pairs else 1):
+      row, col = m0 + where[k][0], n0 + where[k][1]
       guard = sym.in_range(row, 0, spec.M) & sym.in_range(col, 0, spec.N)
-      # each accumulator's epilogue in its own guarded block: nothing computed inside one is reused by the next
-      cse, memo, self.mma_lane = dict(self.cse), dict(self.memo), k
+      # each store's epilogue in its own guarded block: nothing computed inside one is reused by the next
+      cse, memo = dict(self.cse), dict(self.memo)
       if not guard.is_true: self.stack[0].add(Instr(Kind.IF, None, (), guard))
-      self._store([idx])
+      idxs, vals = [], []
+      for j in range(k, k + 2) if pairs else (k,):
+        r, c = m0 + where[j][0], n0 + where[j][1]
+        idxs.append(tuple(r if a == "m" else c if a == "n" else sym.Const(0) if a == "1" else batch[int(a[1:])] for a in spec.out_axes))
+        self.mma_lane = j
+        vals += self.value(self.ast.root, tuple(idxs[-1:]))
+      if pairs:
+        flat = self._output_flat(idxs[0])
+        self.emit(Kind.VSTORE, None, (self.params[0], *vals), (flat, 2), exprs=[flat], cse=False)
+      else: self._store([list(idxs[0])])
       if not guard.is_true: self.stack[0].add(Instr(Kind.ENDIF, None))
       self.cse, self.memo = cse, memo
 

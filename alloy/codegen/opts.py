@@ -52,7 +52,7 @@ def _tensor_core_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt] | None:
   spec = match_matmul(ast)
   if spec is None or min(spec.M, spec.N, spec.K) < TENSOR_CORE_MIN or "n" not in spec.out_axes: return None
   if tc.MMA_SYNC in caps.tensor_cores: big, small = 0, 2
-  elif tc.SIMDGROUP_8X8 in caps.tensor_cores: big, small = 5, 4
+  elif tc.SIMDGROUP_8X8 in caps.tensor_cores: small, big = tc.SIMDGROUP_TILES
   else: return None
   arg = big if prod(tc.grid(spec, tc.TILES[big])) >= (TENSOR_CORE_BIG_TILES if big == 0 else SIMDGROUP_BIG_TILES) else small
   if tc.check(spec, tc.TILES[arg], caps) is not None: return None

@@ -16,15 +16,14 @@ simdgroup_matrix accumulators. Each BK-wide slice of both operands is copied by 
 (row-major, zeros past the edges, any strides: transposed and batched operands alike), then read with
 `simdgroup_load` and multiplied with `simdgroup_multiply_accumulate` (fp16 or fp32 operands, fp32 accumulators);
 one slice at a time (stages 1: Metal has no cp.async). At the end the accumulators are stored to threadgroup memory
-and each thread takes BM*BN/threads of them, element `lane + k*threads` of the tile in row-major order, where the
-epilogue runs (renderer/metal_simdgroup.py prints the loop).
+and each thread takes BM*BN/threads of them, pairs of row neighbours (accumulator_index), where the epilogue runs (renderer/metal_simdgroup.py prints the loop).
 
 `axis` is the output axis holding N (the tile's columns). `arg` indexes TILES:
 """
 from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
-from alloy.helpers import prod
+from alloy.helpers import float32_matmul_precision, prod
 from alloy.ir import symbolic as sym
 from alloy.caps import DeviceCaps
 from alloy.codegen.matmul import MatmulSpec
@@ -57,20 +56,23 @@ class TensorCoreTile:
     return out + self.stages * (self.bm + self.bn) * self.bk * itemsize
   def __str__(self): return f"{self.bm}x{self.bn}x{self.bk} {self.warps} warps of {self.wm}x{self.wn}, {self.stages} stages"
 
-TILES = (
-  TensorCoreTile(128, 128, 32, 64, 32, 3),   # 0: large matmuls: 48 KiB of shared memory, 64 accumulators a thread
-  TensorCoreTile(128, 64, 32, 64, 32, 4),    # 1: fewer columns, a deeper pipeline (48 KiB)
+TILES = (   # shared memory: stages x (BM + BN) x BK x 2 bytes
+  TensorCoreTile(128, 128, 32, 64, 32, 4),   # 0: large matmuls: 64 KiB, 64 accumulators a thread, 2 threadgroups an SM
+  TensorCoreTile(128, 64, 32, 64, 32, 4),    # 1: fewer columns (48 KiB)
   TensorCoreTile(64, 64, 32, 32, 32, 4),     # 2: small matmuls: more threadgroups to fill the GPU (32 KiB)
-  TensorCoreTile(128, 256, 32, 64, 64, 2),   # 3: widest: 128 accumulators a thread, 2 stages (48 KiB)
+  TensorCoreTile(128, 256, 32, 64, 64, 3),   # 3: wide: 128 accumulators a thread (72 KiB)
+  TensorCoreTile(128, 128, 64, 64, 32, 3),   # 4: half the barriers per K (96 KiB)
+  TensorCoreTile(256, 128, 32, 64, 64, 3),   # 5: tall: 128 accumulators a thread (72 KiB)
   # Metal: 4 SIMD groups of 2 x 2 simdgroup matrices (8 accumulators a thread; 8 KiB of threadgroup memory in fp32)
-  TensorCoreTile(32, 32, 16, 16, 16, 1, SIMDGROUP_8X8),   # 4
+  TensorCoreTile(32, 32, 16, 16, 16, 1, SIMDGROUP_8X8),   # 6
   # Metal, large matmuls: 4 SIMD groups of 4 x 4 (32 accumulators a thread; 24 KiB in fp32)
-  TensorCoreTile(64, 64, 16, 32, 32, 1, SIMDGROUP_8X8),   # 5
+  TensorCoreTile(64, 64, 16, 32, 32, 1, SIMDGROUP_8X8),   # 7
 )
 
 __doc__ += "\n".join(f"- {k}: {t}" for k, t in enumerate(TILES)) + "\n"
+SIMDGROUP_TILES = tuple(k for k, t in enumerate(TILES) if t.instruction == SIMDGROUP_8X8)   # Metal's: (small, large)
 
-MMA_DTYPES = ("float16", "bfloat16")
+MMA_DTYPES = ("float16", "bfloat16")   # and float32 as tf32 (m16n8k8), where float32_matmul_precision allows
 SIMDGROUP_DTYPES = ("float16", "float32")   # bfloat16 is ushort bits on alloy's Metal (renderer/metal.py)
 FRAGMENT_REGISTERS = 64   # registers a thread needs beside its accumulators: operand fragments, addresses, loop state
 
@@ -91,13 +93,19 @@ def check(spec: MatmulSpec | None, tile: TensorCoreTile, caps: DeviceCaps) -> st
   if spec is None: return "the kernel is not a matmul with an elementwise epilogue (codegen/matmul.py)"
   if tile.instruction not in caps.tensor_cores: return f"the device has no {tile.instruction} tensor cores"
   if tile.instruction == SIMDGROUP_8X8: return _check_simdgroup(spec, tile, caps)
-  if spec.operand_dtype is None or spec.operand_dtype.name not in MMA_DTYPES:
-    return f"operands {spec.a.dtype.name} and {spec.b.dtype.name}: {tile.instruction} takes two float16 or two bfloat16 operands"
+  if spec.operand_dtype is not None and spec.operand_dtype.name == "float32":
+    if float32_matmul_precision() == "highest":
+      return ("float32 operands: tensor cores round them to tf32, which alloy.set_float32_matmul_precision('high') "
+              "allows (the default, 'highest', keeps float32 matmuls exact)")
+  elif spec.operand_dtype is None or spec.operand_dtype.name not in MMA_DTYPES:
+    return (f"operands {spec.a.dtype.name} and {spec.b.dtype.name}: {tile.instruction} takes two float16 or two bfloat16 "
+            f"operands (two float32 as tf32)")
   if spec.acc_dtype.name != "float32":
     return f"{spec.acc_dtype.name} accumulation: the tiles accumulate in float32 only"
   if tile.stages < 2: return f"{tile.stages} stages: the pipeline needs at least 2"
-  if (nb := tile.shared_bytes(spec.operand_dtype.itemsize)) > caps.shared_bytes:
-    return f"{tile}: {nb} bytes of shared memory, over the device's {caps.shared_bytes}"
+  limit = max(caps.shared_bytes, caps.dynamic_shared_bytes)   # the pipeline is in dynamic shared memory
+  if (nb := tile.shared_bytes(spec.operand_dtype.itemsize)) > limit:
+    return f"{tile}: {nb} bytes of shared memory, over the device's {limit}"
   if tile.threads > caps.max_local: return f"{tile}: {tile.threads} threads, over the device's {caps.max_local}"
   if tile.accumulators + FRAGMENT_REGISTERS > caps.registers:
     return (f"{tile}: {tile.accumulators} accumulators per thread and {FRAGMENT_REGISTERS} for fragments and addresses, "
@@ -120,12 +128,13 @@ def _check_simdgroup(spec: MatmulSpec, tile: TensorCoreTile, caps: DeviceCaps) -
   return None
 
 def aligned(spec: MatmulSpec) -> tuple[bool, bool]:
-  """Whether each operand's rows start on 16 bytes (8 elements) and its contiguous length is whole chunks: then its
+  """Whether each operand's rows start on 16 bytes and its contiguous length is whole 16-byte chunks: then its
   slices are copied with 16-byte cp.async, else element by element."""
   a_k, b_n = unit_axes(spec)
   def ok(op, inner: int, ld: int, rows: int) -> bool:
+    epc = 16 // op.dtype.itemsize   # elements of a chunk
     starts = [op.offset, *op.batch_strides] + ([ld] if rows > 1 else [])
-    return inner % 8 == 0 and all(s % 8 == 0 for s in starts)
+    return inner % epc == 0 and all(s % epc == 0 for s in starts)
   a = ok(spec.a, spec.K if a_k else spec.M, spec.a.stride if a_k else spec.a.k_stride, spec.M if a_k else spec.K)
   b = ok(spec.b, spec.N if b_n else spec.K, spec.b.k_stride if b_n else spec.b.stride, spec.K if b_n else spec.N)
   return a, b
@@ -134,12 +143,29 @@ def grid(spec: MatmulSpec, tile: TensorCoreTile) -> tuple[int, int, int]:
   """(threadgroups along M, along N, batch elements): the launch is their product, N fastest."""
   return -(-spec.M // tile.bm), -(-spec.N // tile.bn), prod(spec.batch)
 
+RASTER = 8   # threadgroups run down this many tile rows before moving one column on: neighbours share operand panels in L2
+
+def tile_origin(spec: MatmulSpec, tile: TensorCoreTile, group: sym.Expr) -> tuple:
+  """(first row, first column, flat batch element) of threadgroup `group`'s tile. Within a batch element the tiles go
+  in column-major strips RASTER tile rows tall (where RASTER divides the tile rows), so the threadgroups running at
+  once read a few row panels of A and column panels of B, which stay in L2, instead of every panel of B."""
+  tiles_m, tiles_n, _ = grid(spec, tile)
+  flat = sym.mod(group, tiles_m * tiles_n)
+  if tiles_m % RASTER == 0 and tiles_m > RASTER and tiles_n > 1:
+    strip = sym.mod(flat, RASTER * tiles_n)
+    tm, tn = sym.div(flat, RASTER * tiles_n) * RASTER + sym.mod(strip, RASTER), sym.div(strip, RASTER)
+  else: tm, tn = sym.div(flat, tiles_n), sym.mod(flat, tiles_n)
+  return tm * tile.bm, tn * tile.bn, sym.div(group, tiles_m * tiles_n)
+
 def accumulator_index(tile: TensorCoreTile, lane: sym.Expr) -> list[tuple]:
   """(row, column) in the threadgroup's tile of each of a thread's accumulators, in the order the main loop keeps
   them: for each of the warp's (WM/16) x (WN/8) mma tiles, m16n8k16's four: rows g and g+8, columns 2t and 2t+1,
-  with g = lane / 4 and t = lane % 4 within the warp. Metal's: element lane + k*threads of the tile, row-major."""
+  with g = lane / 4 and t = lane % 4 within the warp. Metal's: pairs of row neighbours, accumulators 2j and 2j+1
+  elements 2*(lane + j*threads) and the one after it of the tile in row-major order (as CUDA's, so the lowering's
+  2-wide stores serve both)."""
   if tile.instruction == SIMDGROUP_8X8:
-    return [(sym.div(lane + k * tile.threads, tile.bn), sym.mod(lane + k * tile.threads, tile.bn)) for k in range(tile.accumulators)]
+    at = [2 * (lane + (k // 2) * tile.threads) + k % 2 for k in range(tile.accumulators)]
+    return [(sym.div(e, tile.bn), sym.mod(e, tile.bn)) for e in at]
   warps_n = tile.bn // tile.wn
   warp, within = sym.div(lane, 32), sym.mod(lane, 32)
   wm, wn = sym.div(warp, warps_n), sym.mod(warp, warps_n)

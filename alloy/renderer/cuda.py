@@ -34,8 +34,10 @@ class CUDARenderer(CStyleRenderer):
   def preamble(self, prog: LinearProgram) -> list[str]:
     halves = any(d is not None and d.name in self.compute_in_float for d in prog.buffer_dtypes) or \
              any(ins.dtype is not None and ins.dtype.name in self.compute_in_float for ins in prog.instrs)
-    mma = any(ins.op is Kind.MMA for ins in prog.instrs)
-    return ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE] + ([MMA_PRELUDE] if mma else [])
+    mma = next((ins for ins in prog.instrs if ins.op is Kind.MMA), None)
+    # a tensor-core tile's pipeline lives in dynamic shared memory, whose size the module declares for the runtime
+    tile = [MMA_PRELUDE, f'extern "C" __device__ int alloy_dynamic_shared_bytes = {mma.arg[1].shared_bytes()};'] if mma else []
+    return ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE] + tile
   def own_instruction(self, ins, names: dict, dtypes: dict, new) -> list[str] | None:
     if ins.op is Kind.MMA:   # the tensor-core tile (renderer/cuda_mma.py) into a zeroed array of accumulators
       spec, tile = ins.arg
@@ -69,8 +71,13 @@ class CUDARenderer(CStyleRenderer):
     suffix = "f" if d.name in ("float32", "float16", "bfloat16") else ""
     return f"{name}{suffix}({', '.join(args)})"
   vector_names = {"float32": "float", "int32": "int", "uint32": "uint"}
-  def vec_type(self, d: DType, width: int) -> str: return f"{self.vector_names[d.name]}{width}"
+  half_pairs = {"float16": ("__half2", "__halves2half2"), "bfloat16": ("__nv_bfloat162", "__halves2bfloat162")}   # 2-wide stores
+  def vec_type(self, d: DType, width: int) -> str:
+    if d.name in self.half_pairs and width == 2: return self.half_pairs[d.name][0]
+    return f"{self.vector_names[d.name]}{width}"
   def vec_lane(self, v: str, k: int) -> str: return f"{v}.{'xyzw'[k]}"
-  def vec_make(self, vals: list[str], d: DType, width: int) -> str: return f"make_{self.vec_type(d, width)}({', '.join(vals)})"
+  def vec_make(self, vals: list[str], d: DType, width: int) -> str:
+    if d.name in self.half_pairs and width == 2: return f"{self.half_pairs[d.name][1]}({', '.join(vals)})"
+    return f"make_{self.vec_type(d, width)}({', '.join(vals)})"
   def bitcast(self, v: str, src: DType, dst: DType) -> str:
     return self.from_storage(f"alloy_bitcast<{self.tname(dst)}>({self.to_storage(v, src)})", dst)

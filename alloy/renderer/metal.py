@@ -49,7 +49,8 @@ class MetalRenderer(CStyleRenderer):
                 "int32": "int", "uint32": "uint", "int64": "long", "uint64": "ulong",
                 "float16": "half", "bfloat16": "ushort", "float32": "float"}
   compute_in_float = {"bfloat16"}
-  vector_names = {"float32": "float", "int32": "int", "uint32": "uint"}
+  # half2 and ushort2 (bfloat16's bits): a TENSOR_CORE epilogue's 2-wide stores
+  vector_names = {"float32": "float", "int32": "int", "uint32": "uint", "float16": "half", "bfloat16": "ushort"}
 
   def tname(self, d: DType) -> str:
     if d.name not in self.type_names: raise TypeError(f"Metal has no {d.name}: the METAL device cannot compute in {d.name}")

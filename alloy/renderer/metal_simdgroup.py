@@ -7,8 +7,8 @@ loaded, multiplied and stored by calls the MSL compiler schedules, which no lane
 can describe. It is printed into the kernel's body, not a helper function: MSL declares threadgroup memory only at
 kernel scope, and the software Metal device (whose `threadgroup` is a storage class) takes no threadgroup pointers.
 
-`simdgroup_lines` declares the threadgroup slices and the thread's float `acc` array, then fills acc with element
-lid + k*threads (row-major) of the threadgroup's BM x BN tile of A @ B at (m0, n0).
+`simdgroup_lines` declares the threadgroup slices and the thread's float `acc` array, then fills acc with its elements
+(tensor_core.accumulator_index: pairs of row neighbours) of the threadgroup's BM x BN tile of A @ B at (m0, n0).
 """
 from __future__ import annotations
 from alloy.codegen.matmul import MatmulSpec
@@ -49,7 +49,7 @@ MAIN_LOOP = """{{
   for (int i = 0; i < {mi}; i++)
     for (int j = 0; j < {ni}; j++) simdgroup_store(c[i][j], {acc}_c + (wm + i * 8) * {bn} + wn + j * 8, {bn});
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  for (int e = 0; e < {n_acc}; e++) {acc}[e] = {acc}_c[lane + e * {threads}];
+  for (int e = 0; e < {n_acc}; e++) {acc}[e] = {acc}_c[2 * (lane + (e / 2) * {threads}) + e % 2];
 }}"""
 
 def simdgroup_lines(spec: MatmulSpec, tile: TensorCoreTile, operand_type: str, a: str, b: str, a_off: str, b_off: str,

@@ -16,6 +16,7 @@ from alloy.runtime.registry import device_available
 from alloy.schedule.fusion import schedule
 
 SG_CAPS = metal_caps("Apple7")
+SMALL, BIG = tc.SIMDGROUP_TILES
 metal = pytest.mark.skipif(not device_available("METAL"), reason="no METAL device (software: needs g++)")
 
 def _ast(t: Tensor):
@@ -32,15 +33,15 @@ def test_caps_by_family():
 def test_validator_and_heuristics(rng):
   a, b = _operands(rng, (64, 48), (48, 40), "float16")
   ast = _ast(a @ b)
-  assert check(ast, SG_CAPS, [tensor_core(1, 4)]) is None and check(ast, SG_CAPS, [tensor_core(1, 5)]) is None
+  assert check(ast, SG_CAPS, [tensor_core(1, SMALL)]) is None and check(ast, SG_CAPS, [tensor_core(1, BIG)]) is None
   assert "no mma.sync" in check(ast, SG_CAPS, [tensor_core(1, 0)])                 # CUDA's tiles are not Metal's
-  assert "no simdgroup_matrix" in check(ast, MetalDevice.caps, [tensor_core(1, 4)])  # a family without them
-  assert "one slice at a time" in check(ast, SG_CAPS, [tensor_core(1, 4), stage(1, 2)])
+  assert "no simdgroup_matrix" in check(ast, MetalDevice.caps, [tensor_core(1, SMALL)])  # a family without them
+  assert "one slice at a time" in check(ast, SG_CAPS, [tensor_core(1, SMALL), stage(1, 2)])
   bf = _ast(a.cast("bfloat16").realize() @ b.cast("bfloat16").realize())
-  assert "two float16 or two float32" in check(bf, SG_CAPS, [tensor_core(1, 4)])
-  assert choose_opts(ast, SG_CAPS) == [tensor_core(1, 4)]                           # few tiles: the 32 x 32 one
+  assert "two float16 or two float32" in check(bf, SG_CAPS, [tensor_core(1, SMALL)])
+  assert choose_opts(ast, SG_CAPS) == [tensor_core(1, SMALL)]                           # few tiles: the 32 x 32 one
   big = _ast(Tensor(np.ones((512, 64), np.float32)) @ Tensor(np.ones((64, 512), np.float32)))
-  assert choose_opts(big, SG_CAPS) == [tensor_core(1, 5)]                           # 64 of 64 x 64
+  assert choose_opts(big, SG_CAPS) == [tensor_core(1, BIG)]                           # 64 of 64 x 64
   assert not any(o.kind is OptKind.TENSOR_CORE for o in choose_opts(big, MetalDevice.caps))
   thin = _ast(Tensor(np.ones((7, 64), np.float32)) @ Tensor(np.ones((64, 512), np.float32)))
   assert not any(o.kind is OptKind.TENSOR_CORE for o in choose_opts(thin, SG_CAPS))   # 7 rows: the plain kernel

@@ -4,6 +4,7 @@ float64 for sizes the tiles do not divide, transposed and batched operands, and 
 import math
 import numpy as np
 import pytest
+import alloy
 from alloy import Tensor
 from alloy.caps import DeviceCaps
 from alloy.ir import symbolic as sym
@@ -16,7 +17,7 @@ from alloy.codegen import tensor_core as tc
 from alloy.renderer.cuda import CUDARenderer
 from alloy.runtime.registry import device_available
 
-TC_CAPS = DeviceCaps(threads=True, codegen_loops=True, tensor_cores=(tc.MMA_SYNC,))
+TC_CAPS = DeviceCaps(threads=True, codegen_loops=True, tensor_cores=(tc.MMA_SYNC,), dynamic_shared_bytes=227 << 10)   # an H200's
 cuda = pytest.mark.skipif(not device_available("CUDA"), reason="no CUDA device")
 
 def _ast(t: Tensor):
@@ -29,22 +30,24 @@ def test_validator(rng):
   a, b = _half(rng, 64, 48), _half(rng, 48, 40)
   ast = _ast(a @ b)
   assert check(ast, TC_CAPS, [tensor_core(1, 0)]) is None
-  assert check(ast, TC_CAPS, [tensor_core(1, 0), stage(1, 4)]) is not None    # 4 stages of 128x128x32: 64 KiB
+  assert "shared memory" in check(ast, TC_CAPS, [tensor_core(1, 0), stage(1, 15)])   # 15 stages of 128x128x32: 240 KiB
   assert check(ast, TC_CAPS, [tensor_core(1, 2), stage(1, 5)]) is None        # 5 of 64x64x32: 40 KiB
+  assert "shared memory" in check(ast, DeviceCaps(threads=True, tensor_cores=(tc.MMA_SYNC,)), [tensor_core(1, 0)])  # 64 KiB, 48 allowed
   assert "no other transform" in check(ast, TC_CAPS, [tensor_core(1, 0), upcast(0, 4)])
   assert "not the matmul's N axis" in check(ast, TC_CAPS, [tensor_core(0, 0)])
   assert "no tile" in check(ast, TC_CAPS, [tensor_core(1, len(tc.TILES))])
   assert "no mma.sync" in check(ast, DeviceCaps(threads=True), [tensor_core(1, 0)])
   assert "GPU only" in check(ast, DeviceCaps(threads=False), [tensor_core(1, 0)])
-  assert "shared memory" in check(ast, TC_CAPS, [tensor_core(1, 3), stage(1, 3)])
   f32 = _ast(a.float().contiguous().realize() @ b.float().contiguous().realize())
-  assert "two float16 or two bfloat16" in check(f32, TC_CAPS, [tensor_core(1, 0)])
+  assert "set_float32_matmul_precision('high')" in check(f32, TC_CAPS, [tensor_core(1, 0)])
+  mixed = _ast(a @ b.float().contiguous().realize())
+  assert "two float16 or two bfloat16" in check(mixed, TC_CAPS, [tensor_core(1, 0)])
   assert "not a matmul" in check(_ast(a.float().sum(1)), TC_CAPS, [tensor_core(0, 0)])
 
 def test_tile_table():
   for t in tc.TILES:
     assert t.bm % t.wm == 0 and t.bn % t.wn == 0 and t.wm % 16 == 0 and t.wn % 16 == 0 and t.bk % 16 == 0
-    assert t.threads <= 1024 and t.shared_bytes() <= 48 << 10 and len(tc.accumulator_index(t, sym.Var("l", 0, t.threads - 1))) == t.accumulators
+    assert t.threads <= 1024 and t.shared_bytes() <= 227 << 10 and len(tc.accumulator_index(t, sym.Var("l", 0, t.threads - 1))) == t.accumulators
 
 def test_accumulators_cover_the_tile():
   # every (row, column) of a threadgroup's tile belongs to exactly one thread's accumulator
@@ -118,7 +121,7 @@ def test_gpu_sizes(M, N, K, layout):
   tol = dict(atol=2e-3 * math.sqrt(K) + 1e-3, rtol=1e-2)
   ((_, ast, inputs, _),) = schedule([out.node])
   caps, n_axis = get_device("CUDA").caps, len(ast.shape) - 1
-  for arg in [k for k, t in enumerate(tc.TILES) if t.instruction == tc.MMA_SYNC] if layout == "nn" else (0,):   # every CUDA tile, forced
+  for arg in (0, 2, 3) if layout == "nn" else (0,):   # tiles forced: square, small, wide
     if (why := check(ast, caps, [tensor_core(n_axis, arg)])) is not None:
       assert min(M, N) == 1, why   # a vector: no N axis to name
       continue
@@ -176,3 +179,64 @@ def test_gpu_epilogues_and_batches(name):
   assert ck is not None and "mma.sync" in ck.source, "the heuristics did not pick the tensor cores"
   want = ref(*[x.astype(np.float64) for x in arrays])
   np.testing.assert_allclose(got, want, atol=2e-2, rtol=1e-2)
+
+def test_tile_origins_cover_the_grid():
+  # every tile of every batch element is some threadgroup's, once, in the rastered order too
+  for M, N, batch in ((4096, 2048, ()), (1000, 300, (3,)), (2048, 128, (2, 2))):
+    spec = type("S", (), {"M": M, "N": N, "batch": batch})()
+    t = tc.TILES[0]
+    tm, tn, nb = tc.grid(spec, t)
+    seen = set()
+    for g in range(tm * tn * nb):
+      m0, n0, b = tc.tile_origin(spec, t, sym.Const(g))
+      seen.add((m0.v, n0.v, b.v))
+    assert seen == {(i * t.bm, j * t.bn, b) for i in range(tm) for j in range(tn) for b in range(nb)}
+
+@pytest.fixture
+def tf32():
+  alloy.set_float32_matmul_precision("high")
+  yield
+  alloy.set_float32_matmul_precision("highest")
+
+def test_float32_precision_knob(rng, tf32):
+  a, b = _half(rng, 2048, 64, dtype=np.float32), _half(rng, 64, 2048, dtype=np.float32)
+  ast = _ast(a @ b)
+  assert check(ast, TC_CAPS, [tensor_core(1, 0)]) is None and choose_opts(ast, TC_CAPS) == [tensor_core(1, 0)]
+  alloy.set_float32_matmul_precision("highest")
+  assert check(ast, TC_CAPS, [tensor_core(1, 0)]) is not None
+  assert not any(o.kind is OptKind.TENSOR_CORE for o in choose_opts(ast, TC_CAPS))
+  with pytest.raises(ValueError, match="expected one of highest, high, medium"): alloy.set_float32_matmul_precision("low")
+  assert alloy.get_float32_matmul_precision() == "highest"
+
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+def test_tf32_source_compiles(rng, tf32, layout):
+  pytest.importorskip("cuda.bindings")
+  from alloy.runtime.cuda.compiler import CUDACompiler
+  a, b = _half(rng, 100, 40, dtype=np.float32), _half(rng, 40, 72, dtype=np.float32)
+  a = a if layout[0] == "n" else a.T.contiguous().realize().T
+  b = b if layout[1] == "n" else b.T.contiguous().realize().T
+  src = CUDARenderer().render(lower(_ast(a @ b), TC_CAPS, [tensor_core(1, 0)]))
+  assert "m16n8k8.row.col.f32.tf32.tf32.f32" in src and "cvt.rna.tf32.f32" in src
+  try: CUDACompiler("sm_90").compile(src)
+  except Exception as e:
+    if "cuda_fp16" in str(e): pytest.skip("no CUDA headers")
+    raise
+
+@cuda
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+@pytest.mark.parametrize("M, N, K", [(1000, 4097, 64), (129, 257, 1000), (7, 64, 33)])
+def test_gpu_tf32(tf32, layout, M, N, K):
+  rng = np.random.default_rng(M + N + K)
+  a = rng.uniform(-1, 1, (M, K) if layout[0] == "n" else (K, M)).astype(np.float32)
+  b = rng.uniform(-1, 1, (K, N) if layout[1] == "n" else (N, K)).astype(np.float32)
+  A, B = Tensor(a, device="CUDA").realize(), Tensor(b, device="CUDA").realize()
+  out = (A if layout[0] == "n" else A.T) @ (B if layout[1] == "n" else B.T)
+  a64, b64 = a.astype(np.float64), b.astype(np.float64)
+  want = (a64 if layout[0] == "n" else a64.T) @ (b64 if layout[1] == "n" else b64.T)
+  got = out.numpy().astype(np.float64)
+  ck = _opts_of_last_matmul()
+  assert ck is not None and "tf32" in ck.source
+  np.testing.assert_allclose(got, want, atol=2e-3 * math.sqrt(K), rtol=5e-3)   # tf32: 10-bit mantissas
+  alloy.set_float32_matmul_precision("highest")   # the same matmul again: exact, on the FMA path
+  exact = ((A if layout[0] == "n" else A.T) @ (B if layout[1] == "n" else B.T)).numpy().astype(np.float64)
+  np.testing.assert_allclose(exact, want, atol=1e-5 * math.sqrt(K), rtol=1e-5)

@@ -71,6 +71,7 @@ class CUDADevice(Device):
       "shared_optin": attr(A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
       "sm_count": attr(A.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
     }
+    self.caps = dataclasses.replace(self.caps, dynamic_shared_bytes=self.limits["shared_optin"])
     nonblocking = cu.CUstream_flags.CU_STREAM_NON_BLOCKING
     self.stream = check(cu.cuStreamCreate(nonblocking), "cuStreamCreate")        # all kernels and copyins
     self.copy_stream = check(cu.cuStreamCreate(nonblocking), "cuStreamCreate")   # copyouts

@@ -34,7 +34,7 @@ class CUDAGraph:
       p.func = prog.func
       p.gridDimX, p.gridDimY, p.gridDimZ = prog.g3
       p.blockDimX, p.blockDimY, p.blockDimZ = prog.l3
-      p.sharedMemBytes = 0
+      p.sharedMemBytes = prog.launch_dims[-1]   # set_dims: what the module declares
       p.kernelParams = blk.addr
       node = check(driver.cuGraphAddKernelNode(self.graph, [prev] if prev is not None else None, 1 if prev is not None else 0, p),
                     f"cuGraphAddKernelNode({prog.name})")
