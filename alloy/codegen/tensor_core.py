@@ -16,7 +16,8 @@ simdgroup_matrix accumulators. Each BK-wide slice of both operands is copied by 
 (row-major, zeros past the edges, any strides: transposed and batched operands alike), then read with
 `simdgroup_load` and multiplied with `simdgroup_multiply_accumulate` (fp16 or fp32 operands, fp32 accumulators);
 one slice at a time (stages 1: Metal has no cp.async). At the end the accumulators are stored to threadgroup memory
-and each thread takes BM*BN/threads of them, pairs of row neighbours (accumulator_index), where the epilogue runs (renderer/metal_simdgroup.py prints the loop).
+and each thread takes BM*BN/threads of them, pairs of row neighbours (accumulator_index), where the epilogue runs
+(renderer/metal_simdgroup.py prints the loop).
 
 `axis` is the output axis holding N (the tile's columns). `arg` indexes TILES:
 """
