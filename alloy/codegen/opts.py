@@ -18,8 +18,11 @@ PARALLEL_MIN_WORK = 1 << 15   # elements; below this, threads cost more than the
 ROW_STREAMS = 4               # rows a row reduction reads side by side
 COLUMN_LANES = 64             # lanes of a column reduction: 8 vectors of 8 four-byte elements
 CPU_LANES = 8                 # independent accumulators / unrolled outputs: covers add latency x issue width
-# a register tile: rows x columns of accumulators, 8 vectors of them; 8 x 16 (16 vectors) left AVX2's 16 registers
-# none for the operands and spilled: with packed panels 8 x 8 runs 10-50% faster (1024^3 to 2048^3, 2-core VM)
+# a register tile: rows x columns of accumulators, half the registers (caps.registers counts 32-bit lanes): AVX2's
+# 16 registers of 8 lanes give 8 x 8 (8 x 16 left none for the operands and spilled: with packed panels 8 x 8 runs
+# 10-50% faster, 1024^3 to 2048^3, 2-core VM); AVX-512's 32 of 16 give 8 x 32, two vectors of 16 per row (16
+# accumulators, 2 panel loads and a broadcast per row step: 1024^3 ~100 -> ~300 GFLOP/s on the same VM; 6 x 32,
+# 4 x 64 and 16 x 16 measured no faster)
 TILE_ROWS, TILE_COLS = 8, 8
 TILE_OUTER_MIN = 8            # column tiles needed to put their loop outermost (it is the one split across cores)
 GPU_TILE = (4, 4)             # GPU register tile: rows x columns of outputs per thread
@@ -31,6 +34,7 @@ GROUP_MAX_ROWS = 1 << 17      # with this many rows, one thread per row already 
 TINY_OUTPUTS, TINY_WORK = 16, 256   # a kernel this small is one thread with everything unrolled
 TENSOR_CORE_MIN = 16          # M, N and K at least: a thinner matmul wastes most of each 16x8x16 tile
 TENSOR_CORE_BIG_TILES = 96    # 128x128 threadgroups at least (about an H200's 132 SMs): else the 64x64 tile
+SIMDGROUP_BIG_TILES = 64      # Metal: 64x64 threadgroups at least (a few per GPU core of an M-series chip): else 32x32
 
 def choose_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt]:
   """The heuristics' transforms for this kernel on a device with these caps (plan.make_plan lowers them)."""
@@ -42,11 +46,15 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt]:
   return _gpu_opts(ast.root, caps) if caps.threads else _cpu_opts(ast.root, caps)
 
 def _tensor_core_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt] | None:
-  """A 16-bit float matmul on tensor cores: the 128x128 tile where enough of them fill the GPU, else 64x64."""
+  """A matmul on the device's matrix instructions: CUDA's mma.sync (16-bit floats) in the 128x128 tile where enough of
+  them fill the GPU, else 64x64; Metal's simdgroup matrices (fp16, fp32) in 64x64 tiles where enough of them fill
+  the GPU, else 32x32."""
   spec = match_matmul(ast)
   if spec is None or min(spec.M, spec.N, spec.K) < TENSOR_CORE_MIN or "n" not in spec.out_axes: return None
-  big = tc.grid(spec, tc.TILES[0])
-  arg = 0 if prod(big) >= TENSOR_CORE_BIG_TILES else 2
+  if tc.MMA_SYNC in caps.tensor_cores: big, small = 0, 2
+  elif tc.SIMDGROUP_8X8 in caps.tensor_cores: small, big = tc.SIMDGROUP_TILES
+  else: return None
+  arg = big if prod(tc.grid(spec, tc.TILES[big])) >= (TENSOR_CORE_BIG_TILES if big == 0 else SIMDGROUP_BIG_TILES) else small
   if tc.check(spec, tc.TILES[arg], caps) is not None: return None
   return [tensor_core(spec.out_axes.index("n"), arg)]
 
@@ -75,7 +83,9 @@ def _cpu_opts(root: Node, caps: DeviceCaps) -> list[Opt]:
     stash is not None and inner == len(shape) - 1 and shape[inner] >= 2 * CPU_LANES)) else ()
   if upcast and shape[inner] == outer and parallel and shape[inner] // CPU_LANES < 2: upcast = ()
   opts = []
-  tile = _register_tile(root, inner, fits) if upcast else None
+  tile = None
+  for cols in _tile_widths(root, caps) if upcast else ():   # the widest tile whose columns fit the axis
+    if (tile := _register_tile(root, inner, fits, TILE_ROWS, cols)) is not None: break
   unroll, streams = CPU_LANES * 4, False   # one lane: 4 vectors of accumulators keep 4 loads in flight
   if tile is None and inner is not None: upcast, unroll, streams = _lanes_by_layout(root, inner, upcast, unroll, fits, caps)
   if tile is not None:
@@ -91,6 +101,15 @@ def _cpu_opts(root: Node, caps: DeviceCaps) -> list[Opt]:
   if parallel:   # the outermost loop (the swap may have put the columns' there)
     opts.append(thread(next(a for a in loop_order(len(shape), opts) if shape[a] > 1)))
   return opts
+
+def _tile_widths(root: Node, caps: DeviceCaps) -> list[int]:
+  """A CPU register tile's column counts, widest first: TILE_ROWS rows of accumulators filling half the registers,
+  halved down to TILE_COLS (a narrower axis takes a narrower tile). Inputs of a type without vector loads (float16,
+  bfloat16, float64) keep TILE_COLS: their tile is scalar code, whose accumulators a wider tile would spill."""
+  vector = all(m.dtype.name in caps.vector_dtypes for m in root.toposort() if m.op is Op.INPUT)
+  cols, out = max(caps.registers // (2 * TILE_ROWS), TILE_COLS) if vector else TILE_COLS, []
+  while cols >= TILE_COLS: out.append(cols); cols //= 2
+  return out
 
 def _lanes_by_layout(root: Node, inner: int, upcast: tuple, unroll: int, fits, caps: DeviceCaps) -> tuple:
   """(upcast, reduce unroll, whether the unroll applies to each lane) for a reduction without a register tile,

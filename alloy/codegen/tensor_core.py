@@ -10,6 +10,15 @@ is not the reduction). Each operand's slice is stored in rows along its contiguo
 16-byte chunks, so neither the copies nor the ldmatrix reads conflict on banks. Shapes the tile does not divide are
 masked: the copies read zeros past the edges and each accumulator's epilogue and store are guarded.
 
+Metal's tiles (instruction SIMDGROUP_8X8: `simdgroup_matrix<T, 8, 8>`, Apple7 and newer) take the same plan: one
+threadgroup per BM x BN tile, each SIMD group of 32 threads owning WM x WN of it as (WM/8) x (WN/8) float32
+simdgroup_matrix accumulators. Each BK-wide slice of both operands is copied by all threads into threadgroup memory
+(row-major, zeros past the edges, any strides: transposed and batched operands alike), then read with
+`simdgroup_load` and multiplied with `simdgroup_multiply_accumulate` (fp16 or fp32 operands, fp32 accumulators);
+one slice at a time (stages 1: Metal has no cp.async). At the end the accumulators are stored to threadgroup memory
+and each thread takes BM*BN/threads of them, pairs of row neighbours (accumulator_index), where the epilogue runs
+(renderer/metal_simdgroup.py prints the loop).
+
 `axis` is the output axis holding N (the tile's columns). `arg` indexes TILES:
 """
 from __future__ import annotations
@@ -21,6 +30,7 @@ from alloy.caps import DeviceCaps
 from alloy.codegen.matmul import MatmulSpec
 
 MMA_SYNC = "mma.sync.m16n8k16"   # DeviceCaps.tensor_cores names it where the device has it (sm_80 and newer)
+SIMDGROUP_8X8 = "simdgroup_matrix.8x8"   # Metal's simdgroup matrices (Apple7 and newer)
 
 @dataclass(frozen=True)
 class TensorCoreTile:
@@ -38,9 +48,13 @@ class TensorCoreTile:
   def threads(self) -> int: return 32 * self.warps
   @property
   def accumulators(self) -> int:
-    """Per thread: (WM/16) x (WN/8) mma tiles of 4 float32 values each."""
+    """Per thread: (WM/16) x (WN/8) mma tiles of 4 float32 values each; on Metal its share of the tile's elements."""
+    if self.instruction == SIMDGROUP_8X8: return self.bm * self.bn // self.threads
     return (self.wm // 16) * (self.wn // 8) * 4
-  def shared_bytes(self, itemsize: int = 2) -> int: return self.stages * (self.bm + self.bn) * self.bk * itemsize
+  def shared_bytes(self, itemsize: int = 2) -> int:
+    """Both operands' slices; on Metal also the float32 tile the accumulators are stored through."""
+    out = self.bm * self.bn * 4 if self.instruction == SIMDGROUP_8X8 else 0
+    return out + self.stages * (self.bm + self.bn) * self.bk * itemsize
   def __str__(self): return f"{self.bm}x{self.bn}x{self.bk} {self.warps} warps of {self.wm}x{self.wn}, {self.stages} stages"
 
 TILES = (   # shared memory: stages x (BM + BN) x BK x 2 bytes
@@ -51,12 +65,18 @@ TILES = (   # shared memory: stages x (BM + BN) x BK x 2 bytes
   TensorCoreTile(128, 128, 64, 64, 32, 3),   # 4: half the barriers per K (96 KiB)
   TensorCoreTile(256, 128, 32, 64, 64, 3),   # 5: tall: 128 accumulators a thread (72 KiB)
   TensorCoreTile(128, 128, 32, 64, 64, 4),   # 6: 4 warps of 64x64: fewer ldmatrix per mma (64 KiB)
+  # Metal: 4 SIMD groups of 2 x 2 simdgroup matrices (8 accumulators a thread; 8 KiB of threadgroup memory in fp32)
+  TensorCoreTile(32, 32, 16, 16, 16, 1, SIMDGROUP_8X8),   # 7
+  # Metal, large matmuls: 4 SIMD groups of 4 x 4 (32 accumulators a thread; 24 KiB in fp32)
+  TensorCoreTile(64, 64, 16, 32, 32, 1, SIMDGROUP_8X8),   # 8
 )
 
 __doc__ += "\n".join(f"- {k}: {t}" for k, t in enumerate(TILES)) + "\n"
+SIMDGROUP_TILES = tuple(k for k, t in enumerate(TILES) if t.instruction == SIMDGROUP_8X8)   # Metal's: (small, large)
 
 MMA_DTYPES = ("float16", "bfloat16")   # and float32 as tf32 (m16n8k8), where float32_matmul_precision allows
 TF32_VERIFIED = False   # the tf32 tile's results were wrong on the H200 (a bug not found yet): check() refuses it
+SIMDGROUP_DTYPES = ("float16", "float32")   # bfloat16 is ushort bits on alloy's Metal (renderer/metal.py)
 FRAGMENT_REGISTERS = 64   # registers a thread needs beside its accumulators: operand fragments, addresses, loop state
 
 def tile_for(arg: int, depth: int | None = None) -> TensorCoreTile:
@@ -75,6 +95,7 @@ def check(spec: MatmulSpec | None, tile: TensorCoreTile, caps: DeviceCaps) -> st
   """Why this tile cannot run this kernel on this device, or None where it can."""
   if spec is None: return "the kernel is not a matmul with an elementwise epilogue (codegen/matmul.py)"
   if tile.instruction not in caps.tensor_cores: return f"the device has no {tile.instruction} tensor cores"
+  if tile.instruction == SIMDGROUP_8X8: return _check_simdgroup(spec, tile, caps)
   if spec.operand_dtype is not None and spec.operand_dtype.name == "float32":
     if float32_matmul_precision() == "highest":
       return ("float32 operands: tensor cores round them to tf32, which alloy.set_float32_matmul_precision('high') "
@@ -98,6 +119,18 @@ def check(spec: MatmulSpec | None, tile: TensorCoreTile, caps: DeviceCaps) -> st
   a_k, b_n = unit_axes(spec)
   if not a_k and spec.a.stride != 1 and spec.M > 1: return "A has no contiguous axis (neither M nor K has stride 1)"
   if not b_n and spec.b.k_stride != 1 and spec.K > 1: return "B has no contiguous axis (neither K nor N has stride 1)"
+  return None
+
+def _check_simdgroup(spec: MatmulSpec, tile: TensorCoreTile, caps: DeviceCaps) -> str | None:
+  if spec.operand_dtype is None or spec.operand_dtype.name not in SIMDGROUP_DTYPES:
+    return f"operands {spec.a.dtype.name} and {spec.b.dtype.name}: {tile.instruction} takes two float16 or two float32 operands"
+  if spec.acc_dtype.name != "float32": return f"{spec.acc_dtype.name} accumulation: the tiles accumulate in float32 only"
+  if tile.stages != 1: return f"{tile.stages} stages: Metal's tiles copy one slice at a time (no asynchronous copies)"
+  if (nb := tile.shared_bytes(spec.operand_dtype.itemsize)) > caps.shared_bytes:
+    return f"{tile}: {nb} bytes of threadgroup memory, over the device's {caps.shared_bytes}"
+  if tile.threads > caps.max_local: return f"{tile}: {tile.threads} threads, over the device's {caps.max_local}"
+  if tile.accumulators + FRAGMENT_REGISTERS > caps.registers:
+    return f"{tile}: {tile.accumulators} accumulators per thread, over the device's {caps.registers} registers"
   return None
 
 def aligned(spec: MatmulSpec) -> tuple[bool, bool]:
@@ -133,7 +166,12 @@ def tile_origin(spec: MatmulSpec, tile: TensorCoreTile, group: sym.Expr) -> tupl
 def accumulator_index(tile: TensorCoreTile, lane: sym.Expr) -> list[tuple]:
   """(row, column) in the threadgroup's tile of each of a thread's accumulators, in the order the main loop keeps
   them: for each of the warp's (WM/16) x (WN/8) mma tiles, m16n8k16's four: rows g and g+8, columns 2t and 2t+1,
-  with g = lane / 4 and t = lane % 4 within the warp."""
+  with g = lane / 4 and t = lane % 4 within the warp. Metal's: pairs of row neighbours, accumulators 2j and 2j+1
+  elements 2*(lane + j*threads) and the one after it of the tile in row-major order (as CUDA's, so the lowering's
+  2-wide stores serve both)."""
+  if tile.instruction == SIMDGROUP_8X8:
+    at = [2 * (lane + (k // 2) * tile.threads) + k % 2 for k in range(tile.accumulators)]
+    return [(sym.div(e, tile.bn), sym.mod(e, tile.bn)) for e in at]
   warps_n = tile.bn // tile.wn
   warp, within = sym.div(lane, 32), sym.mod(lane, 32)
   wm, wn = sym.div(warp, warps_n), sym.mod(warp, warps_n)

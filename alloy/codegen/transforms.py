@@ -29,7 +29,8 @@ Each kind, its `axis` and its `arg` (KIND_DOCS below is the one table of them):
   copy is a panel on the kernel thread's stack (depth 1: copied, then used). On the GPU, with TENSOR_CORE on the
   same axis: both operands' slices go through shared memory `depth` slices in flight (cp.async); without it GPU
   staging is refused (not built).
-- TENSOR_CORE(axis, arg): a matmul (codegen/matmul.py recognises it) on the GPU's tensor cores: a threadgroup per
+- TENSOR_CORE(axis, arg): a matmul (codegen/matmul.py recognises it) on the GPU's matrix instructions (CUDA's tensor
+  cores, Metal's simdgroup matrices: the tile's instruction must be in DeviceCaps.tensor_cores): a threadgroup per
   output tile of the shape TILES[arg] in codegen/tensor_core.py (its docstring is the table), `axis` the output axis
   holding N. Takes no other transform but STAGE.
 """

@@ -28,30 +28,40 @@ typedef uint32_t alloy_uint32x4 __attribute__((vector_size(16), aligned(4)));
 typedef float alloy_float32x8 __attribute__((vector_size(32), aligned(4)));
 typedef int32_t alloy_int32x8 __attribute__((vector_size(32), aligned(4)));
 typedef uint32_t alloy_uint32x8 __attribute__((vector_size(32), aligned(4)));
-/* a*b+c with one rounding, lane by lane: the FMA instruction where there is one */
+typedef float alloy_float32x16 __attribute__((vector_size(64), aligned(4)));
+typedef int32_t alloy_int32x16 __attribute__((vector_size(64), aligned(4)));
+typedef uint32_t alloy_uint32x16 __attribute__((vector_size(64), aligned(4)));
+/* a*b+c with one rounding, lane by lane: the FMA instruction where there is one (16 lanes: AVX-512's, which the
+   CPU device only asks for where the target has it; elsewhere lane by lane) */
+#define ALLOY_FMA(N) static inline alloy_float32x##N alloy_fma_float32x##N(alloy_float32x##N a, alloy_float32x##N b, \
+  alloy_float32x##N c) { for (int k = 0; k < N; k++) c[k] = fmaf(a[k], b[k], c[k]); return c; }
 #if defined(__FMA__) && (defined(__x86_64__) || defined(__i386__))
 #define alloy_fma_float32x8(a, b, c) ((alloy_float32x8)__builtin_ia32_vfmaddps256((a), (b), (c)))
 #define alloy_fma_float32x4(a, b, c) ((alloy_float32x4)__builtin_ia32_vfmaddps((a), (b), (c)))
 #else
-#define ALLOY_FMA(N) static inline alloy_float32x##N alloy_fma_float32x##N(alloy_float32x##N a, alloy_float32x##N b, \
-  alloy_float32x##N c) { for (int k = 0; k < N; k++) c[k] = fmaf(a[k], b[k], c[k]); return c; }
 ALLOY_FMA(8) ALLOY_FMA(4)
+#endif
+#if defined(__AVX512F__)
+#define alloy_fma_float32x16(a, b, c) ((alloy_float32x16)__builtin_ia32_vfmaddps512_mask((a), (b), (c), (unsigned short)-1, 4))
+#else
+ALLOY_FMA(16)
 #endif
 #define ALLOY_VEC_SELECT(N) \
 static inline alloy_float32x##N alloy_select_float32x##N(alloy_int32x##N m, alloy_float32x##N a, alloy_float32x##N b) { \
   return (alloy_float32x##N)(((alloy_int32x##N)a & m) | ((alloy_int32x##N)b & ~m)); }
-ALLOY_VEC_SELECT(8) ALLOY_VEC_SELECT(4)
+ALLOY_VEC_SELECT(16) ALLOY_VEC_SELECT(8) ALLOY_VEC_SELECT(4)
 /* x clamped to [lo, hi], NaN to lo: on x86 one max and one min (they return their second operand for NaN), where
    compares and selects took six instructions (softmax 2048^2: ~10% faster) */
+#define ALLOY_VEC_CLAMP(N) \
+static inline alloy_float32x##N alloy_clamp_float32x##N(alloy_float32x##N x, alloy_float32x##N lo, alloy_float32x##N hi) { \
+  x = alloy_select_float32x##N((x < lo) | (x != x), lo, x); return alloy_select_float32x##N(x > hi, hi, x); }
 #if defined(__AVX__)
 #define alloy_clamp_float32x8(x, lo, hi) ((alloy_float32x8)__builtin_ia32_minps256(__builtin_ia32_maxps256((x), (lo)), (hi)))
 #define alloy_clamp_float32x4(x, lo, hi) ((alloy_float32x4)__builtin_ia32_minps(__builtin_ia32_maxps((x), (lo)), (hi)))
 #else
-#define ALLOY_VEC_CLAMP(N) \
-static inline alloy_float32x##N alloy_clamp_float32x##N(alloy_float32x##N x, alloy_float32x##N lo, alloy_float32x##N hi) { \
-  x = alloy_select_float32x##N((x < lo) | (x != x), lo, x); return alloy_select_float32x##N(x > hi, hi, x); }
 ALLOY_VEC_CLAMP(8) ALLOY_VEC_CLAMP(4)
 #endif
+ALLOY_VEC_CLAMP(16)
 /* NaN-propagating max and exp on float vectors, so rows of softmax and max-reductions stay vector code.
    exp: 2^k * e^r with k = round(x*log2(e)), r = x - k*ln2 in two parts, e^r by Cephes' degree-6 polynomial
    (within 2 ulp of the correctly rounded value); 2^k applied as two factors so results near overflow and
@@ -71,7 +81,7 @@ static inline alloy_float32x##N alloy_exp_float32x##N(alloy_float32x##N x) { \
   alloy_int32x##N ki = __builtin_convertvector(k, alloy_int32x##N), k1 = ki >> 1, k2 = ki - k1; \
   y = y * (alloy_float32x##N)((k1 + 127) << 23) * (alloy_float32x##N)((k2 + 127) << 23); \
   return alloy_select_float32x##N(x != x, x, y); }
-ALLOY_VEC_MATH(8) ALLOY_VEC_MATH(4)
+ALLOY_VEC_MATH(16) ALLOY_VEC_MATH(8) ALLOY_VEC_MATH(4)
 """+ integer_helpers("static inline") + floor_division_helpers("static inline", ["float", "double"])
 
 def parallel_chunk(length: int) -> int:

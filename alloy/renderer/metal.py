@@ -3,12 +3,15 @@
 half is native; bfloat16 is kept as ushort bits and computed in float (so it needs neither MSL 3.1 nor
 native bfloat, and runs on the software device); int64 is `long`. Metal has no double: float64 is
 rejected before codegen (see runtime/registry.py's unsupported_dtype), and here as a last guard.
-Grouped reductions combine through SIMD-group shuffles and threadgroup memory.
+Grouped reductions combine through SIMD-group shuffles and threadgroup memory. A TENSOR_CORE matmul's main loop
+runs on simdgroup matrices (renderer/metal_simdgroup.py), its epilogue per accumulator as any other code.
 """
 from __future__ import annotations
 from alloy.dtype import DType
-from alloy.codegen.program import LinearProgram
+from alloy.codegen.program import Kind, LinearProgram
+from alloy.codegen.tensor_core import SIMDGROUP_8X8
 from alloy.renderer.cstyle import CStyleRenderer, floor_division_helpers, integer_helpers, scalar_word_count
+from alloy.renderer.metal_simdgroup import simdgroup_lines
 
 # Metal has no erf: below 0.84375 fdlibm's rational fit, above it the Chebyshev fit of erfc from Numerical
 # Recipes (relative error < 1.2e-7); both in float, which is all Metal has.
@@ -46,12 +49,23 @@ class MetalRenderer(CStyleRenderer):
                 "int32": "int", "uint32": "uint", "int64": "long", "uint64": "ulong",
                 "float16": "half", "bfloat16": "ushort", "float32": "float"}
   compute_in_float = {"bfloat16"}
-  vector_names = {"float32": "float", "int32": "int", "uint32": "uint"}
+  # half2 and ushort2 (bfloat16's bits): a TENSOR_CORE epilogue's 2-wide stores
+  vector_names = {"float32": "float", "int32": "int", "uint32": "uint", "float16": "half", "bfloat16": "ushort"}
 
   def tname(self, d: DType) -> str:
     if d.name not in self.type_names: raise TypeError(f"Metal has no {d.name}: the METAL device cannot compute in {d.name}")
     return self.type_names[d.name]
   def preamble(self, prog: LinearProgram) -> list[str]: return [METAL_PRELUDE]
+  def own_instruction(self, ins, names: dict, dtypes: dict, new) -> list[str] | None:
+    if ins.op is Kind.MMA:   # the simdgroup-matrix tile (renderer/metal_simdgroup.py) into an array of accumulators
+      spec, tile = ins.arg
+      if tile.instruction != SIMDGROUP_8X8: raise ValueError(f"Metal has no {tile.instruction} tiles (its own: {SIMDGROUP_8X8})")
+      acc = names[id(ins)] = new("acc")
+      return simdgroup_lines(spec, tile, self.tname(spec.operand_dtype), *(names[id(s)] for s in ins.src), acc)
+    if ins.op is Kind.GEP and ins.src[0].op is Kind.MMA:
+      names[id(ins)], dtypes[id(ins)] = f"{names[id(ins.src[0])]}[{ins.arg}]", ins.dtype
+      return []
+    return None
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str:
     specials = ["uint3 gid [[threadgroup_position_in_grid]]", "uint3 lid [[thread_position_in_threadgroup]]",
                 "uint3 lsize [[threads_per_threadgroup]]"]

@@ -80,7 +80,7 @@ def _gelu(x):
   return 0.5 * x * (1 + np.vectorize(erf)(x / math.sqrt(2)))
 
 @pytest.mark.parametrize("name", list(CASES))
-@pytest.mark.parametrize("arg", range(len(tc.TILES)))
+@pytest.mark.parametrize("arg", [k for k, t in enumerate(tc.TILES) if t.instruction == tc.MMA_SYNC])   # CUDA's tiles
 def test_source_compiles(rng, name, arg):
   pytest.importorskip("cuda.bindings")
   from alloy.runtime.cuda.compiler import CUDACompiler

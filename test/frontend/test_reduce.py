@@ -138,21 +138,32 @@ def test_matmul_gpu_tile_sizes(device, rng, sa, sb):
   got = ((Tensor(x, device=device) @ Tensor(y, device=device)) * 0.5 + 1).numpy()
   assert_close(got, (x.astype(np.float64) @ y) * 0.5 + 1, "float32", rtol=1e-5, atol=1e-4)
 
-def _cpu_program(node):
-  """The linear program of node's one kernel as the CPU device lowers it."""
+def _cpu_program(node, caps=None):
+  """The linear program of node's one kernel as the CPU device lowers it (under `caps`: default, this CPU's)."""
   from alloy.codegen.lower import lower
-  from alloy.runtime.cpu import CPUDevice
   from alloy.schedule.fusion import schedule
   ((_, ast, _, _),) = schedule([node])
-  return lower(ast, CPUDevice.caps)
+  return lower(ast, caps or alloy.get_device("CPU").caps)
 
-def test_cpu_matmul_is_vector_code():
+# the register tile of each vector extension (codegen only, so both run on any CPU): AVX2's and NEON's 8 x 8 of
+# 8-wide vectors, AVX-512's 8 x 32 of 16-wide ones
+@pytest.mark.parametrize("isa", ["8-wide", "avx512"])
+def test_cpu_matmul_is_vector_code(isa):
+  from alloy.runtime.cpu import CAPS_8_WIDE, CAPS_AVX512
+  caps, cols, width = (CAPS_8_WIDE, 8, 8) if isa == "8-wide" else (CAPS_AVX512, 32, 16)
   a = Tensor(np.arange(64 * 64, dtype=np.float32).reshape(64, 64), device="CPU")
-  prog = _cpu_program((a @ a).node)
-  from alloy.codegen.opts import TILE_ROWS, TILE_COLS
-  assert [o for o in prog.meta.opts if o[0] == "UPCAST"] == [("UPCAST", 0, TILE_ROWS), ("UPCAST", 1, TILE_COLS)]
+  prog = _cpu_program((a @ a).node, caps)
+  from alloy.codegen.opts import TILE_ROWS
+  assert [o for o in prog.meta.opts if o[0] == "UPCAST"] == [("UPCAST", 0, TILE_ROWS), ("UPCAST", 1, cols)]
   ops = [i.op for i in prog.instrs]
-  assert ops.count(Kind.VACC) == ops.count(Kind.VUPDATE) == TILE_ROWS * TILE_COLS // 8 and Kind.UPDATE not in ops and 8 in prog.meta.vector_widths
+  assert ops.count(Kind.VACC) == ops.count(Kind.VUPDATE) == TILE_ROWS * cols // width and Kind.UPDATE not in ops
+  assert prog.meta.vector_widths == (width,)
+  b = Tensor(np.ones((256, 256), np.float32), device="CPU")   # packed panels of the tile's columns
+  prog = _cpu_program((b @ b).node, caps)
+  assert ("STAGE", 1, 1) in prog.meta.opts and ("UPCAST", 1, cols) in prog.meta.opts
+  # a half-precision tile is scalar code (no 16-bit vector loads): it keeps 8 columns, not a wide tile's spills
+  h = b.cast("float16")
+  assert ("UPCAST", 1, 8) in _cpu_program((h.realize() @ h).node, caps).meta.opts
 
 def test_cpu_row_reduction_reads_rows_side_by_side():
   from alloy.codegen.opts import ROW_STREAMS
@@ -171,7 +182,7 @@ def test_cpu_column_reduction_reads_along_rows():
     prog = _cpu_program(t.node)
     assert [o[2] for o in prog.meta.opts if o[0] == "UPCAST"] == [COLUMN_LANES]
     ops = [i.op for i in prog.instrs]
-    assert ops.count(Kind.VACC) == COLUMN_LANES // 8 and Kind.UPDATE not in ops
+    assert ops.count(Kind.VACC) == COLUMN_LANES // max(prog.meta.vector_widths) and Kind.UPDATE not in ops
 
 @pytest.mark.parametrize("dtype", ["float32", "int32", "float64", "float16"])
 def test_column_reductions(device, rng, dtype):
@@ -207,7 +218,7 @@ def test_row_reductions_in_row_groups(device, rng, rows):
   assert_close(Tensor(y, device=device).sum(1).numpy(), y.astype(np.float64).sum(1), "float32", rtol=1e-5, atol=1e-5)
 
 def test_cpu_matmul_packs_its_right_operand(rng):
-  x, y, bias = rand_np(rng, (64, 48)), rand_np(rng, (48, 96)), rand_np(rng, (96,))
+  x, y, bias = rand_np(rng, (64, 48)), rand_np(rng, (48, 256)), rand_np(rng, (256,))   # 8 column tiles of 32
   a, b = Tensor(x, device="CPU"), Tensor(y, device="CPU")
   cases = [(a @ b, x @ y), (a @ Tensor(np.ascontiguousarray(y.T), device="CPU").T, x @ y),   # read through a transposed view
            ((a @ (b * 0.5).exp()) * 2 + Tensor(bias, device="CPU"), (x @ np.exp(y * 0.5)) * 2 + bias)]   # computed once per panel

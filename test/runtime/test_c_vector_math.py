@@ -17,6 +17,17 @@ void apply(const float *x, const float *y, float *exp_out, float *max_out, float
     *(alloy_float32x8 *)(clamp_out + i) = alloy_clamp_float32x8(a, lo, hi);
   }
 }
+void apply16(const float *x, const float *y, float *exp_out, float *max_out, float *clamp_out, float *fma_out, int n) {
+  alloy_float32x16 lo = {0}, hi = {0};
+  lo -= 3.5f; hi += 2.25f;
+  for (int i = 0; i + 16 <= n; i += 16) {
+    alloy_float32x16 a = *(const alloy_float32x16 *)(x + i), b = *(const alloy_float32x16 *)(y + i);
+    *(alloy_float32x16 *)(exp_out + i) = alloy_exp_float32x16(a);
+    *(alloy_float32x16 *)(max_out + i) = alloy_max_float32x16(a, b);
+    *(alloy_float32x16 *)(clamp_out + i) = alloy_clamp_float32x16(a, lo, hi);
+    *(alloy_float32x16 *)(fma_out + i) = alloy_fma_float32x16(a, b, a);
+  }
+}
 """
 
 def _build(tmp_path, name: str, extra: list) -> ctypes.CDLL:
@@ -59,3 +70,16 @@ def test_portable_vector_math_matches_the_x86_path(tmp_path):
   portable = _run(_build(tmp_path, "portable", ["-mno-avx"]), x, y)
   for a, b in zip(native, portable):
     np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+
+def test_16_wide_vector_math_matches_the_8_wide(tmp_path):
+  # AVX-512's 16 lanes (the CPU device's matmul tile and column sums where the target has it; lane by lane elsewhere)
+  x, y = _inputs()
+  lib = _build(tmp_path, "native", [])
+  outs = [np.empty_like(x) for _ in range(4)]
+  ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)
+  lib.apply16(ptr(x), ptr(y), *map(ptr, outs), ctypes.c_int(len(x)))
+  for a, b in zip(outs[:3], _run(lib, x, y)):
+    np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+  with np.errstate(invalid="ignore", over="ignore"):   # a*b+a with one rounding: float64 products of float32s are exact
+    want = (x.astype(np.float64) * y + x).astype(np.float32)
+  np.testing.assert_array_equal(outs[3], want)

@@ -187,6 +187,18 @@ kernel void mm_f32(device float* C, device const float* A, device const float* B
 kernel void mm_f16(device float* C, device const half* A, device const half* B, constant uint& K, constant uint& N,
                    uint3 gid [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]]) {
   tile(C, A, B, K, N, gid.y * 8, (gid.x * 2 + sg) * 8);
+}
+// the transpose flag of load and store, the diagonal constructor, multiply, and d = a*b + c with d distinct from c
+kernel void sg_semantics(device float* out, device const float* src, uint lane [[thread_index_in_simdgroup]]) {
+  simdgroup_float8x8 m, two(2.0f), p, q;
+  simdgroup_load(m, src, 16, ulong2(8, 0), true);   // the block at row 0, column 8 of a 16 x 16 source, transposed
+  simdgroup_store(m, out, 16, ulong2(0, 0));        // out[0:8, 0:8]
+  simdgroup_store(m, out, 16, ulong2(8, 8), true);  // out[8:16, 8:16]: transposed back
+  simdgroup_multiply(p, m, two);
+  simdgroup_store(p, out + 256, 16, ulong2(8, 0));  // out2[0:8, 8:16] = 2 m
+  simdgroup_load(q, src + 128, 16);                 // src[8:16, 0:8]
+  simdgroup_multiply_accumulate(p, m, q, two);      // m @ q + 2 I into p
+  simdgroup_store(p, out + 256 + 128, 16);          // out2[8:16, 0:8]
 }""",
 }
 
@@ -560,6 +572,22 @@ def test_simdgroup_matrix_matmul(dev, queue, psos, dtype):
                             np.uint32(N).tobytes()], (N // 16, M // 8, 1), (64, 1, 1))
   ref = a.astype(np.float32) @ b.astype(np.float32)
   np.testing.assert_allclose(view(c, np.float32).reshape(M, N), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_simdgroup_matrix_semantics(dev, queue, psos):
+  # MSL's simdgroup_load/store(matrix, memory, elements_per_row, origin (x: column, y: row), transpose): the 8 x 8 block
+  # at the origin, the transposed one where asked; simdgroup_matrix(v): v on the diagonal; d = a @ b + c
+  rng = np.random.default_rng(4)
+  src = rand(rng, 16, 16)
+  out = new_buffer(dev, np.zeros(512, np.float32))
+  with Metal.options(order="shuffled", strict=True):
+    run(queue, psos["sg_semantics"], [out, new_buffer(dev, src)], (1, 1, 1), (32, 1, 1))
+  got = view(out, np.float32).reshape(2, 16, 16)
+  m = src[0:8, 8:16].T
+  np.testing.assert_array_equal(got[0, 0:8, 0:8], m)
+  np.testing.assert_array_equal(got[0, 8:16, 8:16], m.T)
+  np.testing.assert_array_equal(got[1, 0:8, 8:16], 2 * m)
+  np.testing.assert_allclose(got[1, 8:16, 0:8], m.astype(np.float64) @ src[8:16, 0:8] + 2 * np.eye(8), rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("source", ["runtime.cpp", "shim/mtl_shim.h"])

@@ -13,21 +13,32 @@ from alloy.caps import DeviceCaps
 from alloy.renderer.c import CRenderer
 from alloy.runtime.device import Device
 from alloy.runtime.cpu.allocator import CPUAllocator
-from alloy.runtime.cpu.compiler import CPUCompiler, cpu_target
+from alloy.runtime.cpu.compiler import CPUCompiler, cpu_target, vector_isa
 from alloy.runtime.cpu.graph import CPUGraph, CPULaunchList
 from alloy.runtime.cpu.encoder import CPUCommandEncoder
 from alloy.runtime.cpu.program import CPUProgram
 from alloy.runtime.cpu.queue import CPUQueue, queue_binary
 
+# registers: AVX2's (and NEON's) 16 vector registers of 8 float32; shared_bytes: a packed panel lives on the kernel
+# thread's stack (16 MB)
+CAPS_8_WIDE = DeviceCaps(threads=False, vector_widths=(8, 4), vector_arithmetic=True, registers=16 * 8, shared_bytes=1 << 18)
+# AVX-512: 32 registers of 16 float32, so matmul's register tile is 8 x 32 (opts.py); a panel of 32 columns is
+# 128 bytes per step of the reduction, 512 KB at K = 4096 (in the 2 MB L2 of the machines measured)
+CAPS_AVX512 = DeviceCaps(threads=False, vector_widths=(16, 8, 4), vector_arithmetic=True, registers=32 * 16,
+                         shared_bytes=1 << 19)
+
+def cpu_caps() -> DeviceCaps:
+  """The caps of the vector extension kernels are built for (compiler.vector_isa: the CPU's, or ALLOY_CPU_ISA's)."""
+  return CAPS_AVX512 if vector_isa() == "avx512f" else CAPS_8_WIDE
+
 class CPUDevice(Device):
   renderer = CRenderer()
-  # registers: AVX2's 16 vector registers of 8 float32; shared_bytes: a packed panel lives on the kernel thread's stack
-  caps = DeviceCaps(threads=False, vector_widths=(8, 4), vector_arithmetic=True, registers=16 * 8, shared_bytes=1 << 18)
+  caps = CAPS_8_WIDE   # the class's; each device takes cpu_caps() for the CPU it runs on
   graph = CPUGraph
   launch_list = CPULaunchList
   def __init__(self, name: str):
     super().__init__(name)
-    self.target = cpu_target()
+    self.target, self.caps = cpu_target(), cpu_caps()
     self.allocator, self.program_class = CPUAllocator(self), CPUProgram
     self.submitted = 0                        # the number of the last queued entry (they count from 1)
     self._completed = ctypes.c_int64(0)       # the last entry run to its end: the queue's own counter once it starts

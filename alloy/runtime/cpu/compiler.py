@@ -1,7 +1,9 @@
 """The CPU device's compiler: C source -> a shared library, by the system C compiler (CC, else cc/gcc/clang).
 
-CFLAGS are every kernel's flags, and the native queue's: queue.py builds its C files through shared_library.
-cpu_target names the CPU the binaries are built for.
+CFLAGS are every kernel's flags, and the native queue's: queue.py builds its C files through shared_library;
+`vector_isa_flags()` follow them where ALLOY_CPU_ISA holds the binaries below what the CPU has.
+cpu_target names the CPU the binaries are built for, and `vector_isa()` its widest vector extension in use, which
+the device's caps (its vector widths and registers, so its matmul tile) follow.
 """
 from __future__ import annotations
 import functools, os, platform, shutil, subprocess, tempfile
@@ -19,26 +21,52 @@ def find_c_compiler() -> str:
   raise RuntimeError("alloy's CPU device needs a C compiler and none was found: install gcc "
                      "(e.g. `apt-get install gcc` or `xcode-select --install`) or set CC to one")
 
+X86_EXTENSIONS = ("avx512f", "avx2", "avx", "sse4_2")   # widest first
+# what ALLOY_CPU_ISA may name, and the compiler flags that keep -march=native's code within it
+ISA_LIMITS = {"avx2": ["-mno-avx512f"], "avx": ["-mno-avx512f", "-mno-avx2", "-mno-fma"]}
+
 @functools.lru_cache(None)
-def cpu_target() -> str:
-  arch = platform.machine().lower().replace("amd64", "x86_64").replace("x86_64", "x86-64")
+def cpu_extension() -> str:
+  """The CPU's widest x86 vector extension ("" elsewhere, and on an x86 CPU without them)."""
   flags = ""
   try:
     with open("/proc/cpuinfo") as f: flags = f.read()
   except OSError: pass
-  ext = next((e for e in ("avx512f", "avx2", "avx", "sse4_2") if f" {e} " in flags or f" {e}\n" in flags), "")
-  return f"{arch}+{ext}" if ext else arch
+  return next((e for e in X86_EXTENSIONS if f" {e} " in flags or f" {e}\n" in flags), "")
+
+@functools.lru_cache(None)
+def vector_isa() -> str:
+  """The widest vector extension kernels are built for: the CPU's, or ALLOY_CPU_ISA's narrower one (`avx2` tests the
+  AVX2 path on an AVX-512 machine, as a CI machine without AVX-512 runs it)."""
+  have, want = cpu_extension(), os.environ.get("ALLOY_CPU_ISA", "")
+  if not want or want == have: return have
+  if want not in ISA_LIMITS:
+    raise RuntimeError(f"ALLOY_CPU_ISA={want!r}: it names {', '.join(ISA_LIMITS)} or the CPU's own {have or 'none'}")
+  if have not in X86_EXTENSIONS or X86_EXTENSIONS.index(want) < X86_EXTENSIONS.index(have):
+    raise RuntimeError(f"ALLOY_CPU_ISA={want!r}: this CPU's widest vector extension is {have or 'none'}, which has no {want}")
+  return want
+
+def vector_isa_flags() -> list[str]:
+  """The flags after CFLAGS that hold -march=native's code within vector_isa()."""
+  return ISA_LIMITS.get(vector_isa(), []) if vector_isa() != cpu_extension() else []
+
+@functools.lru_cache(None)
+def cpu_target() -> str:
+  arch = platform.machine().lower().replace("amd64", "x86_64").replace("x86_64", "x86-64")
+  return f"{arch}+{vector_isa()}" if vector_isa() else arch
 
 class CPUCompiler(Compiler):
   def __init__(self):
     self.cc = find_c_compiler()
     version = subprocess.run([self.cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    self.identity = f"{version} {' '.join(CFLAGS)} {cpu_target()}"
+    self.flags = CFLAGS + vector_isa_flags()
+    self.identity = f"{version} {' '.join(self.flags)} {cpu_target()}"
   def compile(self, source: str) -> bytes: return self.shared_library(["-x", "c", "-"], source)
   def shared_library(self, args: list[str], source: str = "") -> bytes:
-    """The library the C compiler builds with CFLAGS, then args (flags and files; "-x c -" reads source from stdin)."""
+    """The library the C compiler builds with CFLAGS (and vector_isa_flags), then args (flags and files; "-x c -" reads
+    source from stdin)."""
     with tempfile.TemporaryDirectory() as tmp:
       out = os.path.join(tmp, "kernel.so")
-      proc = subprocess.run([self.cc, *CFLAGS, *args, "-o", out, "-lm"], input=source, capture_output=True, text=True)
+      proc = subprocess.run([self.cc, *self.flags, *args, "-o", out, "-lm"], input=source, capture_output=True, text=True)
       if proc.returncode != 0: raise CompileError(f"C compile failed ({self.cc}):\n{proc.stderr}", source)
       with open(out, "rb") as f: return f.read()

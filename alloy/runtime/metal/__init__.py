@@ -16,7 +16,7 @@ waits for (and first commits, where it is still open) the writer's command buffe
 since both go straight through the CPU mapping of the buffer.
 """
 from __future__ import annotations
-import functools, os, platform, shutil, sys, threading
+import dataclasses, functools, os, platform, shutil, sys, threading
 from alloy.helpers import getenv
 from alloy.caps import DeviceCaps
 from alloy.renderer.metal import MetalRenderer
@@ -54,6 +54,13 @@ def metal_binding():
 def is_hardware() -> bool: return _pyobjc_device() is not None
 def is_available() -> bool: return is_hardware() or software_available()
 
+SIMDGROUP_MATRIX_FAMILIES = tuple(f"Apple{n}" for n in range(7, 11))   # simdgroup_matrix: Apple7 (M1, A14) and newer
+
+def metal_caps(family: str) -> DeviceCaps:
+  """MetalDevice.caps, with the simdgroup matrices TENSOR_CORE uses where the GPU family has them."""
+  if family not in SIMDGROUP_MATRIX_FAMILIES: return MetalDevice.caps
+  return dataclasses.replace(MetalDevice.caps, tensor_cores=("simdgroup_matrix.8x8",))   # codegen's SIMDGROUP_8X8
+
 _made: dict = {}   # (class, name) -> its one device
 _made_lock = threading.Lock()
 
@@ -86,6 +93,7 @@ class MetalDevice(Device):
     self.mtl, self.mtl_device, self.software = metal_binding()
     family = self.gpu_family()
     self.target = f"{family} (software)" if self.software else family
+    self.caps = metal_caps(family)
     self.device_name = str(self.mtl_device.name())
     if "Paravirtual" in self.device_name:
       self.graph, self.graph_unavailable = None, f"{self.device_name} is a virtualized GPU without indirect command buffers"
