@@ -1,0 +1,104 @@
+"""The Hopper matmul (renderer/cuda_wgmma.py, runtime/cuda/tensor_map.py): its source compiles for sm_90a with
+NVRTC wherever NVRTC is installed (CI); on an sm_90 GPU every operand layout, dtype and edge case is checked
+against NumPy in float64."""
+import numpy as np
+import pytest
+
+pytest.importorskip("cuda.bindings")
+from alloy.dtype import bfloat16_bits_to_float32, float32_to_bfloat16_bits
+from alloy.renderer.cuda_wgmma import Operand, WGMMAGemm, render_wgmma, wgmma_unfit
+from alloy.runtime.cuda import is_available
+from alloy.runtime.cuda.compiler import CUDACompiler
+
+def gemm(M, N, K, a_k=True, b_k=False, dtype="float16", batch=1, **kw) -> WGMMAGemm:
+  """Contiguous operands: A stored M x K (a_k) or K x M, B stored N x K (b_k) or K x N."""
+  a = Operand(a_k, K if a_k else M, M * K)
+  b = Operand(b_k, K if b_k else N, N * K)
+  return WGMMAGemm(batch, M, N, K, dtype, a, b, **kw)
+
+# --- source and compile: no GPU needed ---------------------------------------------------------------
+
+@pytest.mark.parametrize("a_k,b_k", [(True, False), (True, True), (False, False), (False, True)])
+def test_compiles_for_sm90a(a_k, b_k):
+  k = render_wgmma(gemm(1000, 1000, 1000, a_k, b_k))
+  assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in k.source and "cp.async.bulk.tensor.3d" in k.source
+  assert CUDACompiler("sm_90a").compile(k.source)[:4] == b"\x7fELF"
+
+def test_bf16_and_narrow_tile_compile():
+  k = render_wgmma(gemm(256, 64, 128, dtype="bfloat16", block_n=64, stages=3))
+  assert "m64n64k16.f32.bf16.bf16" in k.source and k.grid == (2, 1, 1) and k.block == (384, 1, 1)
+  assert CUDACompiler("sm_90a").compile(k.source)[:4] == b"\x7fELF"
+
+def test_tensor_maps_describe_the_operands():
+  a_map, b_map = render_wgmma(gemm(300, 200, 136, a_k=True, b_k=False, batch=3, block_n=128)).maps
+  assert a_map.dims == (136, 300, 3) and a_map.strides == (136 * 2, 300 * 136 * 2) and a_map.box == (64, 128, 1)
+  assert b_map.dims == (200, 136, 3) and b_map.strides == (200 * 2, 200 * 136 * 2) and b_map.box == (64, 64, 1)
+
+def test_unfit_names_the_reason():
+  assert "16 bytes" in wgmma_unfit(gemm(64, 64, 4097))          # A's rows of 4097 halves: not 16-byte aligned
+  assert "dtype" in wgmma_unfit(gemm(64, 64, 64, dtype="float32"))
+  assert "shared memory" in wgmma_unfit(gemm(64, 64, 64, stages=8))
+  assert wgmma_unfit(gemm(7, 8, 8, b_k=True)) is None
+  with pytest.raises(ValueError, match="16 bytes"): render_wgmma(gemm(64, 64, 4097))
+
+# --- on an sm_90 GPU -----------------------------------------------------------------------------
+
+def hopper():
+  if not is_available(): pytest.skip("no CUDA GPU")
+  import alloy
+  dev = alloy.get_device("CUDA")
+  if dev.compute_capability != (9, 0): pytest.skip(f"wgmma needs sm_90, this GPU is {dev.target}")
+  return dev
+
+def to_storage(x: np.ndarray, dtype: str) -> np.ndarray:
+  return x.astype(np.float16) if dtype == "float16" else float32_to_bfloat16_bits(x.astype(np.float32))
+def from_storage(x: np.ndarray, dtype: str) -> np.ndarray:
+  return x.astype(np.float64) if dtype == "float16" else bfloat16_bits_to_float32(x).astype(np.float64)
+
+def run_gemm(dev, g: WGMMAGemm, seed=0):
+  """A, B random non-zero, laid out as g says; returns (alloy's C, NumPy's float64 C of the same rounded inputs)."""
+  from alloy.dtype import DTYPES
+  from alloy.runtime.buffer import Buffer
+  from alloy.runtime.cuda.tensor_map import build_wgmma
+  rng = np.random.default_rng(seed)
+  a = to_storage(rng.uniform(-1, 1, (g.batch, g.M, g.K)), g.dtype)
+  b = to_storage(rng.uniform(-1, 1, (g.batch, g.K, g.N)), g.dtype)
+  a_stored = a if g.a.k_major else a.transpose(0, 2, 1)
+  b_stored = b.transpose(0, 2, 1) if g.b.k_major else b
+  dt = DTYPES[g.dtype]
+  bufs = [Buffer("CUDA", x.size, dt).copyin(np.ascontiguousarray(x).reshape(-1)) for x in (a_stored, b_stored)]
+  out = Buffer("CUDA", g.batch * g.M * g.N, dt)
+  build_wgmma(dev, g)(out.handle, bufs[0].handle, bufs[1].handle)
+  ref = np.matmul(from_storage(a, g.dtype), from_storage(b, g.dtype))
+  return from_storage(out.numpy(), g.dtype).reshape(ref.shape), ref
+
+def check_close(got, ref, dtype):
+  # fp32 accumulation, one rounding to the output type: its half-ulp relative error, plus a little absolute
+  # slack for outputs near zero
+  rtol, atol = (2 ** -10, 1e-3) if dtype == "float16" else (2 ** -7, 1e-2)
+  err = np.abs(got - ref) - rtol * np.abs(ref)
+  assert err.max() <= atol, f"worst excess error {err.max():.3g} at {np.unravel_index(err.argmax(), err.shape)}"
+
+@pytest.mark.parametrize("a_k,b_k", [(True, False), (True, True), (False, False), (False, True)])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_layouts(a_k, b_k, dtype):
+  dev = hopper()
+  g = gemm(384, 512, 320, a_k, b_k, dtype)
+  check_close(*run_gemm(dev, g), dtype)
+
+@pytest.mark.parametrize("M,N,K,b_k", [(1000, 1000, 1000, False), (1000, 999, 1000, True), (7, 8, 8, True), (1, 8, 8, True),
+                                       (4097, 4096, 4096, False), (4096, 4097, 1024, True), (129, 72, 4104, False)])
+def test_edges(M, N, K, b_k):
+  """Sizes the 128 x 256 x 64 tile does not divide: TMA zero-fills the loads, the store is masked."""
+  check_close(*run_gemm(hopper(), gemm(M, N, K, b_k=b_k)), "float16")
+
+def test_4096_cubed():
+  check_close(*run_gemm(hopper(), gemm(4096, 4096, 4096)), "float16")
+
+@pytest.mark.parametrize("block_n,stages", [(128, 6), (64, 4)])
+def test_other_tiles(block_n, stages):
+  check_close(*run_gemm(hopper(), gemm(640, 384, 512, block_n=block_n, stages=stages)), "float16")
+
+def test_batched_attention_shape():
+  """Q @ K^T per head: both operands K-major (K^T is K's storage read as N x K)."""
+  check_close(*run_gemm(hopper(), gemm(1024, 1024, 64, a_k=True, b_k=True, batch=6)), "float16")
