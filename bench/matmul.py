@@ -36,7 +36,7 @@ def run(quick: bool = False) -> None:
     name = "float16" if dt is torch.float16 else "bfloat16"
     g = WGMMAGemm(batch, M, N, K, name, Operand(True, K, M * K), Operand(b_kmajor, K if b_kmajor else N, N * K))
     kern = build_wgmma(dev, g)
-    launch = lambda: kern(c.data_ptr(), a.data_ptr(), b_store.data_ptr())
+    launch = lambda: kern.launch([c.data_ptr(), a.data_ptr(), b_store.data_ptr()])
     torch.cuda.synchronize()
     launch(); dev.synchronize()
     def ours_events():

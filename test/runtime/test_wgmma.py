@@ -55,11 +55,10 @@ def to_storage(x: np.ndarray, dtype: str) -> np.ndarray:
 def from_storage(x: np.ndarray, dtype: str) -> np.ndarray:
   return x.astype(np.float64) if dtype == "float16" else bfloat16_bits_to_float32(x).astype(np.float64)
 
-def run_gemm(dev, g: WGMMAGemm, seed=0):
-  """A, B random non-zero, laid out as g says; returns (alloy's C, NumPy's float64 C of the same rounded inputs)."""
+def operands(g: WGMMAGemm, seed=0):
+  """Random non-zero A and B laid out as g says, as device Buffers, and NumPy's float64 C of the same rounded values."""
   from alloy.dtype import DTYPES
   from alloy.runtime.buffer import Buffer
-  from alloy.runtime.cuda.tensor_map import build_wgmma
   rng = np.random.default_rng(seed)
   a = to_storage(rng.uniform(-1, 1, (g.batch, g.M, g.K)), g.dtype)
   b = to_storage(rng.uniform(-1, 1, (g.batch, g.K, g.N)), g.dtype)
@@ -67,9 +66,13 @@ def run_gemm(dev, g: WGMMAGemm, seed=0):
   b_stored = b.transpose(0, 2, 1) if g.b.k_major else b
   dt = DTYPES[g.dtype]
   bufs = [Buffer("CUDA", x.size, dt).copyin(np.ascontiguousarray(x).reshape(-1)) for x in (a_stored, b_stored)]
-  out = Buffer("CUDA", g.batch * g.M * g.N, dt)
-  build_wgmma(dev, g)(out.handle, bufs[0].handle, bufs[1].handle)
-  ref = np.matmul(from_storage(a, g.dtype), from_storage(b, g.dtype))
+  return Buffer("CUDA", g.batch * g.M * g.N, dt), *bufs, np.matmul(from_storage(a, g.dtype), from_storage(b, g.dtype))
+
+def run_gemm(dev, g: WGMMAGemm, seed=0):
+  """Returns (alloy's C, NumPy's float64 C of the same rounded inputs)."""
+  from alloy.runtime.cuda.tensor_map import build_wgmma
+  out, a, b, ref = operands(g, seed)
+  build_wgmma(dev, g).launch([out.handle, a.handle, b.handle])
   return from_storage(out.numpy(), g.dtype).reshape(ref.shape), ref
 
 def check_close(got, ref, dtype):
@@ -102,3 +105,22 @@ def test_other_tiles(block_n, stages):
 def test_batched_attention_shape():
   """Q @ K^T per head: both operands K-major (K^T is K's storage read as N x K)."""
   check_close(*run_gemm(hopper(), gemm(1024, 1024, 64, a_k=True, b_k=True, batch=6)), "float16")
+
+def test_graph_replay_rebinds_operands():
+  """A CUDA graph of two launches of one wgmma program, replayed with other operands: each launch's parameter block
+  re-encodes its own tensor maps, so every replay multiplies the tensors it is bound to."""
+  from alloy.runtime.cuda.graph import CUDAGraph
+  from alloy.runtime.cuda.launch_list import CUDALaunchList
+  dev = hopper()
+  from alloy.runtime.cuda.tensor_map import build_wgmma
+  g = gemm(256, 256, 192)
+  prog = build_wgmma(dev, g)
+  sets = [operands(g, seed) for seed in range(4)]
+  launch = lambda s: (prog, [s[0].handle, s[1].handle, s[2].handle], (), prog.kernel.grid, prog.kernel.block)
+  for replay in (CUDAGraph, CUDALaunchList):
+    runner = replay([launch(sets[0]), launch(sets[1])], dev)
+    runner()
+    runner([[s.handle for s in sets[2][:3]], [s.handle for s in sets[3][:3]]])
+    for out, _, _, ref in sets:
+      check_close(from_storage(out.numpy(), g.dtype).reshape(ref.shape), ref, g.dtype)
+      out.copyin(np.zeros(out.size, np.float16))

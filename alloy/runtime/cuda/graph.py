@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 from cuda.bindings import driver
 from alloy.runtime.device import rebound
 from alloy.runtime.cuda.driver import check
-from alloy.runtime.cuda.program import CUDAProgram, ParamBlock
+from alloy.runtime.cuda.program import CUDAProgram
 if TYPE_CHECKING: from alloy.runtime.cuda import CUDADevice
 
 class CUDAGraph:
@@ -26,15 +26,14 @@ class CUDAGraph:
     for i, launch in enumerate(launches):
       prog, buffers, scalars, global_size, local_size = launch[:5]
       if not isinstance(prog, CUDAProgram) or prog.device is not device: raise ValueError(f"launch {i}: not a CUDAProgram of {device.name}")
-      prog.set_dims(global_size, local_size)
-      blk = ParamBlock(len(buffers), len(scalars))   # a block of its own: replays rewrite it
-      prog.check_params(blk)
+      prog.set_dims(global_size, local_size, prog.dynamic_shared)
+      blk = prog.param_block(len(buffers), len(scalars))   # a block of its own: replays rewrite it
       blk.pack(buffers, scalars)
       p = driver.CUDA_KERNEL_NODE_PARAMS()
       p.func = prog.func
       p.gridDimX, p.gridDimY, p.gridDimZ = prog.g3
       p.blockDimX, p.blockDimY, p.blockDimZ = prog.l3
-      p.sharedMemBytes = 0
+      p.sharedMemBytes = prog.dynamic_shared
       p.kernelParams = blk.addr
       node = check(driver.cuGraphAddKernelNode(self.graph, [prev] if prev is not None else None, 1 if prev is not None else 0, p),
                     f"cuGraphAddKernelNode({prog.name})")

@@ -6,8 +6,9 @@ parameters. A map holds its tensor's address, so it is encoded per launch's oper
 fits the runtime's parameter blocks (8-byte pointers and int32 words, checked against cuFuncGetParamInfo), a CUDA
 graph node keeps a pointer to it, and the cost is one `prefetch.tensormap` per block (the maps then sit in the
 descriptor cache). A map is written by a host copy on the kernel's stream, so it has landed before the kernel
-starts. `TensorMapKernel` keeps the map buffers of the last few operand pairs, so a loop over the same tensors
-encodes and copies nothing."""
+starts. Each parameter block (one per launch shape of an eager program, one per launch of a graph or launch list)
+owns its map buffer and rewrites it only when its operands change, so a loop over the same tensors encodes and
+copies nothing, and a rebound graph launch gets maps of its new operands."""
 from __future__ import annotations
 import collections, ctypes, functools
 from typing import TYPE_CHECKING
@@ -15,7 +16,7 @@ from cuda.bindings import driver
 from alloy.renderer.cuda_wgmma import TensorMapSpec, WGMMAGemm, WGMMAKernel, render_wgmma
 from alloy.runtime.cuda.compiler import CUDACompiler
 from alloy.runtime.cuda.driver import check
-from alloy.runtime.cuda.program import CUDAProgram
+from alloy.runtime.cuda.program import CUDAProgram, ParamBlock
 if TYPE_CHECKING: from alloy.runtime.cuda import CUDADevice
 
 MAP_BYTES = 128
@@ -36,47 +37,62 @@ def encode_tensor_map(spec: TensorMapSpec, address: int) -> bytes:
   assert len(raw) == MAP_BYTES
   return raw
 
-class TensorMapKernel:
-  """A compiled WGMMAKernel on one device: __call__(out, a, b) launches it on the device's stream with the tensor
-  maps of a and b (device pointers), encoded and copied once per operand pair (the last `keep` pairs are kept)."""
-  def __init__(self, device: "CUDADevice", kernel: WGMMAKernel, binary: bytes, keep: int = 16):
-    self.device, self.kernel, self.keep = device, kernel, keep
-    self.program = CUDAProgram(device, kernel.name, binary)
-    self.maps: collections.OrderedDict[tuple[int, int], int] = collections.OrderedDict()   # (a, b) -> map buffer
+class TensorMapParamBlock(ParamBlock):
+  """The parameters of one launch of a TensorMapProgram: its buffers, then the address of this block's own map
+  buffer (two tensor maps, 256 bytes of device memory), then its scalars. Packing new operand addresses re-encodes
+  the maps and copies them in on the device's stream: after the launches that read the old ones, before the next
+  (an eager launch, a graph replay, a launch list's), so no launch reads maps of another's operands."""
+  def __init__(self, program: "TensorMapProgram", nbuf: int, nscal: int):
+    super().__init__(nbuf + 1, nscal)
+    self.nbuf, self.program, self.bound = nbuf, program, None   # nbuf: the buffers a launch gives
+    self.maps = program.device.allocator.alloc(2 * MAP_BYTES)
+    self.pack_into = self.pack_values
 
-  def map_buffer(self, a: int, b: int) -> int:
-    if (buf := self.maps.get((a, b))) is not None:
-      self.maps.move_to_end((a, b))
-      return buf
-    data = encode_tensor_map(self.kernel.maps[0], a) + encode_tensor_map(self.kernel.maps[1], b)
-    alloc = self.device.allocator
-    buf = alloc.alloc(len(data))
-    alloc.copyin(buf, memoryview(data))
-    self.maps[(a, b)] = buf
-    if len(self.maps) > self.keep:
-      # freed buffers are reused by later allocations only after the stream has passed this point (the LRU
-      # allocator hands a freed handle out again for work queued later on the same stream)
-      _, old = self.maps.popitem(last=False)
-      alloc.free(old, 2 * MAP_BYTES)
-    return buf
-
-  def __call__(self, out: int, a: int, b: int, wait: bool = False) -> float | None:
-    k = self.kernel
-    return self.program([out, a, b, self.map_buffer(int(a), int(b))], (), k.grid, k.block, wait=wait, shared=k.shared)
+  def pack_values(self, storage, offset: int, *values) -> None:
+    bufs = tuple(b if type(b) is int else int(b) for b in values[:self.nbuf])
+    if bufs != self.bound:
+      self.program.device.allocator.copyin(self.maps, memoryview(self.program.encoded(bufs)))
+      self.bound = bufs
+    self.packer.pack_into(storage, offset, *bufs, self.maps, *values[self.nbuf:])
+  def pack(self, buffers, scalars) -> None: self.pack_values(self.storage, 0, *buffers, *[int(s) for s in scalars])
 
   def __del__(self):
-    try:
-      for buf in self.maps.values(): self.device.allocator.free(buf, 2 * MAP_BYTES)
-    except Exception: pass
+    try: self.program.device.allocator.free(self.maps, 2 * MAP_BYTES)
+    except Exception: pass   # interpreter shutdown
+
+class TensorMapProgram(CUDAProgram):
+  """A compiled WGMMAKernel: launched as any CUDAProgram (buffers in its kernel's slot order, no scalars), on every
+  path (eager, CUDA graphs, launch lists), with its dynamic shared memory and the tensor maps of its operands.
+  `operands` gives, for A and B, the buffer slot and the byte offset of the operand's first element in it."""
+  def __init__(self, device: "CUDADevice", kernel: WGMMAKernel, binary: bytes, operands=((1, 0), (2, 0))):
+    super().__init__(device, kernel.name, binary)
+    self.kernel, self.operands, self.dynamic_shared = kernel, operands, kernel.shared
+    self.encodings: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()   # host copies: cheap to drop
+
+  def param_block(self, nbuf: int, nscal: int) -> ParamBlock:
+    blk = TensorMapParamBlock(self, nbuf, nscal)
+    self.check_params(blk)
+    return blk
+
+  def encoded(self, bufs: tuple) -> bytes:
+    """The two maps for the operands inside these buffers (the last 256 operand pairs' are kept)."""
+    key = tuple(bufs[slot] + offset for slot, offset in self.operands)
+    if (data := self.encodings.get(key)) is None:
+      data = self.encodings[key] = b"".join(encode_tensor_map(spec, address) for spec, address in zip(self.kernel.maps, key))
+      if len(self.encodings) > 256: self.encodings.popitem(last=False)
+    return data
+
+  def launch(self, buffers, wait: bool = False) -> float | None:
+    return self(buffers, (), self.kernel.grid, self.kernel.block, wait=wait)
 
 @functools.lru_cache(None)
 def arch_compiler(target: str) -> CUDACompiler:
   """The compiler for the target's architecture-specific features (sm_90 -> sm_90a: wgmma, setmaxnreg)."""
   return CUDACompiler(target + "a")
 
-def build_wgmma(device: "CUDADevice", gemm: WGMMAGemm) -> TensorMapKernel:
+def build_wgmma(device: "CUDADevice", gemm: WGMMAGemm) -> TensorMapProgram:
   """Render, compile (disk-cached) and load the Hopper matmul for gemm on a device of compute capability 9.0."""
   if device.compute_capability != (9, 0):
     raise ValueError(f"the wgmma kernel needs compute capability 9.0 (Hopper), {device} has {device.compute_capability}")
   kernel = render_wgmma(gemm)
-  return TensorMapKernel(device, kernel, arch_compiler(device.target).compile_cached(kernel.source))
+  return TensorMapProgram(device, kernel, arch_compiler(device.target).compile_cached(kernel.source))
