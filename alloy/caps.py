@@ -19,3 +19,4 @@ class DeviceCaps:
   shared_bytes: int = 48 << 10   # bytes of the fast arrays one kernel may stage: a threadgroup's shared memory on a GPU
                                  # (CUDA's static limit), the kernel thread's stack on the CPU
   codegen_loops: bool = False   # codegen unrolls short innermost loops and steps pointers (its compiler does not: ptxas)
+  tensor_cores: tuple = ()      # the matrix instructions TENSOR_CORE may use (codegen/tensor_core.py), e.g. "mma.sync.m16n8k16"

@@ -1,62 +1,59 @@
-"""Half-precision matmul on an H200: alloy's Hopper kernel (wgmma + TMA, renderer/cuda_wgmma.py) beside torch.matmul
-(cuBLAS) on the same tensors, in one run, as TFLOP/s and the ratio. Each figure is the median of 3 timings of 10
-back-to-back launches (CUDA events), after a warm-up; alloy's output is compared with torch's.
+"""Half-precision matmul on the GPU: alloy's `a @ b` (on an H200 the Hopper kernel, engine/wgmma.py) beside
+torch.matmul (cuBLAS) on the same values, in one run, in TFLOP/s with the ratio. alloy's figure is the device time
+of the kernels its realize launches (CUDA events, median of 3 after a warm-up; bench/common.py), torch's the median
+of 3 timings of 10 back-to-back calls; each result is compared with torch's.
 
 python bench/matmul.py [--quick]
 """
 from __future__ import annotations
 import os, sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
 import torch
 import alloy
-from alloy.renderer.cuda_wgmma import Operand, WGMMAGemm
-from alloy.runtime.cuda.tensor_map import build_wgmma
+from alloy import Tensor
+from common import device_seconds
 
-def events_time(launch, record) -> float:
-  times = []
+def torch_time(fn) -> float:
+  fn(); torch.cuda.synchronize()
+  s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+  ts = []
   for _ in range(3):
-    start, end = record()
-    for _ in range(10): launch()
-    times.append(end() / 10)
-  return sorted(times)[1]
+    s.record()
+    for _ in range(10): fn()
+    e.record(); e.synchronize()
+    ts.append(s.elapsed_time(e) / 10 / 1e3)
+  return sorted(ts)[1]
+
+CASES = [("fp16 4096^3", "float16", (4096, 4096), (4096, 4096), False), ("bf16 4096^3", "bfloat16", (4096, 4096), (4096, 4096), False),
+         ("fp16 8192^3", "float16", (8192, 8192), (8192, 8192), False), ("bf16 8192^3", "bfloat16", (8192, 8192), (8192, 8192), False),
+         ("fp16 512x1024x64 @ 64x1024 (q @ k^T)", "float16", (512, 1024, 64), (512, 1024, 64), True)]
 
 def run(quick: bool = False) -> None:
   dev = alloy.get_device("CUDA")
-  cases = [("fp16 4096^3", torch.float16, 1, 4096, 4096, 4096, False), ("bf16 4096^3", torch.bfloat16, 1, 4096, 4096, 4096, False),
-           ("fp16 8192^3", torch.float16, 1, 8192, 8192, 8192, False), ("bf16 8192^3", torch.bfloat16, 1, 8192, 8192, 8192, False),
-           ("fp16 512 x 1024x64 @ 64x1024 (Q @ K^T)", torch.float16, 512, 1024, 1024, 64, True)]
-  if quick: cases = cases[:1]
-  print(f"{'workload':42s} {'alloy TFLOP/s':>14s} {'cuBLAS TFLOP/s':>15s} {'ratio':>7s} {'max |diff| / max |C|':>22s}")
-  for label, dt, batch, M, N, K, b_kmajor in cases:
-    a = torch.empty(batch, M, K, device="cuda", dtype=dt).uniform_(-1, 1)
-    b_store = torch.empty(batch, N, K, device="cuda", dtype=dt).uniform_(-1, 1) if b_kmajor else \
-              torch.empty(batch, K, N, device="cuda", dtype=dt).uniform_(-1, 1)
-    b = b_store.transpose(1, 2) if b_kmajor else b_store
-    c = torch.empty(batch, M, N, device="cuda", dtype=dt)
-    name = "float16" if dt is torch.float16 else "bfloat16"
-    g = WGMMAGemm(batch, M, N, K, name, Operand(True, K, M * K), Operand(b_kmajor, K if b_kmajor else N, N * K))
-    kern = build_wgmma(dev, g)
-    launch = lambda: kern.launch([c.data_ptr(), a.data_ptr(), b_store.data_ptr()])
-    torch.cuda.synchronize()
-    launch(); dev.synchronize()
-    def ours_events():
-      dev.synchronize()
-      from cuda.bindings import driver
-      driver.cuEventRecord(dev.t0, dev.stream)
-      return None, dev.elapsed_since_t0
-    t_ours = events_time(launch, ours_events)
-    ref = torch.matmul(a, b)
-    def torch_events():
-      s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-      s.record()
-      def end():
-        e.record(); e.synchronize()
-        return s.elapsed_time(e) / 1e3
-      return None, end
-    t_torch = events_time(lambda: torch.matmul(a, b, out=ref) if batch == 1 else torch.bmm(a, b, out=ref), torch_events)
-    dev.synchronize(); torch.cuda.synchronize()
-    diff = ((c.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-    flops = 2 * batch * M * N * K
-    print(f"{label:42s} {flops / t_ours / 1e12:14.1f} {flops / t_torch / 1e12:15.1f} {t_torch / t_ours:7.2f} {diff:22.2e}", flush=True)
+  rng = np.random.default_rng(0)
+  print(f"device {dev.device_name} ({dev.target}); alloy's kernel and torch's on the same values")
+  print(f"{'workload':38s} {'alloy TFLOP/s':>14s} {'cuBLAS TFLOP/s':>15s} {'ratio':>7s} {'max|diff|/max|C|':>17s}  kernel")
+  for label, dtype, a_shape, b_shape, transpose_b in CASES[:1] if quick else CASES:
+    a_np, b_np = (rng.uniform(-1, 1, s).astype(np.float32) for s in (a_shape, b_shape))
+    adt, tdt = getattr(alloy, dtype), getattr(torch, dtype)
+    a, b = (Tensor(x, device="CUDA").cast(adt).realize() for x in (a_np, b_np))
+    ta, tb = (torch.from_numpy(x).cuda().to(tdt) for x in (a_np, b_np))
+    ours = (lambda: a @ b.transpose(1, 2)) if transpose_b else (lambda: a @ b)
+    theirs = (lambda: torch.matmul(ta, tb.transpose(1, 2))) if transpose_b else (lambda: torch.matmul(ta, tb))
+    from alloy.engine import realize as engine
+    names = []
+    listener = lambda ck, bufs, elapsed, t_submit, consts: names.append(ck.meta.name)
+    engine.launch_listeners.append(listener)
+    try: t_ours = device_seconds(ours, dev)
+    finally: engine.launch_listeners.remove(listener)
+    t_torch = torch_time(theirs)
+    ref = theirs().float()
+    got = torch.from_numpy(ours().float().numpy()).cuda().reshape(ref.shape)
+    diff = ((got - ref).abs().max() / ref.abs().max()).item()
+    flops = 2 * np.prod(a_shape[:-1]) * a_shape[-1] * (b_shape[-2] if transpose_b else b_shape[-1])
+    print(f"{label:38s} {flops / t_ours / 1e12:14.1f} {flops / t_torch / 1e12:15.1f} {t_torch / t_ours:7.2f} {diff:17.2e}  "
+          f"{sorted(set(names))[0] if names else '?'}", flush=True)
 
 if __name__ == "__main__": run("--quick" in sys.argv)

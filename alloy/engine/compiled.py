@@ -16,6 +16,7 @@ from alloy.codegen.transforms import describe
 from alloy.runtime.device import PROGRAM_CACHE_SIZE, Device, Program
 from alloy.ir.kernel import KernelAST
 from alloy.engine import search
+from alloy.engine.wgmma import compile_wgmma
 
 @dataclass
 class CompiledKernel:
@@ -48,6 +49,9 @@ def compile_kernel(ast: KernelAST, device: Device, buffers: list | None = None, 
     try: _compiled.move_to_end(key)
     except KeyError: pass   # pushed out by another thread meanwhile
     return hit
+  if (special := compile_wgmma(ast, device)) is not None:   # a matmul for the Hopper kernel: no Lowerer, no search
+    prog, source, binary, runner, times = special
+    return _store(key, CompiledKernel(ast, prog, source, binary, runner, prog.meta, times), device)
   opts = None
   if width:
     scalars = scalar_words(ast.scalar_dtypes, [c.arg for c in consts]) if consts else ()
@@ -94,7 +98,10 @@ def _load(key: tuple, ast: KernelAST, device: Device, prog: LinearProgram, sourc
   times["load"] = time.perf_counter() - t0
   if stage_listeners: emit_stage("load", t0, times["load"], prog.meta.name)
   prog.meta.target = device.target
-  ck = CompiledKernel(ast, prog, source, binary, runner, prog.meta, times)
+  return _store(key, CompiledKernel(ast, prog, source, binary, runner, prog.meta, times), device)
+
+def _store(key: tuple, ck: CompiledKernel, device: Device) -> CompiledKernel:
+  prog, ast, source, binary = ck.program, ck.ast, ck.source, ck.binary
   if DEBUG >= 3: print(f"--- kernel {prog.meta.name} AST\n{ast.describe()}\nopts: {describe(prog.meta.opts)}")
   if DEBUG >= 5: print(f"--- kernel {prog.meta.name} linear program\n{prog.describe()}")
   if DEBUG >= 4: print(f"--- kernel {prog.meta.name} source ({device.name}, {device.target})\n{source}")

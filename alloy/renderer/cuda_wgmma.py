@@ -32,7 +32,8 @@ class Operand:
 
 @dataclass(frozen=True)
 class WGMMAGemm:
-  """C[batch, M, N] (contiguous, `dtype`) = A[batch, M, K] @ B[batch, K, N], both `dtype`, fp32 accumulation."""
+  """C[batch, M, N] (contiguous, `out_dtype`: `dtype` where not given, or float32) = A[batch, M, K] @ B[batch, K, N],
+  both `dtype`, fp32 accumulation rounded once to the output."""
   batch: int
   M: int
   N: int
@@ -43,7 +44,10 @@ class WGMMAGemm:
   block_m: int = 128    # 64 rows per consumer warpgroup
   block_n: int = 256    # the N of each wgmma (a multiple of 64 up to 256)
   stages: int = 4
+  out_dtype: str = ""
 
+  @property
+  def out(self) -> str: return self.out_dtype or self.dtype
   @property
   def consumers(self) -> int: return self.block_m // 64
   @property
@@ -78,6 +82,7 @@ class WGMMAKernel:
 def wgmma_unfit(g: WGMMAGemm) -> str | None:
   """Why this kernel cannot compute g (None when it can): what the copy engine and wgmma require."""
   if g.dtype not in DTYPES: return f"dtype {g.dtype} (wgmma path: float16, bfloat16)"
+  if g.out not in (g.dtype, "float32"): return f"output dtype {g.out} from {g.dtype} operands"
   if min(g.batch, g.M, g.N, g.K) < 1: return "an empty dimension"
   if g.block_m not in (64, 128, 192, 256) or g.block_n % 64 or not 64 <= g.block_n <= 256: return f"block {g.block_m}x{g.block_n}"
   if g.shared_bytes > SMEM_LIMIT: return f"{g.shared_bytes} bytes of shared memory"
@@ -103,7 +108,8 @@ def device_helpers() -> str: return (pathlib.Path(__file__).parent / "wgmma.h").
 
 def kernel_name(g: WGMMAGemm) -> str:
   major = lambda op: "k" if op.k_major else "mn"
-  return f"wgmma_{g.dtype}_{g.batch}x{g.M}x{g.N}x{g.K}_{major(g.a)}{major(g.b)}_{g.block_m}x{g.block_n}s{g.stages}"
+  out = "_f32out" if g.out != g.dtype else ""
+  return f"wgmma_{g.dtype}{out}_{g.batch}x{g.M}x{g.N}x{g.K}_{major(g.a)}{major(g.b)}_{g.block_m}x{g.block_n}s{g.stages}"
 
 def _loads(op: Operand, which: int, tile: str, rows: int, row0: str) -> list[str]:
   """The producer's TMA copies of one operand's stage: one box when K is contiguous, else one per 64 rows."""
@@ -131,18 +137,17 @@ def _mma(g: WGMMAGemm) -> str:
 def render_wgmma(g: WGMMAGemm, name: str | None = None) -> WGMMAKernel:
   if (why := wgmma_unfit(g)): raise ValueError(f"the wgmma kernel cannot compute this matmul: {why}")
   name = name or kernel_name(g)
-  T = DTYPES[g.dtype][0]
-  pair = "__floats2half2_rn" if g.dtype == "float16" else "__floats2bfloat162_rn"
-  pair_t = "__half2" if g.dtype == "float16" else "__nv_bfloat162"
-  one = "__float2half_rn" if g.dtype == "float16" else "__float2bfloat16_rn"
+  T, O = DTYPES[g.dtype][0], "float" if g.out == "float32" else DTYPES[g.dtype][0]
+  pair, pair_t, one = {"float16": ("__floats2half2_rn", "__half2", "__float2half_rn"), "float32": ("make_float2", "float2", ""),
+                       "bfloat16": ("__floats2bfloat162_rn", "__nv_bfloat162", "__float2bfloat16_rn")}[g.out]
   mt, nt = g.tiles
   group = 8   # block tiles walk M in groups of 8, so the blocks in flight share B's and A's tiles in L2
   loads = _loads(g.a, 0, "sA", g.block_m, "m0") + _loads(g.b, 1, "sB", g.block_n, "n0")
-  even = g.N % 2 == 0   # a pair of outputs is 4-byte aligned only when every row starts on an even column
+  even = g.N % 2 == 0   # a pair of outputs is aligned only when every row starts on an even column
   src = f"""#include <cuda_fp16.h>
 #include <cuda_bf16.h>
 {device_helpers()}
-extern "C" __global__ void __launch_bounds__({g.threads}, 1) {name}({T}* __restrict__ C, const {T}* __restrict__ A,
+extern "C" __global__ void __launch_bounds__({g.threads}, 1) {name}({O}* __restrict__ C, const {T}* __restrict__ A,
     const {T}* __restrict__ B, const alloy_tensor_map* __restrict__ maps) {{
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) u64 bars[{2 * g.stages}];   // full[s], then empty[s]
@@ -195,7 +200,7 @@ extern "C" __global__ void __launch_bounds__({g.threads}, 1) {name}({T}* __restr
     alloy_wgmma_wait<0>();
     // accumulator layout of m64nNk16: warp w holds rows 16w + lane/4 (+8), lane%4 picks a column pair of each 8
     const int row = m0 + c * 64 + (tid / 32) * 16 + (tid % 32) / 4, col0 = n0 + (tid % 4) * 2;
-    {T}* out = C + (long long)bz * {g.M * g.N};
+    {O}* out = C + (long long)bz * {g.M * g.N};
 #pragma unroll
     for (int j = 0; j < {g.block_n // 8}; j++) {{
       const int col = col0 + j * 8;
@@ -203,7 +208,7 @@ extern "C" __global__ void __launch_bounds__({g.threads}, 1) {name}({T}* __restr
       for (int h = 0; h < 2; h++) {{
         const int r = row + h * 8;
         if (r >= {g.M} || col >= {g.N}) continue;
-        {T}* p = out + (long long)r * {g.N} + col;
+        {O}* p = out + (long long)r * {g.N} + col;
         {f"if (col + 1 < {g.N}) {{ *({pair_t}*)p = {pair}(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]); continue; }}" if even else ""}
         p[0] = {one}(d[4 * j + 2 * h]);
         if (col + 1 < {g.N}) p[1] = {one}(d[4 * j + 2 * h + 1]);

@@ -13,7 +13,7 @@ first `outs` of each) remember; copyout waits on that event only (committing the
 buffer), so reading a buffer does not wait for unrelated work queued after its run.
 """
 from __future__ import annotations
-import threading
+import dataclasses, threading
 from cuda.bindings import driver as cu   # `driver` in this package is its driver.py
 from alloy.helpers import getenv
 from alloy.caps import DeviceCaps
@@ -58,6 +58,8 @@ class CUDADevice(Device):
     attr = lambda a: check(cu.cuDeviceGetAttribute(a, self.cu_device), "cuDeviceGetAttribute")
     self.compute_capability = (attr(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), attr(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
     self.target = f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
+    if self.compute_capability == (9, 0):   # Hopper: the wgmma matmul (engine/wgmma.py), built for sm_90a
+      self.caps = dataclasses.replace(self.caps, tensor_cores=self.caps.tensor_cores + ("wgmma.m64nNk16",))
     self.device_name = check(cu.cuDeviceGetName(256, self.cu_device), "cuDeviceGetName").split(b"\0")[0].decode()
     self.limits = {
       "threads": attr(A.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
