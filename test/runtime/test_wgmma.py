@@ -41,6 +41,34 @@ def test_unfit_names_the_reason():
   assert wgmma_unfit(gemm(7, 8, 8, b_k=True)) is None
   with pytest.raises(ValueError, match="16 bytes"): render_wgmma(gemm(64, 64, 4097))
 
+def test_param_block_maps_follow_operands():
+  """TensorMapParamBlock against stand-ins for the allocator and the encoder (no GPU): buffers, then its map
+  buffer's address, then scalars; maps copied in only when the operands change; freed as soon as it is dropped,
+  without the cyclic collector (a cycle once left it to gc, whose __del__ ran inside the allocator's lock)."""
+  import gc, struct, weakref
+  from alloy.runtime.cuda.tensor_map import MAP_BYTES, TensorMapParamBlock
+  log = []
+  class Allocator:
+    def alloc(self, n): log.append(("alloc", n)); return 0x7000
+    def copyin(self, handle, data): log.append(("copyin", handle, bytes(data)[:8]))
+    def free(self, handle, n): log.append(("free", handle, n))
+  class Encoder:
+    def key(self, bufs): return (bufs[1], bufs[2])
+    def __call__(self, key): return struct.pack("<QQ", *key) + bytes(2 * MAP_BYTES - 16)
+  gc.disable()
+  try:
+    blk = TensorMapParamBlock(Allocator(), Encoder(), 3, 1)
+    blk.pack([0x100, 0x200, 0x300], [7])
+    assert struct.unpack("<QQQQi", bytes(blk.storage)[:36]) == (0x100, 0x200, 0x300, 0x7000, 7)
+    blk.pack_into(blk.storage, 0, 0x110, 0x200, 0x300, 8)    # a new output only: the maps stay
+    blk.pack([0x100, 0x200, 0x400], [7])                     # a new B: encoded and copied again
+    assert [e[0] for e in log] == ["alloc", "copyin", "copyin"] and log[2][2] == struct.pack("<Q", 0x200)
+    assert struct.unpack("<QQQQi", bytes(blk.storage)[:36]) == (0x100, 0x200, 0x400, 0x7000, 7)
+    ref = weakref.ref(blk)
+    del blk
+    assert ref() is None and log[-1] == ("free", 0x7000, 2 * MAP_BYTES)
+  finally: gc.enable()
+
 # --- on an sm_90 GPU -----------------------------------------------------------------------------
 
 def hopper():

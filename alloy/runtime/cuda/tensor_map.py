@@ -37,50 +37,57 @@ def encode_tensor_map(spec: TensorMapSpec, address: int) -> bytes:
   assert len(raw) == MAP_BYTES
   return raw
 
+class OperandMaps:
+  """The two tensor maps of a kernel's operands as bytes, for the buffers of a launch: `operands` gives, for A and
+  B, the buffer slot and the byte offset of the operand's first element in it. The last 256 pairs are kept (host
+  bytes: cheap to drop)."""
+  def __init__(self, specs: tuple[TensorMapSpec, ...], operands: tuple):
+    self.specs, self.operands = specs, operands
+    self.encodings: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()
+  def key(self, bufs) -> tuple: return tuple(bufs[slot] + offset for slot, offset in self.operands)
+  def __call__(self, key: tuple) -> bytes:
+    if (data := self.encodings.get(key)) is None:
+      data = self.encodings[key] = b"".join(encode_tensor_map(spec, address) for spec, address in zip(self.specs, key))
+      if len(self.encodings) > 256: self.encodings.popitem(last=False)
+    return data
+
 class TensorMapParamBlock(ParamBlock):
   """The parameters of one launch of a TensorMapProgram: its buffers, then the address of this block's own map
   buffer (two tensor maps, 256 bytes of device memory), then its scalars. Packing new operand addresses re-encodes
   the maps and copies them in on the device's stream: after the launches that read the old ones, before the next
-  (an eager launch, a graph replay, a launch list's), so no launch reads maps of another's operands."""
-  def __init__(self, program: "TensorMapProgram", nbuf: int, nscal: int):
+  (an eager launch, a graph replay, a launch list's), so no launch reads maps of another's operands.
+  It holds the allocator and the encoder, never its program: a program holds its blocks, and a cycle between them
+  would leave both to the cyclic collector, whose __del__ can then run inside the allocator's lock (a deadlock)."""
+  def __init__(self, allocator, encode: OperandMaps, nbuf: int, nscal: int):
     super().__init__(nbuf + 1, nscal)
-    self.nbuf, self.program, self.bound = nbuf, program, None   # nbuf: the buffers a launch gives
-    self.maps = program.device.allocator.alloc(2 * MAP_BYTES)
-    self.pack_into = self.pack_values
+    self.nbuf, self.allocator, self.encode, self.bound = nbuf, allocator, encode, None   # nbuf: the buffers a launch gives
+    self.maps = allocator.alloc(2 * MAP_BYTES)
+    del self.pack_into   # ParamBlock's instance attribute (the packer's): launches then call the method below
 
-  def pack_values(self, storage, offset: int, *values) -> None:
+  def pack_into(self, storage, offset: int, *values) -> None:
     bufs = tuple(b if type(b) is int else int(b) for b in values[:self.nbuf])
-    if bufs != self.bound:
-      self.program.device.allocator.copyin(self.maps, memoryview(self.program.encoded(bufs)))
-      self.bound = bufs
+    if (key := self.encode.key(bufs)) != self.bound:   # the operands moved (a new output alone changes no map)
+      self.allocator.copyin(self.maps, memoryview(self.encode(key)))
+      self.bound = key
     self.packer.pack_into(storage, offset, *bufs, self.maps, *values[self.nbuf:])
-  def pack(self, buffers, scalars) -> None: self.pack_values(self.storage, 0, *buffers, *[int(s) for s in scalars])
+  def pack(self, buffers, scalars) -> None: self.pack_into(self.storage, 0, *buffers, *[int(s) for s in scalars])
 
   def __del__(self):
-    try: self.program.device.allocator.free(self.maps, 2 * MAP_BYTES)
+    try: self.allocator.free(self.maps, 2 * MAP_BYTES)
     except Exception: pass   # interpreter shutdown
 
 class TensorMapProgram(CUDAProgram):
   """A compiled WGMMAKernel: launched as any CUDAProgram (buffers in its kernel's slot order, no scalars), on every
-  path (eager, CUDA graphs, launch lists), with its dynamic shared memory and the tensor maps of its operands.
-  `operands` gives, for A and B, the buffer slot and the byte offset of the operand's first element in it."""
+  path (eager, CUDA graphs, launch lists), with its dynamic shared memory and the tensor maps of its operands
+  (`operands`: see OperandMaps)."""
   def __init__(self, device: "CUDADevice", kernel: WGMMAKernel, binary: bytes, operands=((1, 0), (2, 0))):
     super().__init__(device, kernel.name, binary)
-    self.kernel, self.operands, self.dynamic_shared = kernel, operands, kernel.shared
-    self.encodings: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()   # host copies: cheap to drop
+    self.kernel, self.dynamic_shared, self.encode = kernel, kernel.shared, OperandMaps(kernel.maps, operands)
 
   def param_block(self, nbuf: int, nscal: int) -> ParamBlock:
-    blk = TensorMapParamBlock(self, nbuf, nscal)
+    blk = TensorMapParamBlock(self.device.allocator, self.encode, nbuf, nscal)
     self.check_params(blk)
     return blk
-
-  def encoded(self, bufs: tuple) -> bytes:
-    """The two maps for the operands inside these buffers (the last 256 operand pairs' are kept)."""
-    key = tuple(bufs[slot] + offset for slot, offset in self.operands)
-    if (data := self.encodings.get(key)) is None:
-      data = self.encodings[key] = b"".join(encode_tensor_map(spec, address) for spec, address in zip(self.kernel.maps, key))
-      if len(self.encodings) > 256: self.encodings.popitem(last=False)
-    return data
 
   def launch(self, buffers, wait: bool = False) -> float | None:
     return self(buffers, (), self.kernel.grid, self.kernel.block, wait=wait)
