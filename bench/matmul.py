@@ -13,18 +13,7 @@ import numpy as np
 import torch
 import alloy
 from alloy import Tensor
-from common import device_seconds
-
-def torch_time(fn) -> float:
-  fn(); torch.cuda.synchronize()
-  s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-  ts = []
-  for _ in range(3):
-    s.record()
-    for _ in range(10): fn()
-    e.record(); e.synchronize()
-    ts.append(s.elapsed_time(e) / 10 / 1e3)
-  return sorted(ts)[1]
+from common import device_seconds, torch_time
 
 CASES = [("fp16 4096^3", "float16", (4096, 4096), (4096, 4096), False), ("bf16 4096^3", "bfloat16", (4096, 4096), (4096, 4096), False),
          ("fp16 8192^3", "float16", (8192, 8192), (8192, 8192), False), ("bf16 8192^3", "bfloat16", (8192, 8192), (8192, 8192), False),

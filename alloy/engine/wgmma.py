@@ -64,6 +64,7 @@ def compile_wgmma(ast: KernelAST, device) -> tuple | None:
   """(program, source, binary, runner, stage seconds) of the wgmma kernel for ast on device, or None where the kernel
   does not apply (module docstring)."""
   if INSTRUCTION not in getattr(device.caps, "tensor_cores", ()) or not getenv("ALLOY_WGMMA", 1): return None
+  if ast.n_buffers != 3 or ast.scalar_dtypes: return None   # the kernel takes C, A, B (two buffers: x @ x.T) and no scalars
   t0 = time.perf_counter()
   if (spec := match_matmul(ast)) is None or (fit := wgmma_gemm(spec)) is None: return None
   from alloy.runtime.cuda.tensor_map import TensorMapProgram, arch_compiler   # only a CUDA device gets here
