@@ -3,6 +3,7 @@ from alloy.tensor import Tensor, cat, stack, where, from_dlpack
 from alloy.dtype import (DType, bool_ as bool, int8, uint8, int16, int32, int64, float16, bfloat16, float32, float64,
                          promote_types)
 from alloy.runtime.device import CompileError
+from alloy.helpers import set_float32_matmul_precision, float32_matmul_precision as get_float32_matmul_precision
 from alloy.runtime.registry import default_device, get_device
 from alloy import dtype as dtypes
 from alloy.jit import jit, JitError

@@ -19,4 +19,5 @@ class DeviceCaps:
   shared_bytes: int = 48 << 10   # bytes of the fast arrays one kernel may stage: a threadgroup's shared memory on a GPU
                                  # (CUDA's static limit), the kernel thread's stack on the CPU
   codegen_loops: bool = False   # codegen unrolls short innermost loops and steps pointers (its compiler does not: ptxas)
+  dynamic_shared_bytes: int = 0   # bytes of shared memory a kernel may ask for at launch (CUDA's opt-in limit), 0: none
   tensor_cores: tuple = ()      # the matrix instructions TENSOR_CORE may use (codegen/tensor_core.py), e.g. "mma.sync.m16n8k16"

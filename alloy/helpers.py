@@ -13,6 +13,19 @@ def getenv(key: str, default=0):
 
 DEBUG = getenv("DEBUG", 0)
 
+# PyTorch's torch.set_float32_matmul_precision, with its meaning: "highest" (the default) keeps float32 matmuls exact;
+# "high" and "medium" let them run on tensor cores as tf32 (10-bit mantissas, float32 accumulation). Process-wide;
+# the compiled-kernel cache keys on it (a kernel compiled under one setting is not reused under another).
+FLOAT32_MATMUL_PRECISIONS = ("highest", "high", "medium")
+_float32_matmul_precision = ["highest"]
+
+def set_float32_matmul_precision(precision: str) -> None:
+  if precision not in FLOAT32_MATMUL_PRECISIONS:
+    raise ValueError(f"float32 matmul precision {precision!r}: expected one of {', '.join(FLOAT32_MATMUL_PRECISIONS)}")
+  _float32_matmul_precision[0] = precision
+
+def float32_matmul_precision() -> str: return _float32_matmul_precision[0]
+
 def prod(xs: Iterable[int]) -> int:
   return math.prod(xs)
 

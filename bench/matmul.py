@@ -1,7 +1,8 @@
-"""Half-precision matmul on the GPU: alloy's `a @ b` (on an H200 the Hopper kernel, engine/wgmma.py) beside
-torch.matmul (cuBLAS) on the same values, in one run, in TFLOP/s with the ratio. alloy's figure is the device time
-of the kernels its realize launches (CUDA events, median of 3 after a warm-up; bench/common.py), torch's the median
-of 3 timings of 10 back-to-back calls; each result is compared with torch's.
+"""Matmul on the GPU: alloy's tensor-core tiles (codegen/tensor_core.py) beside cuBLAS through PyTorch, one process.
+
+Floors (H200): dense fp16/bf16 tensor cores ~989 TFLOP/s (cuBLAS reaches 750-800 with wgmma); mma.sync, the
+sm_80 instruction, issues at about half of wgmma's rate on sm_90, so ~0.5x cuBLAS is its ceiling in practice.
+fp32 without TF32: ~67 TFLOP/s of FMA.
 
 python bench/matmul.py [--quick]
 """
@@ -10,39 +11,53 @@ import os, sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
-import torch
 import alloy
 from alloy import Tensor
-from common import device_seconds, torch_time
+from common import device_seconds, print_table, torch_compiled, torch_time
+import torch
 
-CASES = [("fp16 4096^3", "float16", (4096, 4096), (4096, 4096), False), ("bf16 4096^3", "bfloat16", (4096, 4096), (4096, 4096), False),
-         ("fp16 8192^3", "float16", (8192, 8192), (8192, 8192), False), ("bf16 8192^3", "bfloat16", (8192, 8192), (8192, 8192), False),
-         ("fp16 512x1024x64 @ 64x1024 (q @ k^T)", "float16", (512, 1024, 64), (512, 1024, 64), True)]
-
-def run(quick: bool = False) -> None:
+def run(quick: bool = False):
   dev = alloy.get_device("CUDA")
   rng = np.random.default_rng(0)
-  print(f"device {dev.device_name} ({dev.target}); alloy's kernel and torch's on the same values")
-  print(f"{'workload':38s} {'alloy TFLOP/s':>14s} {'cuBLAS TFLOP/s':>15s} {'ratio':>7s} {'max|diff|/max|C|':>17s}  kernel")
-  for label, dtype, a_shape, b_shape, transpose_b in CASES[:1] if quick else CASES:
-    a_np, b_np = (rng.uniform(-1, 1, s).astype(np.float32) for s in (a_shape, b_shape))
-    adt, tdt = getattr(alloy, dtype), getattr(torch, dtype)
-    a, b = (Tensor(x, device="CUDA").cast(adt).realize() for x in (a_np, b_np))
-    ta, tb = (torch.from_numpy(x).cuda().to(tdt) for x in (a_np, b_np))
-    ours = (lambda: a @ b.transpose(1, 2)) if transpose_b else (lambda: a @ b)
-    theirs = (lambda: torch.matmul(ta, tb.transpose(1, 2))) if transpose_b else (lambda: torch.matmul(ta, tb))
-    from alloy.engine import realize as engine
-    names = []
-    listener = lambda ck, bufs, elapsed, t_submit, consts: names.append(ck.meta.name)
-    engine.launch_listeners.append(listener)
-    try: t_ours = device_seconds(ours, dev)
-    finally: engine.launch_listeners.remove(listener)
-    t_torch = torch_time(theirs)
-    ref = theirs().float()
-    got = torch.from_numpy(ours().float().numpy()).cuda().reshape(ref.shape)
-    diff = ((got - ref).abs().max() / ref.abs().max()).item()
-    flops = 2 * np.prod(a_shape[:-1]) * a_shape[-1] * (b_shape[-2] if transpose_b else b_shape[-1])
-    print(f"{label:38s} {flops / t_ours / 1e12:14.1f} {flops / t_torch / 1e12:15.1f} {t_torch / t_ours:7.2f} {diff:17.2e}  "
-          f"{sorted(set(names))[0] if names else '?'}", flush=True)
+  rows, notes = [], set()
+  def row(workload: str, flops: float, hosts: list, fn, torch_fn=None, dtype=None, compile_too=False, torch_setup=None):
+    ours_in = [Tensor(h, device="CUDA").realize() for h in hosts]
+    torch_in = [torch.from_numpy(h).cuda() for h in hosts]
+    if dtype is not None:
+      ours_in = [t.cast(dtype).realize() for t in ours_in]
+      torch_in = [t.to(getattr(torch, dtype.name)) for t in torch_in]
+    r = {"workload": workload, "unit": "TFLOP/s", "alloy": flops / device_seconds(lambda: fn(*ours_in), dev) / 1e12}
+    r["torch"] = flops / torch_time(lambda: (torch_fn or fn)(*torch_in)) / 1e12
+    if compile_too:
+      compiled, why_not = torch_compiled(torch_fn or fn, *torch_in)
+      if compiled is not None: r["compile"] = flops / torch_time(lambda: compiled(*torch_in)) / 1e12
+      else: notes.add(why_not)
+    rows.append(r)
+  mm = lambda a, b: a @ b
+  sizes = (4096,) if quick else (4096, 8192)
+  for dtype in (alloy.float16, alloy.bfloat16):
+    for n in sizes:
+      h = [rng.uniform(-1, 1, (n, n)).astype(np.float32) for _ in range(2)]
+      row(f"{dtype.name} matmul {n}^3", 2 * n ** 3, h, mm, dtype=dtype)
+  q = rng.uniform(-1, 1, (512, 1024, 64)).astype(np.float16)
+  k = rng.uniform(-1, 1, (512, 64, 1024)).astype(np.float16)
+  row("fp16 attention 512x(1024x64 @ 64x1024)", 2 * 512 * 1024 * 1024 * 64, [q, k], mm)
+  n = 4096
+  h = [rng.uniform(-1, 1, (n, n)).astype(np.float16), rng.uniform(-1, 1, (n, n)).astype(np.float16), rng.uniform(-1, 1, n).astype(np.float16)]
+  row("fp16 gelu(a@b + bias) 4096^3", 2 * n ** 3, h, lambda a, b, c: (a @ b + c).gelu(),
+      torch_fn=lambda a, b, c: torch.nn.functional.gelu(torch.addmm(c, a, b)), compile_too=True)
+  torch.backends.cuda.matmul.allow_tf32 = False
+  h = [rng.uniform(-1, 1, (n, n)).astype(np.float32) for _ in range(2)]
+  row("fp32 matmul 4096^3 (exact)", 2 * n ** 3, h, mm)
+  torch.backends.cuda.matmul.allow_tf32 = True
+  alloy.set_float32_matmul_precision("high")
+  row("fp32 matmul 4096^3 (tf32: 'high')", 2 * n ** 3, h, mm)
+  alloy.set_float32_matmul_precision("highest")
+  print(f"matmul benchmark on {dev.device_name} ({dev.target}); alloy device time from CUDA events")
+  print_table(rows, ["alloy", "torch"] + (["compile"] if any("compile" in r for r in rows) else []), {})
+  print("torch: cuBLAS (eager; gelu row: addmm then gelu, two kernels; compile: torch.compile of the same function); "
+        "fp32: allow_tf32=False, then True beside alloy.set_float32_matmul_precision('high')")
+  for note in sorted(notes): print(note)
 
-if __name__ == "__main__": run("--quick" in sys.argv)
+if __name__ == "__main__":
+  run("--quick" in sys.argv)

@@ -1,15 +1,17 @@
 """What BEAM search (engine/search.py) tries next: the lists one transform away from a list.
 
 Each neighbour adds, changes or removes one transform (an UPCAST's lanes, the UNROLL, the threadgroup's size, CPU
-threads, a loop swap, operand staging), or swaps the GPU's grouped form for the thread-per-tile one and back. Only
-lists the validator (plan.check) accepts are returned, each once.
+threads, a loop swap, operand staging), or swaps the GPU's grouped form for the thread-per-tile one and back; a
+tensor-core list's neighbours are its other tiles and pipeline depths, and the plain GPU form. Only lists the validator
+(plan.check) accepts are returned, each once.
 """
 from __future__ import annotations
 from alloy.helpers import prod
 from alloy.ir.ops import Op
 from alloy.ir.kernel import KernelAST
 from alloy.caps import DeviceCaps
-from alloy.codegen.transforms import Opt, OptKind, upcast, unroll, local, group, thread, swap, stage, loop_order
+from alloy.codegen.transforms import Opt, OptKind, upcast, unroll, local, group, thread, swap, stage, loop_order, tensor_core
+from alloy.codegen.tensor_core import TILES
 from alloy.codegen.plan import check, make_plan
 from alloy.codegen.opts import row_axes
 
@@ -39,6 +41,11 @@ def neighbours(ast: KernelAST, caps: DeviceCaps, opts) -> list[tuple]:
   found: list = []
   def without(o: Opt) -> list: return [x for x in opts if x is not o]
   def add(new: list) -> None: found.append(_normalized(shape, new))
+  if (tco := kinds.get(OptKind.TENSOR_CORE)) is not None:
+    for arg in range(len(TILES)):
+      for depth in (None, 2, 3, 4, 5):
+        add([tensor_core(tco.axis, arg)] + ([] if depth is None else [stage(tco.axis, depth)]))
+    add([local(caps.default_local)])
   ups = {o.axis: o for o in opts if o.kind is OptKind.UPCAST}
   for a, s in enumerate(shape):
     if s < 2: continue

@@ -20,9 +20,11 @@ from alloy.codegen.opts import choose_opts
 from alloy.codegen.plan import Plan, make_plan
 from alloy.codegen.vectorize import vectorize
 from alloy.codegen.passes import after_lowering
+from alloy.codegen.tensor_core import accumulator_index, grid, tile_origin
 from alloy.ir.kernel import KernelAST
 
 GROUP_VECTOR = 4   # elements a grouped-reduction thread takes at once: one 16-byte access for 4-byte types
+PAIR_STORE_DTYPES = ("float16", "bfloat16", "float32")   # TENSOR_CORE outputs stored two at a time (CUDA's 2-wide types)
 
 REDUCE_IDENTITY = {Op.ADD: lambda d: False if d.is_bool else 0, Op.MUL: lambda d: True if d.is_bool else 1,
                    Op.MAX: dt.min_value, Op.MIN: dt.max_value}
@@ -59,6 +61,7 @@ class Lowerer:
     self.pack_axis = self.panel_level = self.panel_cols = self.row_var = self.panel = None
     self.packing = False
     self.n_locals = 0                      # local arrays made so far (one per grouped reduction or packed panel)
+    self.mma = self.mma_lane = None        # TENSOR_CORE: the tile's MMA instruction, the accumulator being read
     self.params = [Instr(Kind.PARAM, ast.root.dtype if k == 0 else None, (), k) for k in range(ast.n_buffers)]
     self.buffer_dtypes = [None] * ast.n_buffers
     self.buffer_dtypes[0] = ast.root.dtype
@@ -201,6 +204,9 @@ class Lowerer:
     identity = REDUCE_IDENTITY[op](n.dtype)
     if any(src.shape[a] == 0 for a in axes):
       return tuple(self.emit(Kind.ACC, n.dtype, (), identity, exprs=idx, cse=False) for idx in lanes)
+    if self.mma is not None:   # the tensor-core tile's accumulator of the element being stored (_lower_tensor_core)
+      assert len(lanes) == 1 and n is self.opts.tensor_core[0].reduce, "the epilogue reads the accumulators one at a time"
+      return (self.emit(Kind.GEP, n.dtype, (self.mma,), self.mma_lane, cse=False),)
     if self.opts.group and len(lanes) == 1 and all(self._row_uniform(e) for e in lanes[0]):
       return (self._group_reduce(n, lanes[0]),)
     if self.opts.full_unroll: return self._unrolled_reduce(n, lanes)
@@ -319,6 +325,7 @@ class Lowerer:
   def lower(self) -> LinearProgram:
     root, opts = self.ast.root, self.opts
     if opts.full_unroll: self._store([list(idx) for idx in _all_indices(root.shape)])
+    elif opts.tensor_core is not None: self._lower_tensor_core()
     elif opts.group: self._lower_groups()
     elif opts.threads: self._lower_threads()
     else: self._lower_loops()
@@ -459,6 +466,49 @@ class Lowerer:
     saved, taken = self._thread_stride(per_row, "j")
     self._store([idx + _unflatten(j, shape[opts.block_axes:]) for j in taken])
     self.close_loop(saved)
+
+  def _lower_tensor_core(self) -> None:
+    """TENSOR_CORE: a threadgroup per output tile (N fastest, then M, then the batch); one MMA instruction runs the
+    tile's main loop into each thread's accumulators, then the epilogue (the AST above the reduction) is evaluated
+    and stored at each accumulator's element, guarded where the tile passes the output's edge."""
+    spec, tile = self.opts.tensor_core
+    tiles_m, tiles_n, nb = grid(spec, tile)
+    group = sym.Var("gidx", 0, tiles_m * tiles_n * nb - 1)
+    lane = sym.Var("lidx", 0, tile.threads - 1)
+    self.stack[0].add(Instr(Kind.SPECIAL, dt.int32, (), (group, "group")))
+    self.stack[0].add(Instr(Kind.SPECIAL, dt.int32, (), (lane, "lane")))
+    m0, n0, batch_flat = tile_origin(spec, tile, group)
+    batch = _unflatten(batch_flat, spec.batch)
+    def offset(op) -> sym.Expr:
+      flat = sym.Const(op.offset)
+      for e, st in zip(batch, op.batch_strides): flat = flat + e * st
+      return flat
+    index = lambda e: self.emit(Kind.INDEX, _index_dtype(e), arg=e, exprs=[e])
+    for op in (spec.a, spec.b): self.buffer_dtypes[op.slot] = op.dtype
+    self.mma = self.emit(Kind.MMA, spec.acc_dtype, (self.params[spec.a.slot], self.params[spec.b.slot], index(offset(spec.a)),
+                                                    index(offset(spec.b)), index(m0), index(n0)), (spec, tile), cse=False)
+    # accumulators 2j and 2j+1 are neighbours in a row: where N is the output's contiguous axis and even, one
+    # 2-wide store writes both (4 or 8 bytes, aligned), under one guard
+    pairs = spec.out_axes[-1] == "n" and spec.N % 2 == 0 and spec.out_dtype.name in PAIR_STORE_DTYPES
+    where = accumulator_index(tile, lane)
+    for k in range(0, len(where), 2 if pairs else 1):
+      row, col = m0 + where[k][0], n0 + where[k][1]
+      guard = sym.in_range(row, 0, spec.M) & sym.in_range(col, 0, spec.N)
+      # each store's epilogue in its own guarded block: nothing computed inside one is reused by the next
+      cse, memo = dict(self.cse), dict(self.memo)
+      if not guard.is_true: self.stack[0].add(Instr(Kind.IF, None, (), guard))
+      idxs, vals = [], []
+      for j in range(k, k + 2) if pairs else (k,):
+        r, c = m0 + where[j][0], n0 + where[j][1]
+        idxs.append(tuple(r if a == "m" else c if a == "n" else sym.Const(0) if a == "1" else batch[int(a[1:])] for a in spec.out_axes))
+        self.mma_lane = j
+        vals += self.value(self.ast.root, tuple(idxs[-1:]))
+      if pairs:
+        flat = self._output_flat(idxs[0])
+        self.emit(Kind.VSTORE, None, (self.params[0], *vals), (flat, 2), exprs=[flat], cse=False)
+      else: self._store([list(idxs[0])])
+      if not guard.is_true: self.stack[0].add(Instr(Kind.ENDIF, None))
+      self.cse, self.memo = cse, memo
 
 def _flatten(body) -> list:
   out = []

@@ -181,18 +181,23 @@ def match_matmul(ast: KernelAST) -> MatmulSpec | None:
     parts.append((slot, dtype, casts, *aff))
   free = [a for a in range(len(src.shape)) if a != kax and src.shape[a] > 1]
   def uses(p, a): return p[4][a] != 0
-  # m: the last axis only A varies along; n: the last only B varies along (tried both ways round)
+  # m: the last axis only A varies along; n: the last only B varies along (tried both ways round). Where the matmul
+  # has one such axis (a vector times a matrix), the multiply's left operand is A: M or N is then 1
   for pa, pb in ((parts[0], parts[1]), (parts[1], parts[0])):
     ms = [a for a in free if uses(pa, a) and not uses(pb, a)]
     ns = [a for a in free if uses(pb, a) and not uses(pa, a)]
     if ms and ns: break
-  else: return None
-  m_ax, n_ax = ms[-1], ns[-1]
-  if m_ax > n_ax: pa, pb, m_ax, n_ax = pb, pa, n_ax, m_ax   # A is the operand of the earlier axis: out[.., m, n]
+  else:
+    pa, pb = parts
+    ms = [a for a in free if uses(pa, a) and not uses(pb, a)]
+    ns = [a for a in free if uses(pb, a) and not uses(pa, a)]
+    if bool(ms) == bool(ns): return None
+  m_ax, n_ax = (ms[-1] if ms else None), (ns[-1] if ns else None)
+  if m_ax is not None and n_ax is not None and m_ax > n_ax: pa, pb, m_ax, n_ax = pb, pa, n_ax, m_ax   # out[.., m, n]
   batch_axes = [a for a in range(len(src.shape)) if a not in (kax, m_ax, n_ax) and src.shape[a] > 1]
   def operand(p, own):
     slot, dtype, casts, offset, coefs = p
-    return MatmulOperand(slot, dtype, offset, tuple(coefs[a] for a in batch_axes), coefs[own], coefs[kax], casts)
+    return MatmulOperand(slot, dtype, offset, tuple(coefs[a] for a in batch_axes), 0 if own is None else coefs[own], coefs[kax], casts)
   a, b = operand(pa, m_ax), operand(pb, n_ax)
   if a.slot == 0 or b.slot == 0: return None
   # the output's axes: each live axis of the reduction's source lands on the root's axis its variable names
@@ -203,6 +208,7 @@ def match_matmul(ast: KernelAST) -> MatmulSpec | None:
   mul_dtype = src.dtype
   if any(c != mul_dtype for c in (a.casts[-1:] or (a.dtype,))) or any(c != mul_dtype for c in (b.casts[-1:] or (b.dtype,))):
     return None
-  return MatmulSpec(M=src.shape[m_ax], N=src.shape[n_ax], K=K, batch=tuple(src.shape[ax] for ax in batch_axes),
+  return MatmulSpec(M=1 if m_ax is None else src.shape[m_ax], N=1 if n_ax is None else src.shape[n_ax], K=K,
+                    batch=tuple(src.shape[ax] for ax in batch_axes),
                     out_axes=tuple(out_axes), a=a, b=b, mul_dtype=mul_dtype, acc_dtype=reduce.dtype, out_dtype=root.dtype,
                     reduce=reduce, epilogue_ops=epilogue_ops, epilogue_inputs=tuple(sorted(epilogue_inputs - {a.slot, b.slot})))

@@ -10,7 +10,9 @@ from alloy.ir.node import Node
 from alloy.ir.ops import Op, ELEMENTWISE
 from alloy.ir.kernel import KernelAST
 from alloy.caps import DeviceCaps
-from alloy.codegen.transforms import Opt, upcast as up, unroll as unroll_opt, local, group, thread, swap, stage, loop_order
+from alloy.codegen.transforms import Opt, upcast as up, unroll as unroll_opt, local, group, thread, swap, stage, loop_order, tensor_core
+from alloy.codegen.matmul import match_matmul
+from alloy.codegen import tensor_core as tc
 
 PARALLEL_MIN_WORK = 1 << 15   # elements; below this, threads cost more than they save
 ROW_STREAMS = 4               # rows a row reduction reads side by side
@@ -27,6 +29,8 @@ GROUP_MIN_REDUCE = 128        # a reduction shorter than this is cheaper done by
 GROUP_MAX_ROWS = 1 << 17      # with this many rows, one thread per row already fills a big GPU
 
 TINY_OUTPUTS, TINY_WORK = 16, 256   # a kernel this small is one thread with everything unrolled
+TENSOR_CORE_MIN = 16          # M, N and K at least: a thinner matmul wastes most of each 16x8x16 tile
+TENSOR_CORE_BIG_TILES = 96    # 128x128 threadgroups at least (about an H200's 132 SMs): else the 64x64 tile
 
 def choose_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt]:
   """The heuristics' transforms for this kernel on a device with these caps (plan.make_plan lowers them)."""
@@ -34,7 +38,17 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt]:
   if 0 < n <= TINY_OUTPUTS and work(ast.root) <= TINY_WORK:
     # one thread, every loop unrolled: its loads and stores become a few vector accesses
     return [up(a, s) for a, s in enumerate(ast.root.shape) if s > 1] + [unroll_opt(0)]
+  if caps.tensor_cores and (tiled := _tensor_core_opts(ast, caps)) is not None: return tiled
   return _gpu_opts(ast.root, caps) if caps.threads else _cpu_opts(ast.root, caps)
+
+def _tensor_core_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt] | None:
+  """A 16-bit float matmul on tensor cores: the 128x128 tile where enough of them fill the GPU, else 64x64."""
+  spec = match_matmul(ast)
+  if spec is None or min(spec.M, spec.N, spec.K) < TENSOR_CORE_MIN or "n" not in spec.out_axes: return None
+  big = tc.grid(spec, tc.TILES[0])
+  arg = 0 if prod(big) >= TENSOR_CORE_BIG_TILES else 2
+  if tc.check(spec, tc.TILES[arg], caps) is not None: return None
+  return [tensor_core(spec.out_axes.index("n"), arg)]
 
 def _gpu_opts(root: Node, caps: DeviceCaps) -> list[Opt]:
   if (tiled := _gpu_register_tile(root, caps)) is not None: return tiled

@@ -17,6 +17,8 @@ from alloy.ir.kernel import KernelAST
 from alloy.caps import DeviceCaps
 from alloy.codegen.transforms import Opt, OptKind, loop_order
 from alloy.codegen.opts import output_stash, panel_operand, work
+from alloy.codegen import tensor_core as tc
+from alloy.codegen.matmul import match_matmul
 
 FULL_UNROLL_MAX_WORK = 4096   # elements a kernel without loops may compute: each is a line of code
 
@@ -37,13 +39,13 @@ class Plan:
   stash: Node | None = None   # the stash pass (module docstring): the value kept in the output ...
   stash_reduce: Node | None = None   # ... and the row reduction whose loop computes and stores it
   pack: Node | None = None    # STAGE: the operand copied per tile of the staged axis
+  tensor_core: tuple | None = None   # TENSOR_CORE: (MatmulSpec, TensorCoreTile) (with STAGE's depth)
   applied: tuple = ()         # the transforms, then ("STASH", op) where the pass is on: KernelMeta.opts
 
 class InvalidOpts(ValueError):
   """A list of transforms the lowering cannot carry out for this kernel and device; the message says why."""
 
 NOT_BUILT = {
-  OptKind.TENSOR_CORE: "tensor cores are not built yet (issue 16)",
   OptKind.PAD: "padding is not built yet: the lowering ends a tile that does not divide its axis by overlapping the "
                "tile before it, or with a remainder loop (UPCAST)",
 }
@@ -70,8 +72,9 @@ def check(ast: KernelAST, caps: DeviceCaps, opts) -> str | None:
     if o.axis is not None and not 0 <= o.axis < limit: return f"{o!r}: axis {o.axis} is out of range for the output's shape {shape}"
     if o.kind is OptKind.SWAP and not 0 <= o.arg < ndim: return f"{o!r}: axis {o.arg} is out of range for the output's shape {shape}"
   kinds = [o.kind for o in opts]
-  for once in (OptKind.UNROLL, OptKind.LOCAL, OptKind.GROUP, OptKind.THREAD, OptKind.STAGE):
+  for once in (OptKind.UNROLL, OptKind.LOCAL, OptKind.GROUP, OptKind.THREAD, OptKind.STAGE, OptKind.TENSOR_CORE):
     if kinds.count(once) > 1: return f"{once.value} appears {kinds.count(once)} times; a kernel takes one"
+  if OptKind.TENSOR_CORE in kinds: return _check_tensor_core(ast, caps, opts)
   ups: dict = {}
   for o in opts:
     if o.kind is not OptKind.UPCAST: continue
@@ -141,6 +144,25 @@ def check(ast: KernelAST, caps: DeviceCaps, opts) -> str | None:
               f"in a panel of at most {caps.shared_bytes} bytes")
   return None
 
+def _tensor_core(ast: KernelAST, opts) -> tuple:
+  """(the matmul, the tile with STAGE's depth) of a list holding TENSOR_CORE."""
+  by = {o.kind: o for o in opts}
+  tco, st = by[OptKind.TENSOR_CORE], by.get(OptKind.STAGE)
+  return match_matmul(ast), tc.tile_for(tco.arg, None if st is None else st.arg)
+
+def _check_tensor_core(ast: KernelAST, caps: DeviceCaps, opts) -> str | None:
+  by = {o.kind: o for o in opts}
+  tco = by[OptKind.TENSOR_CORE]
+  if not caps.threads: return f"{tco!r}: GPU only"
+  if set(by) - {OptKind.TENSOR_CORE, OptKind.STAGE}: return f"{tco!r}: takes no other transform but STAGE"
+  if not 0 <= tco.arg < len(tc.TILES): return f"{tco!r}: no tile {tco.arg} (codegen/tensor_core.py has {len(tc.TILES)})"
+  if (st := by.get(OptKind.STAGE)) is not None and st.axis != tco.axis: return f"{st!r}: stages TENSOR_CORE's axis {tco.axis}"
+  spec, tile = _tensor_core(ast, opts)
+  if spec is not None and spec.out_axes[tco.axis] != "n" and not (spec.N == 1 and "n" not in spec.out_axes):
+    return f"{tco!r}: axis {tco.axis} is not the matmul's N axis (the output's axes: {spec.out_axes})"
+  if (why := tc.check(spec, tile, caps)) is not None: return f"{tco!r}: {why}"
+  return None
+
 def validate(ast: KernelAST, caps: DeviceCaps, opts) -> None:
   if (why := check(ast, caps, opts)) is not None: raise InvalidOpts(f"kernel {ast.root.shape}: {why}")
 
@@ -153,6 +175,9 @@ def make_plan(ast: KernelAST, caps: DeviceCaps, opts) -> Plan:
   ups = tuple((o.axis, o.arg) for o in opts if o.kind is OptKind.UPCAST)
   unr = by.get(OptKind.UNROLL)
   if unr is not None and unr.arg == 0: return Plan(caps.threads, (1, 1, 1), (1, 1, 1), full_unroll=True, applied=opts)
+  if OptKind.TENSOR_CORE in by:
+    spec, tile = _tensor_core(ast, opts)
+    return Plan(True, (prod(tc.grid(spec, tile)), 1, 1), (tile.threads, 1, 1), tensor_core=(spec, tile), applied=opts)
   extra = dict(reduce_unroll=unr.arg if unr else 1, unroll_lanes=unr is not None and unr.axis is not None)
   if caps.threads:
     if (g := by.get(OptKind.GROUP)) is not None:

@@ -66,11 +66,18 @@ Kind.PTR = Kind("PTR", dtype="the buffer's element dtype", src="(PARAM or LOCAL,
                 arg="None: the address of element `index` of the buffer (strength.py: stepped by the STEPs that read it)")
 Kind.STEP = Kind("STEP", dtype="None", src="(PTR,)",
                  arg="elements (int): the pointer moves on by that many; the last instruction of its loop's body")
+# ---- tensor cores (codegen/tensor_core.py)
+Kind.MMA = Kind("MMA", dtype="the accumulators' dtype (float32)",
+                src="(A's PARAM, B's PARAM, A's element offset, B's element offset, the tile's first row, first column: "
+                    "index values)",
+                arg="(codegen.matmul.MatmulSpec, codegen.tensor_core.TensorCoreTile): the threadgroup's tile of the matmul "
+                    "into the thread's accumulators, GEPs (lane k: accumulator k, tensor_core.accumulator_index's order) "
+                    "read them")
 # ---- vectors (codegen/vectorize.py); width: elements per vector
 Kind.VLOAD = Kind("VLOAD", dtype="the element dtype", src="(PARAM,) (lowered: (PTR,))", arg="(flat of lane 0, width) (lowered: (offset, width))")
 Kind.VSTORE = Kind("VSTORE", dtype="None", src="(PARAM, one value per lane) or (PARAM, a vector) (lowered: PTR in PARAM's place)",
                    arg="(flat of lane 0, width) (lowered: (offset, width))")
-Kind.GEP = Kind("GEP", dtype="the element dtype", src="(vector: VLOAD, VALU or VACC,)", arg="the lane (int)")
+Kind.GEP = Kind("GEP", dtype="the element dtype", src="(vector: VLOAD, VALU or VACC; or MMA,)", arg="the lane (int)")
 Kind.VBROADCAST = Kind("VBROADCAST", dtype="the element dtype", src="(scalar value,)", arg="width: the value in every lane")
 Kind.VALU = Kind("VALU", dtype="the element dtype", src="the operand vectors", arg="(ir.ops.Op, width): lane by lane")
 Kind.VACC = Kind("VACC", dtype="the element dtype", src="()", arg="(initial value of every lane, width)")

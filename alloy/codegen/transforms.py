@@ -26,9 +26,12 @@ Each kind, its `axis` and its `arg` (KIND_DOCS below is the one table of them):
 - SWAP(a, b): CPU: the loops of output axes a and b trade places (loops run in axis order otherwise).
 - STAGE(axis, depth): the operand of a register tile's reduction that is the same along the tile's other axis is
   copied, for each tile of `axis`, into fast memory that the tile's steps then read contiguously. On the CPU the
-  copy is a panel on the kernel thread's stack (depth 1: copied, then used). GPU shared-memory staging and
-  pipelined copies (depth > 1) are refused: not built yet.
-- TENSOR_CORE(axis, arg): refused until the tensor-core issue (16) builds them.
+  copy is a panel on the kernel thread's stack (depth 1: copied, then used). On the GPU, with TENSOR_CORE on the
+  same axis: both operands' slices go through shared memory `depth` slices in flight (cp.async); without it GPU
+  staging is refused (not built).
+- TENSOR_CORE(axis, arg): a matmul (codegen/matmul.py recognises it) on the GPU's tensor cores: a threadgroup per
+  output tile of the shape TILES[arg] in codegen/tensor_core.py (its docstring is the table), `axis` the output axis
+  holding N. Takes no other transform but STAGE.
 """
 from __future__ import annotations
 import enum
@@ -73,6 +76,7 @@ def group(axes: int, n: int) -> Opt: return Opt(OptKind.GROUP, axes, n)
 def thread(axis: int) -> Opt: return Opt(OptKind.THREAD, axis, 0)
 def swap(a: int, b: int) -> Opt: return Opt(OptKind.SWAP, a, b)
 def stage(axis: int, depth: int = 1) -> Opt: return Opt(OptKind.STAGE, axis, depth)
+def tensor_core(axis: int, tile: int = 0) -> Opt: return Opt(OptKind.TENSOR_CORE, axis, tile)
 
 def loop_order(ndim: int, opts) -> list:
   """The CPU's loops, outermost first: the output axes in order, with each SWAP applied in turn."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import collections, os, time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from alloy.helpers import DEBUG
+from alloy.helpers import DEBUG, float32_matmul_precision
 from alloy.codegen.lower import lower
 from alloy.codegen.program import KernelMeta, LinearProgram, scalar_words
 from alloy.codegen.transforms import describe
@@ -39,19 +39,21 @@ stage_listeners: list = []
 def emit_stage(stage: str, start: float, seconds: float, detail: str = "") -> None:
   for listener in stage_listeners: listener(stage, start, seconds, detail)
 
+def _key(device: Device, ast: KernelAST) -> tuple:
+  """A compiled kernel's key: its device and AST, and the float32 matmul precision (which may choose its transforms)."""
+  return (device.name, ast.root, ast.n_buffers, float32_matmul_precision())
+
 def compile_kernel(ast: KernelAST, device: Device, buffers: list | None = None, consts: list = ()) -> CompiledKernel:
   """The kernel compiled for device. Under BEAM (search.beam_width()), a kernel given the Buffers of its launch
   (output first) and the CONST nodes of its scalar arguments is searched first (engine/search.py), on copies of
   them; without them it gets the heuristics."""
   width = search.beam_width() if buffers is not None else 0
-  key = (device.name, ast.root, ast.n_buffers) + ((width,) if width else ())
+  key = _key(device, ast) + ((width,) if width else ())
   if (hit := _compiled.get(key)) is not None:
     try: _compiled.move_to_end(key)
     except KeyError: pass   # pushed out by another thread meanwhile
     return hit
-  if (special := compile_wgmma(ast, device)) is not None:   # a matmul for the Hopper kernel: no Lowerer, no search
-    prog, source, binary, runner, times = special
-    return _store(key, CompiledKernel(ast, prog, source, binary, runner, prog.meta, times), device)
+  if (ck := _wgmma(key, ast, device)) is not None: return ck
   opts = None
   if width:
     scalars = scalar_words(ast.scalar_dtypes, [c.arg for c in consts]) if consts else ()
@@ -64,7 +66,7 @@ def compile_kernels(asts: list[KernelAST], device: Device) -> None:
   run outside the GIL): a schedule's first realize waits for its slowest kernel, not for the sum of them."""
   fresh: dict = {}   # key -> AST, each new kernel once
   for ast in asts:
-    if (key := (device.name, ast.root, ast.n_buffers)) not in _compiled: fresh.setdefault(key, ast)
+    if (key := _key(device, ast)) not in _compiled and key not in fresh and _wgmma(key, ast, device) is None: fresh[key] = ast
   if len(fresh) < 2:
     for ast in fresh.values(): compile_kernel(ast, device)
     return
@@ -72,6 +74,12 @@ def compile_kernels(asts: list[KernelAST], device: Device) -> None:
   with ThreadPoolExecutor(min(len(staged), os.cpu_count() or 1)) as pool:
     binaries = list(pool.map(lambda st: _compile(device, st[3], st[4], st[2].meta.name), staged))
   for (key, ast, prog, source, times), binary in zip(staged, binaries): _load(key, ast, device, prog, source, binary, times)
+
+def _wgmma(key: tuple, ast: KernelAST, device: Device) -> CompiledKernel | None:
+  """The Hopper matmul for a kernel it takes (engine/wgmma.py), compiled and kept: no Lowerer, no search."""
+  if (special := compile_wgmma(ast, device)) is None: return None
+  prog, source, binary, runner, times = special
+  return _store(key, CompiledKernel(ast, prog, source, binary, runner, prog.meta, times), device)
 
 def _lower_and_render(ast: KernelAST, device: Device, opts=None) -> tuple:
   t0 = time.perf_counter()

@@ -17,7 +17,7 @@ import contextlib, json, os, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from alloy import dtype as dt
-from alloy.helpers import DEBUG, disk_cache_get, disk_cache_put, getenv, prod
+from alloy.helpers import DEBUG, disk_cache_get, disk_cache_put, float32_matmul_precision, getenv, prod
 from alloy.ir.kernel import KernelAST
 from alloy.codegen.lower import lower
 from alloy.codegen.opts import choose_opts
@@ -70,7 +70,7 @@ def searched_opts(ast: KernelAST, device: Device, inputs: list, scalars: tuple, 
   """The kernel's list of transforms for BEAM=width: from this process's results, the disk cache, or a search run now
   on scratch copies of `inputs` (the kernel's input Buffers) with `scalars` (its int32 scalar words). None: use the
   heuristics (the search found nothing that runs)."""
-  key = (device.name, ast.root, ast.n_buffers, width)
+  key = (device.name, ast.root, ast.n_buffers, width, float32_matmul_precision())   # which lists are valid depends on it
   if key in _found: return _found[key]
   disk_key = _cache_key(ast, device, width)
   entry = _decode(raw) if (raw := disk_cache_get(CACHE_TABLE, disk_key)) is not None else None

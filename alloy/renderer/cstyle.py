@@ -78,6 +78,10 @@ class CStyleRenderer:
     """An array in fast memory of the kernel's own: shared by a threadgroup on GPUs, the thread's on the CPU."""
     raise NotImplementedError
   barrier = ""   # a statement all threads of a group wait at, their shared-memory writes visible after it
+  def own_instruction(self, ins, names: dict, dtypes: dict, new) -> list[str] | None:
+    """The lines of an instruction only this language prints (the CUDA tensor-core tile), naming its value in names;
+    None for every other (the loop of render prints them)."""
+    return None
   def shuffle_xor(self, value: str, offset: str, d: DType) -> str | None:
     """The value of `value` in the SIMD lane `offset` away (lane ^ offset), or None where d has no shuffle."""
     raise NotImplementedError
@@ -215,6 +219,8 @@ class CStyleRenderer:
     stepped = {id(ins.src[0]) for ins in prog.instrs if ins.op is Kind.STEP}
     for ins in prog.instrs:
       ind = "  " * depth
+      if (own := self.own_instruction(ins, names, dtypes, new)) is not None:
+        lines += [ind + line for line in own]; continue
       if ins.op is Kind.PARAM:
         slot = ins.arg
         names[id(ins)] = f"data{slot}"

@@ -1,8 +1,9 @@
 """CUDA C for NVRTC: one thread per output element, 16-bit floats stored natively and computed in float."""
 from __future__ import annotations
 from alloy.dtype import DType
-from alloy.codegen.program import LinearProgram
+from alloy.codegen.program import Kind, LinearProgram
 from alloy.renderer.cstyle import CStyleRenderer, floor_division_helpers, integer_helpers
+from alloy.renderer.cuda_mma import MMA_PRELUDE, mma_call
 
 CUDA_PRELUDE = r"""typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t; typedef unsigned short uint16_t;
 typedef int int32_t; typedef unsigned int uint32_t; typedef long long int64_t; typedef unsigned long long uint64_t;
@@ -33,13 +34,30 @@ class CUDARenderer(CStyleRenderer):
   def preamble(self, prog: LinearProgram) -> list[str]:
     halves = any(d is not None and d.name in self.compute_in_float for d in prog.buffer_dtypes) or \
              any(ins.dtype is not None and ins.dtype.name in self.compute_in_float for ins in prog.instrs)
-    return ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE]
+    mma = next((ins for ins in prog.instrs if ins.op is Kind.MMA), None)
+    # a tensor-core tile's pipeline lives in dynamic shared memory, whose size the module declares for the runtime
+    tile = [MMA_PRELUDE, f'extern "C" __device__ int alloy_dynamic_shared_bytes = {mma.arg[1].shared_bytes()};'] if mma else []
+    return ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE] + tile
+  def own_instruction(self, ins, names: dict, dtypes: dict, new) -> list[str] | None:
+    if ins.op is Kind.MMA:   # the tensor-core tile (renderer/cuda_mma.py) into a zeroed array of accumulators
+      spec, tile = ins.arg
+      acc = names[id(ins)] = new("acc")
+      a, b, a_off, b_off, m0, n0 = (names[id(s)] for s in ins.src)
+      return [f"float {acc}[{tile.accumulators}];", f"for (int i = 0; i < {tile.accumulators}; i++) {acc}[i] = 0.0f;",
+              mma_call(spec, tile, a, b, a_off, b_off, m0, n0, acc)]
+    if ins.op is Kind.GEP and ins.src[0].op is Kind.MMA:
+      names[id(ins)], dtypes[id(ins)] = f"{names[id(ins.src[0])]}[{ins.arg}]", ins.dtype
+      return []
+    return None
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str:
     # Given only the block size, NVRTC's ptxas held row kernels to 32 registers (full occupancy) even where more
     # pay: softmax rows ran at 2.8 TB/s with 32 and 3.77 with 55 on an H200. Asking for 512/threads resident blocks
     # per SM (a quarter of the threads, at most 128 registers each) lets it take what the kernel needs.
     threads = prog.meta.local_size[0]
-    return f'extern "C" __global__ void __launch_bounds__({threads}, {max(1, 512 // threads)}) {name}({", ".join(params)})'
+    blocks = max(1, 512 // threads)
+    if (mma := next((ins for ins in prog.instrs if ins.op is Kind.MMA), None)) is not None:
+      blocks = 1 if mma.arg[1].accumulators > 64 else 2   # a tensor-core tile's accumulators are its registers
+    return f'extern "C" __global__ void __launch_bounds__({threads}, {blocks}) {name}({", ".join(params)})'
   def param_decl(self, slot: int, d: DType, written: bool) -> str:
     return f"{'' if written else 'const '}{self.tname(d)}* __restrict__ data{slot}"
   def special(self, kind: str, wide: bool = False) -> str:
@@ -53,8 +71,13 @@ class CUDARenderer(CStyleRenderer):
     suffix = "f" if d.name in ("float32", "float16", "bfloat16") else ""
     return f"{name}{suffix}({', '.join(args)})"
   vector_names = {"float32": "float", "int32": "int", "uint32": "uint"}
-  def vec_type(self, d: DType, width: int) -> str: return f"{self.vector_names[d.name]}{width}"
+  half_pairs = {"float16": ("__half2", "__halves2half2"), "bfloat16": ("__nv_bfloat162", "__halves2bfloat162")}   # 2-wide stores
+  def vec_type(self, d: DType, width: int) -> str:
+    if d.name in self.half_pairs and width == 2: return self.half_pairs[d.name][0]
+    return f"{self.vector_names[d.name]}{width}"
   def vec_lane(self, v: str, k: int) -> str: return f"{v}.{'xyzw'[k]}"
-  def vec_make(self, vals: list[str], d: DType, width: int) -> str: return f"make_{self.vec_type(d, width)}({', '.join(vals)})"
+  def vec_make(self, vals: list[str], d: DType, width: int) -> str:
+    if d.name in self.half_pairs and width == 2: return f"{self.half_pairs[d.name][1]}({', '.join(vals)})"
+    return f"make_{self.vec_type(d, width)}({', '.join(vals)})"
   def bitcast(self, v: str, src: DType, dst: DType) -> str:
     return self.from_storage(f"alloy_bitcast<{self.tname(dst)}>({self.to_storage(v, src)})", dst)

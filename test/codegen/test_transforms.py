@@ -34,7 +34,7 @@ def test_heuristic_lists_are_valid(name, caps):
 
 # (kernel, caps, list, a phrase of the reason)
 BAD = [
-  ("matmul", GPU, [Opt(OptKind.TENSOR_CORE, 0, 0)], "tensor cores are not built yet (issue 16)"),
+  ("matmul", GPU, [Opt(OptKind.TENSOR_CORE, 1, 0)], "the device has no mma.sync.m16n8k16 tensor cores"),
   ("matmul", CPU, [Opt(OptKind.PAD, 0, 16)], "padding is not built yet"),
   ("matmul", CPU, [("UPCAST", 0, 8)], "is not an Opt"),
   ("matmul", CPU, [upcast(5, 4)], "out of range"),

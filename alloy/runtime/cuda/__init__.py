@@ -58,6 +58,8 @@ class CUDADevice(Device):
     attr = lambda a: check(cu.cuDeviceGetAttribute(a, self.cu_device), "cuDeviceGetAttribute")
     self.compute_capability = (attr(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), attr(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
     self.target = f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
+    if self.compute_capability >= (8, 0):   # mma.sync m16n8k16 with float16 and bfloat16 operands (sm_80 on)
+      self.caps = dataclasses.replace(self.caps, tensor_cores=("mma.sync.m16n8k16",))
     if self.compute_capability == (9, 0):   # Hopper: the wgmma matmul (engine/wgmma.py), built for sm_90a
       self.caps = dataclasses.replace(self.caps, tensor_cores=self.caps.tensor_cores + ("wgmma.m64nNk16",))
     self.device_name = check(cu.cuDeviceGetName(256, self.cu_device), "cuDeviceGetName").split(b"\0")[0].decode()
@@ -71,6 +73,7 @@ class CUDADevice(Device):
       "shared_optin": attr(A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
       "sm_count": attr(A.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
     }
+    self.caps = dataclasses.replace(self.caps, dynamic_shared_bytes=self.limits["shared_optin"])
     nonblocking = cu.CUstream_flags.CU_STREAM_NON_BLOCKING
     self.stream = check(cu.cuStreamCreate(nonblocking), "cuStreamCreate")        # all kernels and copyins
     self.copy_stream = check(cu.cuStreamCreate(nonblocking), "cuStreamCreate")   # copyouts

@@ -26,14 +26,14 @@ class CUDAGraph:
     for i, launch in enumerate(launches):
       prog, buffers, scalars, global_size, local_size = launch[:5]
       if not isinstance(prog, CUDAProgram) or prog.device is not device: raise ValueError(f"launch {i}: not a CUDAProgram of {device.name}")
-      prog.set_dims(global_size, local_size, prog.dynamic_shared)
+      prog.set_dims(global_size, local_size)
       blk = prog.param_block(len(buffers), len(scalars))   # a block of its own: replays rewrite it
       blk.pack(buffers, scalars)
       p = driver.CUDA_KERNEL_NODE_PARAMS()
       p.func = prog.func
       p.gridDimX, p.gridDimY, p.gridDimZ = prog.g3
       p.blockDimX, p.blockDimY, p.blockDimZ = prog.l3
-      p.sharedMemBytes = prog.dynamic_shared
+      p.sharedMemBytes = prog.launch_dims[-1]   # set_dims: what the module declares
       p.kernelParams = blk.addr
       node = check(driver.cuGraphAddKernelNode(self.graph, [prev] if prev is not None else None, 1 if prev is not None else 0, p),
                     f"cuGraphAddKernelNode({prog.name})")

@@ -50,7 +50,7 @@ class CUDALaunchList(LaunchList):
     for i, (prog, buffers, scalars, global_size, local_size) in enumerate(launch[:5] for launch in launches):
       if not isinstance(prog, CUDAProgram) or prog.device is not device: raise ValueError(f"launch {i}: not a CUDAProgram of {device.name}")
       if not buffers: raise ValueError(f"launch {i} ({prog.name}): no buffers; a launch writes its first")
-      prog.set_dims(global_size, local_size, prog.dynamic_shared)
+      prog.set_dims(global_size, local_size)
       blk = prog.param_block(len(buffers), len(scalars))
       blk.pack(buffers, scalars)
       self.calls.append((*prog.launch_dims, device.stream, blk.addr, 0))

@@ -10,6 +10,17 @@ from alloy.runtime.cuda.driver import CONTEXT_ERRORS, SUCCESS, CUDAError, check,
 from alloy.runtime.cuda.tools import disassemble
 if TYPE_CHECKING: from alloy.runtime.cuda import CUDADevice
 
+DYNAMIC_SHARED_SYMBOL = b"alloy_dynamic_shared_bytes"   # extern "C" __device__ int: the bytes every launch gets
+
+def _declared_dynamic_shared(module) -> int:
+  """The dynamic shared memory a module's kernels ask for (the tensor-core tiles' pipeline buffers), declared as an int
+  DYNAMIC_SHARED_SYMBOL in it, read once at load; 0 where it declares none."""
+  err, ptr, size = driver.cuModuleGetGlobal(module, DYNAMIC_SHARED_SYMBOL)
+  if err != SUCCESS or size != 4: return 0
+  out = ctypes.c_int32(0)
+  check(driver.cuMemcpyDtoH(ctypes.addressof(out), ptr, 4), "cuMemcpyDtoH(alloy_dynamic_shared_bytes)")
+  return out.value
+
 class ParamBlock:
   """Kernel parameter storage for one (nbuffers, nscalars) shape: a ctypes buffer the values are packed into
   (pointers as 8 bytes, then int32 scalars), and a void** array pointing at each value, whose address (`addr`)
@@ -33,7 +44,7 @@ class CUDAProgram(Program):
   on the device's stream and returns at once; wait=True blocks and returns device seconds (CUDA events).
   Two hooks for kernels whose parameters are more than their buffers and scalars (runtime/cuda/tensor_map.py):
   `param_block` makes the parameter storage every launch path packs (eager, graphs, launch lists), and
-  `dynamic_shared` is the shared memory a launch gets where none is given."""
+  `dynamic_shared` (what the module declares, else 0) is the shared memory a launch gets where none is given."""
   dynamic_shared = 0
   def __init__(self, device: "CUDADevice", name: str, binary: bytes):
     self.device, self.name, self.binary = device, name, binary
@@ -50,6 +61,7 @@ class CUDAProgram(Program):
     self.num_regs = attr(A.CU_FUNC_ATTRIBUTE_NUM_REGS)
     self.local_bytes = attr(A.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
     self.param_layout = self._param_layout()
+    self.dynamic_shared = _declared_dynamic_shared(self.module)
     self._blocks: dict[tuple[int, int], ParamBlock] = {}
     self._gs = self._ls = None          # the last (validated) launch dimensions as given
     self.g3 = self.l3 = (1, 1, 1)
@@ -88,8 +100,10 @@ class CUDAProgram(Program):
     blk = self._blocks[(nbuf, nscal)] = self.param_block(nbuf, nscal)
     return blk
 
-  def set_dims(self, global_size, local_size, shared: int = 0) -> None:
-    """Check a launch shape against the function's and the device's limits; remember it once valid."""
+  def set_dims(self, global_size, local_size, shared: int | None = None) -> None:
+    """Check a launch shape against the function's and the device's limits; remember it once valid. shared: dynamic
+    shared-memory bytes (default: what the module declares, DYNAMIC_SHARED_SYMBOL)."""
+    if shared is None: shared = self.dynamic_shared
     g3 = tuple(int(x) for x in global_size) + (1,) * (3 - len(global_size))
     l3 = tuple(int(x) for x in local_size) + (1,) * (3 - len(local_size))
     if len(g3) != 3 or len(l3) != 3: raise ValueError(f"{self.name}: global_size and local_size take at most 3 dimensions")
@@ -116,9 +130,9 @@ class CUDAProgram(Program):
   def __call__(self, buffers, scalars=(), global_size=(1, 1, 1), local_size=(1, 1, 1), wait: bool = False, outs: int = 1,
                shared: int | None = None) -> float | None:
     dev = self.device
-    if shared is None: shared = self.dynamic_shared
     if tls.__dict__.get("ctx") is not dev.ctx: dev.activate()
     with dev.submitting:   # threads take turns: the parameter block, the launch shape and the event ring are shared
+      if shared is None: shared = self.dynamic_shared
       if global_size != self._gs or local_size != self._ls or shared != self._shared: self.set_dims(global_size, local_size, shared)
       blk = self._blk
       if blk.nbuf != len(buffers) or blk.nscal != len(scalars):

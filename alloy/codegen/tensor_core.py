@@ -1,0 +1,141 @@
+"""Tensor-core tiles: the table TENSOR_CORE(axis, arg) indexes, what the validator checks of one, and where each
+thread's accumulators lie (the lowering evaluates the epilogue there).
+
+A kernel under TENSOR_CORE(axis, arg) is one threadgroup per BM x BN tile of the output (per batch element), its warps
+each owning a WM x WN part of it as m16n8k16 `mma.sync` tiles (accumulating in float32 registers). The K loop
+copies BK-wide slices of both operands into shared memory with `cp.async` (16 bytes per copy, zero-filled past the
+edges; element by element where an operand's rows are not 16-byte aligned), `stages` slices in flight
+(STAGE(axis, depth) sets another depth), and reads them with `ldmatrix` (`.trans` for an operand whose contiguous axis
+is not the reduction). Each operand's slice is stored in rows along its contiguous axis with an XOR swizzle of its
+16-byte chunks, so neither the copies nor the ldmatrix reads conflict on banks. Shapes the tile does not divide are
+masked: the copies read zeros past the edges and each accumulator's epilogue and store are guarded.
+
+`axis` is the output axis holding N (the tile's columns). `arg` indexes TILES:
+"""
+from __future__ import annotations
+import dataclasses
+from dataclasses import dataclass
+from alloy.helpers import float32_matmul_precision, prod
+from alloy.ir import symbolic as sym
+from alloy.caps import DeviceCaps
+from alloy.codegen.matmul import MatmulSpec
+
+MMA_SYNC = "mma.sync.m16n8k16"   # DeviceCaps.tensor_cores names it where the device has it (sm_80 and newer)
+
+@dataclass(frozen=True)
+class TensorCoreTile:
+  """One threadgroup's tile: BM x BN outputs, BK of the reduction per pipeline stage, warps of WM x WN."""
+  bm: int
+  bn: int
+  bk: int
+  wm: int
+  wn: int
+  stages: int
+  instruction: str = MMA_SYNC
+  @property
+  def warps(self) -> int: return (self.bm // self.wm) * (self.bn // self.wn)
+  @property
+  def threads(self) -> int: return 32 * self.warps
+  @property
+  def accumulators(self) -> int:
+    """Per thread: (WM/16) x (WN/8) mma tiles of 4 float32 values each."""
+    return (self.wm // 16) * (self.wn // 8) * 4
+  def shared_bytes(self, itemsize: int = 2) -> int: return self.stages * (self.bm + self.bn) * self.bk * itemsize
+  def __str__(self): return f"{self.bm}x{self.bn}x{self.bk} {self.warps} warps of {self.wm}x{self.wn}, {self.stages} stages"
+
+TILES = (   # shared memory: stages x (BM + BN) x BK x 2 bytes
+  TensorCoreTile(128, 128, 32, 64, 32, 4),   # 0: large matmuls: 64 KiB, 64 accumulators a thread, 2 threadgroups an SM
+  TensorCoreTile(128, 64, 32, 64, 32, 4),    # 1: fewer columns (48 KiB)
+  TensorCoreTile(64, 64, 32, 32, 32, 4),     # 2: small matmuls: more threadgroups to fill the GPU (32 KiB)
+  TensorCoreTile(128, 256, 32, 64, 64, 3),   # 3: wide: 128 accumulators a thread (72 KiB)
+  TensorCoreTile(128, 128, 64, 64, 32, 3),   # 4: half the barriers per K (96 KiB)
+  TensorCoreTile(256, 128, 32, 64, 64, 3),   # 5: tall: 128 accumulators a thread (72 KiB)
+)
+
+__doc__ += "\n".join(f"- {k}: {t}" for k, t in enumerate(TILES)) + "\n"
+
+MMA_DTYPES = ("float16", "bfloat16")   # and float32 as tf32 (m16n8k8), where float32_matmul_precision allows
+FRAGMENT_REGISTERS = 64   # registers a thread needs beside its accumulators: operand fragments, addresses, loop state
+
+def tile_for(arg: int, depth: int | None = None) -> TensorCoreTile:
+  """TILES[arg], with `depth` stages where STAGE gives one."""
+  t = TILES[arg]
+  return t if depth is None else dataclasses.replace(t, stages=depth)
+
+def unit_axes(spec: MatmulSpec) -> tuple[bool, bool]:
+  """(A's contiguous axis is K, B's contiguous axis is N): how each operand's slice lies in shared memory. An axis of
+  length 1 counts as contiguous whatever its stride."""
+  a_k = spec.a.k_stride == 1 or spec.K == 1
+  b_n = spec.b.stride == 1 or spec.N == 1
+  return a_k, b_n
+
+def check(spec: MatmulSpec | None, tile: TensorCoreTile, caps: DeviceCaps) -> str | None:
+  """Why this tile cannot run this kernel on this device, or None where it can."""
+  if spec is None: return "the kernel is not a matmul with an elementwise epilogue (codegen/matmul.py)"
+  if tile.instruction not in caps.tensor_cores: return f"the device has no {tile.instruction} tensor cores"
+  if spec.operand_dtype is not None and spec.operand_dtype.name == "float32":
+    if float32_matmul_precision() == "highest":
+      return ("float32 operands: tensor cores round them to tf32, which alloy.set_float32_matmul_precision('high') "
+              "allows (the default, 'highest', keeps float32 matmuls exact)")
+  elif spec.operand_dtype is None or spec.operand_dtype.name not in MMA_DTYPES:
+    return (f"operands {spec.a.dtype.name} and {spec.b.dtype.name}: {tile.instruction} takes two float16 or two bfloat16 "
+            f"operands (two float32 as tf32)")
+  if spec.acc_dtype.name != "float32":
+    return f"{spec.acc_dtype.name} accumulation: the tiles accumulate in float32 only"
+  if tile.stages < 2: return f"{tile.stages} stages: the pipeline needs at least 2"
+  limit = max(caps.shared_bytes, caps.dynamic_shared_bytes)   # the pipeline is in dynamic shared memory
+  if (nb := tile.shared_bytes(spec.operand_dtype.itemsize)) > limit:
+    return f"{tile}: {nb} bytes of shared memory, over the device's {limit}"
+  if tile.threads > caps.max_local: return f"{tile}: {tile.threads} threads, over the device's {caps.max_local}"
+  if tile.accumulators + FRAGMENT_REGISTERS > caps.registers:
+    return (f"{tile}: {tile.accumulators} accumulators per thread and {FRAGMENT_REGISTERS} for fragments and addresses, "
+            f"over the device's {caps.registers} registers")
+  a_k, b_n = unit_axes(spec)
+  if not a_k and spec.a.stride != 1 and spec.M > 1: return "A has no contiguous axis (neither M nor K has stride 1)"
+  if not b_n and spec.b.k_stride != 1 and spec.K > 1: return "B has no contiguous axis (neither K nor N has stride 1)"
+  return None
+
+def aligned(spec: MatmulSpec) -> tuple[bool, bool]:
+  """Whether each operand's rows start on 16 bytes and its contiguous length is whole 16-byte chunks: then its
+  slices are copied with 16-byte cp.async, else element by element."""
+  a_k, b_n = unit_axes(spec)
+  def ok(op, inner: int, ld: int, rows: int) -> bool:
+    epc = 16 // op.dtype.itemsize   # elements of a chunk
+    starts = [op.offset, *op.batch_strides] + ([ld] if rows > 1 else [])
+    return inner % epc == 0 and all(s % epc == 0 for s in starts)
+  a = ok(spec.a, spec.K if a_k else spec.M, spec.a.stride if a_k else spec.a.k_stride, spec.M if a_k else spec.K)
+  b = ok(spec.b, spec.N if b_n else spec.K, spec.b.k_stride if b_n else spec.b.stride, spec.K if b_n else spec.N)
+  return a, b
+
+def grid(spec: MatmulSpec, tile: TensorCoreTile) -> tuple[int, int, int]:
+  """(threadgroups along M, along N, batch elements): the launch is their product, N fastest."""
+  return -(-spec.M // tile.bm), -(-spec.N // tile.bn), prod(spec.batch)
+
+RASTER = 8   # threadgroups run down this many tile rows before moving one column on: neighbours share operand panels in L2
+
+def tile_origin(spec: MatmulSpec, tile: TensorCoreTile, group: sym.Expr) -> tuple:
+  """(first row, first column, flat batch element) of threadgroup `group`'s tile. Within a batch element the tiles go
+  in column-major strips RASTER tile rows tall (where RASTER divides the tile rows), so the threadgroups running at
+  once read a few row panels of A and column panels of B, which stay in L2, instead of every panel of B."""
+  tiles_m, tiles_n, _ = grid(spec, tile)
+  flat = sym.mod(group, tiles_m * tiles_n)
+  if tiles_m % RASTER == 0 and tiles_m > RASTER and tiles_n > 1:
+    strip = sym.mod(flat, RASTER * tiles_n)
+    tm, tn = sym.div(flat, RASTER * tiles_n) * RASTER + sym.mod(strip, RASTER), sym.div(strip, RASTER)
+  else: tm, tn = sym.div(flat, tiles_n), sym.mod(flat, tiles_n)
+  return tm * tile.bm, tn * tile.bn, sym.div(group, tiles_m * tiles_n)
+
+def accumulator_index(tile: TensorCoreTile, lane: sym.Expr) -> list[tuple]:
+  """(row, column) in the threadgroup's tile of each of a thread's accumulators, in the order the main loop keeps
+  them: for each of the warp's (WM/16) x (WN/8) mma tiles, m16n8k16's four: rows g and g+8, columns 2t and 2t+1,
+  with g = lane / 4 and t = lane % 4 within the warp."""
+  warps_n = tile.bn // tile.wn
+  warp, within = sym.div(lane, 32), sym.mod(lane, 32)
+  wm, wn = sym.div(warp, warps_n), sym.mod(warp, warps_n)
+  g, t = sym.div(within, 4), sym.mod(within, 4)
+  out = []
+  for mi in range(tile.wm // 16):
+    for ni in range(tile.wn // 8):
+      for c in range(4):
+        out.append((wm * tile.wm + g + (mi * 16 + 8 * (c // 2)), wn * tile.wn + t * 2 + (ni * 8 + c % 2)))
+  return out

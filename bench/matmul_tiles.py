@@ -1,0 +1,45 @@
+"""Every tensor-core tile and pipeline depth (codegen/tensor_core.py) on a few matmuls, forced, beside the heuristics'
+choice: what the tile table and TENSOR_CORE_BIG_TILES are tuned from. TFLOP/s from CUDA events (best of 5).
+
+python bench/matmul_tiles.py
+"""
+from __future__ import annotations
+import math, os, sys
+from concurrent.futures import ThreadPoolExecutor
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import numpy as np
+import alloy
+from alloy import Tensor
+from alloy.schedule.fusion import schedule
+from alloy.codegen.lower import lower
+from alloy.codegen.opts import choose_opts
+from alloy.codegen.candidates import neighbours
+from alloy.codegen.transforms import describe
+from alloy.codegen.tensor_core import tile_for
+from alloy.engine.search_worker import time_kernel
+
+def run():
+  dev = alloy.get_device("CUDA")
+  rng = np.random.default_rng(0)
+  h = lambda *s: Tensor(rng.uniform(-1, 1, s).astype(np.float16), device="CUDA").realize()
+  work = {"fp16 4096^3": (h(4096, 4096), h(4096, 4096)), "fp16 8192^3": (h(8192, 8192), h(8192, 8192)),
+          "attention 512x1024x64x1024": (h(512, 1024, 64), h(512, 64, 1024))}
+  for name, (a, b) in work.items():
+    ((_, ast, inputs, _),) = schedule([(a @ b).node])
+    buffers = [n.arg for n in inputs[1:]]
+    flops = 2 * math.prod(ast.shape) * a.shape[-1]
+    base = choose_opts(ast, dev.caps)
+    results = []
+    lists = [tuple(base)] + [o for o in neighbours(ast, dev.caps, base) if len(o) == 1 or o[-1].arg == tile_for(o[0].arg).stages + 1]
+    progs = [lower(ast, dev.caps, opts) for opts in lists]
+    with ThreadPoolExecutor(16) as pool:   # NVRTC runs outside the GIL
+      binaries = list(pool.map(lambda p: dev.compiler.compile_cached(dev.renderer.render(p)), progs))
+    for opts, prog, binary in zip(lists, progs, binaries):
+      t, _ = time_kernel("CUDA", buffers, (ast.root.dtype.name, math.prod(ast.shape)), (prog.meta.name, binary, prog.meta.global_size,
+                         prog.meta.local_size), (), 4, 1.0)
+      results.append((flops / t / 1e12, describe(opts)))
+    print(f"{name}: heuristics {describe(base)} {results[0][0]:.0f} TFLOP/s; best: " +
+          ", ".join(f"{describe_} {tf:.0f}" for tf, describe_ in sorted(results, reverse=True)[:5]))
+
+if __name__ == "__main__":
+  run()

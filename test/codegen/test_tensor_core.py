@@ -1,0 +1,242 @@
+"""TENSOR_CORE (codegen/tensor_core.py): the validator's refusals, the rendered CUDA C (compiled by NVRTC where
+cuda-bindings is installed, no GPU needed), the heuristics' choice, and on a CUDA GPU the results against NumPy in
+float64 for sizes the tiles do not divide, transposed and batched operands, and fused epilogues."""
+import math
+import numpy as np
+import pytest
+import alloy
+from alloy import Tensor
+from alloy.caps import DeviceCaps
+from alloy.ir import symbolic as sym
+from alloy.schedule.fusion import schedule
+from alloy.codegen.lower import lower
+from alloy.codegen.opts import choose_opts
+from alloy.codegen.plan import check
+from alloy.codegen.transforms import OptKind, tensor_core, stage, upcast
+from alloy.codegen import tensor_core as tc
+from alloy.renderer.cuda import CUDARenderer
+from alloy.runtime.registry import device_available
+
+TC_CAPS = DeviceCaps(threads=True, codegen_loops=True, tensor_cores=(tc.MMA_SYNC,), dynamic_shared_bytes=227 << 10)   # an H200's
+cuda = pytest.mark.skipif(not device_available("CUDA"), reason="no CUDA device")
+
+def _ast(t: Tensor):
+  return [item[1] for item in schedule([t.node])][-1]
+
+def _half(rng, *shape, dtype=np.float16):
+  return Tensor(rng.uniform(-1, 1, shape).astype(dtype))
+
+def test_validator(rng):
+  a, b = _half(rng, 64, 48), _half(rng, 48, 40)
+  ast = _ast(a @ b)
+  assert check(ast, TC_CAPS, [tensor_core(1, 0)]) is None
+  assert "shared memory" in check(ast, TC_CAPS, [tensor_core(1, 0), stage(1, 15)])   # 15 stages of 128x128x32: 240 KiB
+  assert check(ast, TC_CAPS, [tensor_core(1, 2), stage(1, 5)]) is None        # 5 of 64x64x32: 40 KiB
+  assert "shared memory" in check(ast, DeviceCaps(threads=True, tensor_cores=(tc.MMA_SYNC,)), [tensor_core(1, 0)])  # 64 KiB, 48 allowed
+  assert "no other transform" in check(ast, TC_CAPS, [tensor_core(1, 0), upcast(0, 4)])
+  assert "not the matmul's N axis" in check(ast, TC_CAPS, [tensor_core(0, 0)])
+  assert "no tile" in check(ast, TC_CAPS, [tensor_core(1, len(tc.TILES))])
+  assert "no mma.sync" in check(ast, DeviceCaps(threads=True), [tensor_core(1, 0)])
+  assert "GPU only" in check(ast, DeviceCaps(threads=False), [tensor_core(1, 0)])
+  f32 = _ast(a.float().contiguous().realize() @ b.float().contiguous().realize())
+  assert "set_float32_matmul_precision('high')" in check(f32, TC_CAPS, [tensor_core(1, 0)])
+  mixed = _ast(a @ b.float().contiguous().realize())
+  assert "two float16 or two bfloat16" in check(mixed, TC_CAPS, [tensor_core(1, 0)])
+  assert "not a matmul" in check(_ast(a.float().sum(1)), TC_CAPS, [tensor_core(0, 0)])
+
+def test_tile_table():
+  for t in tc.TILES:
+    assert t.bm % t.wm == 0 and t.bn % t.wn == 0 and t.wm % 16 == 0 and t.wn % 16 == 0 and t.bk % 16 == 0
+    assert t.threads <= 1024 and t.shared_bytes() <= 227 << 10 and len(tc.accumulator_index(t, sym.Var("l", 0, t.threads - 1))) == t.accumulators
+
+def test_accumulators_cover_the_tile():
+  # every (row, column) of a threadgroup's tile belongs to exactly one thread's accumulator
+  for t in tc.TILES:
+    seen = set()
+    for lane in range(t.threads):
+      for r, c in tc.accumulator_index(t, sym.Const(lane)):
+        seen.add((r.v, c.v))
+    assert len(seen) == t.bm * t.bn and seen == {(r, c) for r in range(t.bm) for c in range(t.bn)}
+
+def test_heuristics_pick_it(rng):
+  big = _ast(_half(rng, 2048, 64) @ _half(rng, 64, 2048))
+  assert choose_opts(big, TC_CAPS) == [tensor_core(1, 0)]
+  small = _ast(_half(rng, 64, 256) @ _half(rng, 256, 64))
+  assert choose_opts(small, TC_CAPS) == [tensor_core(1, 2)]
+  assert not any(o.kind is OptKind.TENSOR_CORE for o in choose_opts(big, DeviceCaps(threads=True)))
+  vec = _ast(_half(rng, 1, 256) @ _half(rng, 256, 512))
+  assert not any(o.kind is OptKind.TENSOR_CORE for o in choose_opts(vec, TC_CAPS))
+
+CASES = {   # name: (make the inputs, the alloy function, the NumPy one)
+  "plain": (lambda r: [_half(r, 96, 80), _half(r, 80, 72)], lambda a, b: a @ b, lambda a, b: a @ b),
+  "bias_gelu": (lambda r: [_half(r, 100, 64), _half(r, 64, 136), _half(r, 136)], lambda a, b, c: (a @ b + c).gelu(),
+                lambda a, b, c: _gelu((a @ b).astype(np.float16).astype(np.float64) + c)),
+  "batched_t": (lambda r: [_half(r, 3, 40, 24), _half(r, 3, 56, 24)], lambda a, b: a @ b.transpose(1, 2),
+                lambda a, b: a @ b.transpose(0, 2, 1)),
+}
+
+def _gelu(x):
+  from math import erf
+  return 0.5 * x * (1 + np.vectorize(erf)(x / math.sqrt(2)))
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("arg", range(len(tc.TILES)))
+def test_source_compiles(rng, name, arg):
+  pytest.importorskip("cuda.bindings")
+  from alloy.runtime.cuda.compiler import CUDACompiler
+  make, fn, _ = CASES[name]
+  ast = _ast(fn(*make(rng)))
+  n_axis = len(ast.shape) - 1
+  prog = lower(ast, TC_CAPS, [tensor_core(n_axis, arg)])
+  src = CUDARenderer().render(prog)
+  assert "mma.sync.aligned.m16n8k16" in src and "ldmatrix" in src and "cp.async" in src
+  try: CUDACompiler("sm_90").compile(src)
+  except Exception as e:
+    if "cuda_fp16" in str(e): pytest.skip("no CUDA headers")
+    raise
+
+# ---- on the GPU: against NumPy in float64
+
+def _opts_of_last_matmul():
+  from alloy.engine import compiled
+  for ck in reversed(list(compiled._compiled.values())):
+    if any(o.kind is OptKind.TENSOR_CORE for o in ck.meta.opts if hasattr(o, "kind")): return ck
+  return None
+
+SIZES = [(1, 7, 1000), (7, 1000, 1), (1000, 1, 7), (1000, 4097, 64), (4097, 64, 1000), (64, 1000, 4097), (16, 16, 16),
+         (129, 257, 33)]
+
+@cuda
+@pytest.mark.parametrize("M, N, K", SIZES)
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+def test_gpu_sizes(M, N, K, layout):
+  from alloy.runtime.registry import get_device
+  rng = np.random.default_rng(M * 7 + N * 3 + K)
+  a = rng.uniform(-1, 1, (M, K) if layout[0] == "n" else (K, M)).astype(np.float16)
+  b = rng.uniform(-1, 1, (K, N) if layout[1] == "n" else (N, K)).astype(np.float16)
+  A, B = Tensor(a, device="CUDA").realize(), Tensor(b, device="CUDA").realize()
+  out = (A if layout[0] == "n" else A.T) @ (B if layout[1] == "n" else B.T)
+  a64, b64 = a.astype(np.float64), b.astype(np.float64)
+  want = (a64 if layout[0] == "n" else a64.T) @ (b64 if layout[1] == "n" else b64.T)
+  tol = dict(atol=2e-3 * math.sqrt(K) + 1e-3, rtol=1e-2)
+  ((_, ast, inputs, _),) = schedule([out.node])
+  caps, n_axis = get_device("CUDA").caps, len(ast.shape) - 1
+  for arg in (0, 2, 3) if layout == "nn" else (0,):   # tiles forced: square, small, wide
+    if (why := check(ast, caps, [tensor_core(n_axis, arg)])) is not None:
+      assert min(M, N) == 1, why   # a vector: no N axis to name
+      continue
+    got = _run(ast, [n.arg for n in inputs[1:]], [tensor_core(n_axis, arg)])
+    np.testing.assert_allclose(got.astype(np.float64), want, **tol)
+  np.testing.assert_allclose(out.numpy().astype(np.float64), want, **tol)   # the heuristics' kernel
+
+def _run(ast, buffers, opts):
+  from alloy.runtime.registry import get_device
+  from alloy.engine.search_worker import time_kernel
+  dev = get_device("CUDA")
+  prog = lower(ast, dev.caps, opts)
+  binary = dev.compiler.compile_cached(dev.renderer.render(prog))
+  kernel = (prog.meta.name, binary, prog.meta.global_size, prog.meta.local_size)
+  _, out = time_kernel("CUDA", buffers, (ast.root.dtype.name, math.prod(ast.root.shape)), kernel, (), 0, math.inf)
+  return np.frombuffer(out, ast.root.dtype.np).reshape(ast.root.shape)
+
+@cuda
+@pytest.mark.parametrize("name", ["bias_gelu", "relu_residual", "bf16", "batched_attention", "broadcast_weight", "cast_f32"])
+def test_gpu_epilogues_and_batches(name):
+  r = np.random.default_rng(3)
+  h = lambda *s: r.uniform(-1, 1, s).astype(np.float16)
+  if name == "bias_gelu":
+    a, b, c = h(200, 96), h(96, 136), h(136)
+    fn, ref = (lambda a, b, c: (a @ b + c).gelu()), (lambda a, b, c: _gelu((a @ b).astype(np.float16).astype(np.float64) + c))
+    arrays = [a, b, c]
+  elif name == "relu_residual":
+    a, b, c = h(130, 64), h(64, 72), h(130, 72)
+    fn, ref = (lambda a, b, c: (a @ b).relu() + c), (lambda a, b, c: np.maximum(a @ b, 0) + c)
+    arrays = [a, b, c]
+  elif name == "bf16":
+    a, b = r.uniform(-1, 1, (96, 200)).astype(np.float32), r.uniform(-1, 1, (200, 80)).astype(np.float32)
+    A, B = Tensor(a, device="CUDA").bfloat16().realize(), Tensor(b, device="CUDA").bfloat16().realize()
+    got = (A @ B).float().numpy()
+    ck = _opts_of_last_matmul()
+    a64, b64 = A.float().numpy().astype(np.float64), B.float().numpy().astype(np.float64)
+    np.testing.assert_allclose(got, a64 @ b64, atol=0.15, rtol=2e-2)
+    assert ck is not None and "mma" in ck.source
+    return
+  elif name == "batched_attention":
+    q, k = h(8, 256, 64), h(8, 256, 64)
+    fn, ref = (lambda q, k: q @ k.transpose(1, 2)), (lambda q, k: q @ k.transpose(0, 2, 1))
+    arrays = [q, k]
+  elif name == "broadcast_weight":
+    x, w = h(3, 50, 64), h(64, 40)
+    fn, ref = (lambda x, w: x @ w), (lambda x, w: x @ w)
+    arrays = [x, w]
+  else:
+    a, b = h(64, 64), h(64, 64)
+    fn, ref = (lambda a, b: (a @ b).float() * 2), (lambda a, b: (a @ b).astype(np.float16).astype(np.float64) * 2)
+    arrays = [a, b]
+  tensors = [Tensor(x, device="CUDA").realize() for x in arrays]
+  got = fn(*tensors).numpy().astype(np.float64)
+  ck = _opts_of_last_matmul()
+  assert ck is not None and "mma.sync" in ck.source, "the heuristics did not pick the tensor cores"
+  want = ref(*[x.astype(np.float64) for x in arrays])
+  np.testing.assert_allclose(got, want, atol=2e-2, rtol=1e-2)
+
+def test_tile_origins_cover_the_grid():
+  # every tile of every batch element is some threadgroup's, once, in the rastered order too
+  for M, N, batch in ((4096, 2048, ()), (1000, 300, (3,)), (2048, 128, (2, 2))):
+    spec = type("S", (), {"M": M, "N": N, "batch": batch})()
+    t = tc.TILES[0]
+    tm, tn, nb = tc.grid(spec, t)
+    seen = set()
+    for g in range(tm * tn * nb):
+      m0, n0, b = tc.tile_origin(spec, t, sym.Const(g))
+      seen.add((m0.v, n0.v, b.v))
+    assert seen == {(i * t.bm, j * t.bn, b) for i in range(tm) for j in range(tn) for b in range(nb)}
+
+@pytest.fixture
+def tf32():
+  alloy.set_float32_matmul_precision("high")
+  yield
+  alloy.set_float32_matmul_precision("highest")
+
+def test_float32_precision_knob(rng, tf32):
+  a, b = _half(rng, 2048, 64, dtype=np.float32), _half(rng, 64, 2048, dtype=np.float32)
+  ast = _ast(a @ b)
+  assert check(ast, TC_CAPS, [tensor_core(1, 0)]) is None and choose_opts(ast, TC_CAPS) == [tensor_core(1, 0)]
+  alloy.set_float32_matmul_precision("highest")
+  assert check(ast, TC_CAPS, [tensor_core(1, 0)]) is not None
+  assert not any(o.kind is OptKind.TENSOR_CORE for o in choose_opts(ast, TC_CAPS))
+  with pytest.raises(ValueError, match="expected one of highest, high, medium"): alloy.set_float32_matmul_precision("low")
+  assert alloy.get_float32_matmul_precision() == "highest"
+
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+def test_tf32_source_compiles(rng, tf32, layout):
+  pytest.importorskip("cuda.bindings")
+  from alloy.runtime.cuda.compiler import CUDACompiler
+  a, b = _half(rng, 100, 40, dtype=np.float32), _half(rng, 40, 72, dtype=np.float32)
+  a = a if layout[0] == "n" else a.T.contiguous().realize().T
+  b = b if layout[1] == "n" else b.T.contiguous().realize().T
+  src = CUDARenderer().render(lower(_ast(a @ b), TC_CAPS, [tensor_core(1, 0)]))
+  assert "m16n8k8.row.col.f32.tf32.tf32.f32" in src and "cvt.rna.tf32.f32" in src
+  try: CUDACompiler("sm_90").compile(src)
+  except Exception as e:
+    if "cuda_fp16" in str(e): pytest.skip("no CUDA headers")
+    raise
+
+@cuda
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+@pytest.mark.parametrize("M, N, K", [(1000, 4097, 64), (129, 257, 1000), (7, 64, 33)])
+def test_gpu_tf32(tf32, layout, M, N, K):
+  rng = np.random.default_rng(M + N + K)
+  a = rng.uniform(-1, 1, (M, K) if layout[0] == "n" else (K, M)).astype(np.float32)
+  b = rng.uniform(-1, 1, (K, N) if layout[1] == "n" else (N, K)).astype(np.float32)
+  A, B = Tensor(a, device="CUDA").realize(), Tensor(b, device="CUDA").realize()
+  out = (A if layout[0] == "n" else A.T) @ (B if layout[1] == "n" else B.T)
+  a64, b64 = a.astype(np.float64), b.astype(np.float64)
+  want = (a64 if layout[0] == "n" else a64.T) @ (b64 if layout[1] == "n" else b64.T)
+  got = out.numpy().astype(np.float64)
+  ck = _opts_of_last_matmul()
+  assert ck is not None and "tf32" in ck.source
+  np.testing.assert_allclose(got, want, atol=2e-3 * math.sqrt(K), rtol=5e-3)   # tf32: 10-bit mantissas
+  alloy.set_float32_matmul_precision("highest")   # the same matmul again: exact, on the FMA path
+  exact = ((A if layout[0] == "n" else A.T) @ (B if layout[1] == "n" else B.T)).numpy().astype(np.float64)
+  np.testing.assert_allclose(exact, want, atol=1e-5 * math.sqrt(K), rtol=1e-5)
