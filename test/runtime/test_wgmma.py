@@ -29,6 +29,10 @@ def test_bf16_and_narrow_tile_compile():
   assert "m64n64k16.f32.bf16.bf16" in k.source and k.grid == (2, 1, 1) and k.block == (384, 1, 1)
   assert CUDACompiler("sm_90a").compile(k.source)[:4] == b"\x7fELF"
 
+def test_float32_output_compiles():
+  k = render_wgmma(gemm(256, 333, 128, b_k=True, out_dtype="float32"))
+  assert "float* __restrict__ C" in k.source and CUDACompiler("sm_90a").compile(k.source)[:4] == b"\x7fELF"
+
 def test_tensor_maps_describe_the_operands():
   a_map, b_map = render_wgmma(gemm(300, 200, 136, a_k=True, b_k=False, batch=3, block_n=128)).maps
   assert a_map.dims == (136, 300, 3) and a_map.strides == (136 * 2, 300 * 136 * 2) and a_map.box == (64, 128, 1)
@@ -79,9 +83,10 @@ def hopper():
   return dev
 
 def to_storage(x: np.ndarray, dtype: str) -> np.ndarray:
+  if dtype == "float32": return x.astype(np.float32)
   return x.astype(np.float16) if dtype == "float16" else float32_to_bfloat16_bits(x.astype(np.float32))
 def from_storage(x: np.ndarray, dtype: str) -> np.ndarray:
-  return x.astype(np.float64) if dtype == "float16" else bfloat16_bits_to_float32(x).astype(np.float64)
+  return x.astype(np.float64) if dtype in ("float16", "float32") else bfloat16_bits_to_float32(x).astype(np.float64)
 
 def operands(g: WGMMAGemm, seed=0):
   """Random non-zero A and B laid out as g says, as device Buffers, and NumPy's float64 C of the same rounded values."""
@@ -98,10 +103,13 @@ def operands(g: WGMMAGemm, seed=0):
 
 def run_gemm(dev, g: WGMMAGemm, seed=0):
   """Returns (alloy's C, NumPy's float64 C of the same rounded inputs)."""
+  from alloy.dtype import float32
+  from alloy.runtime.buffer import Buffer
   from alloy.runtime.cuda.tensor_map import build_wgmma
   out, a, b, ref = operands(g, seed)
+  if g.out == "float32": out = Buffer("CUDA", out.size, float32)
   build_wgmma(dev, g).launch([out.handle, a.handle, b.handle])
-  return from_storage(out.numpy(), g.dtype).reshape(ref.shape), ref
+  return from_storage(out.numpy(), g.out).reshape(ref.shape), ref
 
 def check_close(got, ref, dtype):
   # fp32 accumulation, one rounding to the output type: its half-ulp relative error, plus a little absolute
@@ -129,6 +137,13 @@ def test_4096_cubed():
 @pytest.mark.parametrize("block_n,stages", [(128, 6), (64, 4)])
 def test_other_tiles(block_n, stages):
   check_close(*run_gemm(hopper(), gemm(640, 384, 512, block_n=block_n, stages=stages)), "float16")
+
+@pytest.mark.parametrize("N", [512, 333])
+def test_float32_output(N):
+  """fp32 accumulators stored unrounded (float2 pairs, single floats where N is odd); not yet taken by the engine."""
+  g = gemm(256, N, 128, b_k=True, out_dtype="float32")
+  got, ref = run_gemm(hopper(), g)
+  assert np.abs(got - ref).max() <= 1e-3
 
 def test_batched_attention_shape():
   """Q @ K^T per head: both operands K-major (K^T is K's storage read as N x K)."""
