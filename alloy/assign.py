@@ -24,6 +24,7 @@ repeat of the most repeated index, or, past MAX_LAYERS repeats, one scatter-add 
 sorted by index on the device, O(n log^2 n) for n indices).
 """
 from __future__ import annotations
+import weakref
 import numpy as np
 from alloy import dtype as dt, autograd
 from alloy.engine import realize as engine

@@ -87,3 +87,16 @@ def print_table(rows: list[dict], columns: list[str], unit_of: dict, ours: str =
   print("ratio = alloy's speed relative to the other (above 1: alloy is faster)")
 
 def _fmt(v) -> str: return "-" if v is None else f"{v:.3g}" if v < 100 else f"{v:.0f}"
+
+def torch_time(fn) -> float:
+  """Device time of one call of fn on PyTorch's CUDA stream: median of 3 timings of 10 calls (CUDA events)."""
+  import torch
+  fn(); torch.cuda.synchronize()
+  s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+  ts = []
+  for _ in range(3):
+    s.record()
+    for _ in range(10): fn()
+    e.record(); e.synchronize()
+    ts.append(s.elapsed_time(e) / 10 / 1e3)
+  return sorted(ts)[1]

@@ -12,19 +12,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
 import alloy
 from alloy import Tensor
-from common import device_seconds, median_time, new_kernel_seconds, print_table, tinygrad_for, torch_compiled
+from common import device_seconds, median_time, torch_time, new_kernel_seconds, print_table, tinygrad_for, torch_compiled
 import torch
-
-def torch_time(fn) -> float:
-  fn(); torch.cuda.synchronize()
-  s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-  ts = []
-  for _ in range(3):
-    s.record()
-    for _ in range(10): fn()
-    e.record(); e.synchronize()
-    ts.append(s.elapsed_time(e) / 10 / 1e3)
-  return sorted(ts)[1]
 
 def run():
   dev = alloy.get_device("CUDA")

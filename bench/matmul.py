@@ -13,8 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
 import alloy
 from alloy import Tensor
-from common import device_seconds, print_table, torch_compiled
-from gpu import torch_time
+from common import device_seconds, print_table, torch_compiled, torch_time
 import torch
 
 def run(quick: bool = False):

@@ -17,6 +17,7 @@ from alloy.runtime.device import PROGRAM_CACHE_SIZE, Device, Program
 from alloy.ir.kernel import KernelAST
 from alloy.engine import search
 from alloy.engine.watch import watchers
+from alloy.engine.wgmma import compile_wgmma
 
 @dataclass
 class CompiledKernel:
@@ -44,6 +45,7 @@ def compile_kernel(ast: KernelAST, device: Device, buffers: list | None = None, 
   width = search.beam_width() if buffers is not None else 0
   key = kernel_key(device.name, ast) + ((width,) if width else ())
   if (hit := cached(key)) is not None: return hit
+  if (ck := _wgmma(key, ast, device)) is not None: return ck
   opts = None
   if width:
     scalars = scalar_words(ast.scalar_dtypes, [c.arg for c in consts]) if consts else ()
@@ -64,7 +66,7 @@ def compile_kernels(asts: list[KernelAST], device: Device) -> None:
   run outside the GIL): a schedule's first realize waits for its slowest kernel, not for the sum of them."""
   fresh: dict = {}   # key -> AST, each new kernel once
   for ast in asts:
-    if (key := kernel_key(device.name, ast)) not in _compiled: fresh.setdefault(key, ast)
+    if (key := kernel_key(device.name, ast)) not in _compiled and key not in fresh and _wgmma(key, ast, device) is None: fresh[key] = ast
   if len(fresh) < 2:
     for ast in fresh.values(): compile_kernel(ast, device)
     return
@@ -72,6 +74,12 @@ def compile_kernels(asts: list[KernelAST], device: Device) -> None:
   with ThreadPoolExecutor(min(len(staged), os.cpu_count() or 1)) as pool:
     binaries = list(pool.map(lambda st: _compile(device, st[3], st[4], st[2].meta.name), staged))
   for (key, ast, prog, source, times), binary in zip(staged, binaries): _load(key, ast, device, prog, source, binary, times)
+
+def _wgmma(key: tuple, ast: KernelAST, device: Device) -> CompiledKernel | None:
+  """The Hopper matmul for a kernel it takes (engine/wgmma.py), compiled and kept: no Lowerer, no search."""
+  if (special := compile_wgmma(ast, device)) is None: return None
+  prog, source, binary, runner, times = special
+  return _store(key, CompiledKernel(ast, prog, source, binary, runner, prog.meta, times), device)
 
 def _lower_and_render(ast: KernelAST, device: Device, opts=None) -> tuple:
   t0 = time.perf_counter()
@@ -98,7 +106,10 @@ def _load(key: tuple, ast: KernelAST, device: Device, prog: LinearProgram, sourc
   times["load"] = time.perf_counter() - t0
   if watchers.on_stage: watchers.staged("load", t0, times["load"], prog.meta.name)
   prog.meta.target = device.target
-  ck = CompiledKernel(ast, prog, source, binary, runner, prog.meta, times)
+  return _store(key, CompiledKernel(ast, prog, source, binary, runner, prog.meta, times), device)
+
+def _store(key: tuple, ck: CompiledKernel, device: Device) -> CompiledKernel:
+  prog, ast, source, binary = ck.program, ck.ast, ck.source, ck.binary
   if DEBUG >= 3: print(f"--- kernel {prog.meta.name} AST\n{ast.describe()}\nopts: {describe(prog.meta.opts)}")
   if DEBUG >= 5: print(f"--- kernel {prog.meta.name} linear program\n{prog.describe()}")
   if DEBUG >= 4: print(f"--- kernel {prog.meta.name} source ({device.name}, {device.target})\n{source}")

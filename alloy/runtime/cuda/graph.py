@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 from cuda.bindings import driver
 from alloy.runtime.device import rebound
 from alloy.runtime.cuda.driver import check
-from alloy.runtime.cuda.program import CUDAProgram, ParamBlock
+from alloy.runtime.cuda.program import CUDAProgram
 if TYPE_CHECKING: from alloy.runtime.cuda import CUDADevice
 
 class CUDAGraph:
@@ -27,8 +27,7 @@ class CUDAGraph:
       prog, buffers, scalars, global_size, local_size = launch[:5]
       if not isinstance(prog, CUDAProgram) or prog.device is not device: raise ValueError(f"launch {i}: not a CUDAProgram of {device.name}")
       prog.set_dims(global_size, local_size)
-      blk = ParamBlock(len(buffers), len(scalars))   # a block of its own: replays rewrite it
-      prog.check_params(blk)
+      blk = prog.param_block(len(buffers), len(scalars))   # a block of its own: replays rewrite it
       blk.pack(buffers, scalars)
       p = driver.CUDA_KERNEL_NODE_PARAMS()
       p.func = prog.func

@@ -41,7 +41,11 @@ class ParamBlock:
 
 class CUDAProgram(Program):
   """A kernel loaded from a cubin. __call__(buffers, scalars, global_size=blocks, local_size=threads) launches
-  on the device's stream and returns at once; wait=True blocks and returns device seconds (CUDA events)."""
+  on the device's stream and returns at once; wait=True blocks and returns device seconds (CUDA events).
+  Two hooks for kernels whose parameters are more than their buffers and scalars (runtime/cuda/tensor_map.py):
+  `param_block` makes the parameter storage every launch path packs (eager, graphs, launch lists), and
+  `dynamic_shared` (what the module declares, else 0) is the shared memory a launch gets where none is given."""
+  dynamic_shared = 0
   def __init__(self, device: "CUDADevice", name: str, binary: bytes):
     self.device, self.name, self.binary = device, name, binary
     device.activate()
@@ -79,17 +83,21 @@ class CUDAProgram(Program):
       layout.append((offset, size))
     return tuple(layout)
 
+  def param_block(self, nbuf: int, nscal: int) -> ParamBlock:
+    """Fresh parameter storage for launches of nbuf buffers and nscal scalars (checked against the kernel's)."""
+    blk = ParamBlock(nbuf, nscal)
+    self.check_params(blk)
+    return blk
+
   def check_params(self, blk: ParamBlock) -> None:
     if self.param_layout is None: return
-    want = tuple(zip(blk.offsets, (8,) * blk.nbuf + (4,) * blk.nscal))
+    want = tuple(zip(blk.offsets, (8,) * (len(blk.offsets) - blk.nscal) + (4,) * blk.nscal))
     if want != self.param_layout:
       raise ValueError(f"{self.name}: takes parameters at (offset, size) {self.param_layout}, given {blk.nbuf} buffers "
                        f"(8 bytes) and {blk.nscal} int32 scalars (4 bytes) laid out as {want}")
 
   def _block(self, nbuf: int, nscal: int) -> ParamBlock:
-    blk = ParamBlock(nbuf, nscal)
-    self.check_params(blk)
-    self._blocks[(nbuf, nscal)] = blk
+    blk = self._blocks[(nbuf, nscal)] = self.param_block(nbuf, nscal)
     return blk
 
   def set_dims(self, global_size, local_size, shared: int | None = None) -> None:

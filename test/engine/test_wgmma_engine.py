@@ -1,0 +1,88 @@
+"""engine/wgmma.py: which recognised matmuls go to the Hopper kernel (checked on ASTs, no GPU needed), and on an
+sm_90 GPU, Tensor matmuls through it (eager, batched, x @ W, @jit replays through CUDA graphs) against NumPy."""
+import numpy as np
+import pytest
+import alloy
+from alloy import Tensor
+from alloy.codegen.matmul import match_matmul
+from alloy.engine.wgmma import wgmma_gemm
+from alloy.schedule.fusion import schedule
+
+def fit(t: Tensor):
+  (_, ast, _, _), = schedule([t.node], "CPU")
+  spec = match_matmul(ast)
+  return spec and wgmma_gemm(spec)
+
+def h(*shape, dtype=np.float16): return Tensor(np.ones(shape, dtype))
+
+def test_plain_and_transposed_operands():
+  g, operands = fit(h(256, 128) @ h(128, 512))
+  assert (g.batch, g.M, g.N, g.K, g.dtype) == (1, 256, 512, 128, "float16") and operands == ((1, 0), (2, 0))
+  assert g.a.k_major and g.a.row_stride == 128 and not g.b.k_major and g.b.row_stride == 512
+  g, _ = fit(h(256, 128) @ h(512, 128).T)   # nn.Linear's weight: B contiguous along K
+  assert g.b.k_major and g.b.row_stride == 128
+  g, _ = fit(h(128, 256).T @ h(128, 512))   # A stored K x M
+  assert not g.a.k_major and g.a.row_stride == 256
+
+def test_batches():
+  g, _ = fit(h(8, 4, 256, 64) @ h(8, 4, 256, 64).transpose(2, 3))   # heads: two batch axes as one
+  assert (g.batch, g.M, g.N, g.K) == (32, 256, 256, 64) and g.a.batch_stride == g.b.batch_stride == 256 * 64
+  g, _ = fit(h(8, 256, 64) @ h(64, 128))   # x @ W: the batch folds into M
+  assert (g.batch, g.M, g.N) == (1, 8 * 256, 128)
+
+def test_schedule_of_several_kernels_compiles_wgmma(monkeypatch):
+  """compile_kernels (a schedule's new kernels side by side) sends the matmul to the wgmma kernel too, not the Lowerer."""
+  from alloy.engine import compiled
+  seen = []
+  monkeypatch.setattr(compiled, "compile_wgmma", lambda ast, device: seen.append(ast) and None)
+  x = h(64, 64)
+  compiled.compile_kernels([ast for _, ast, _, _ in schedule([((x + 1) @ h(64, 64)).node], "CPU")], alloy.get_device("CPU"))
+  assert len(seen) >= 2   # every fresh kernel was offered to it (the CPU device takes none)
+
+def test_refused():
+  assert fit(h(64, 64, dtype=np.float32) @ h(64, 64, dtype=np.float32)) is None      # fp32: not this kernel
+  assert fit(h(64, 60) @ h(60, 64)) is None                   # A's rows of 60 halves: not 16-byte multiples
+  assert fit((h(64, 64) @ h(64, 64)).relu()) is None          # an epilogue beyond the cast
+
+# --- on an sm_90 GPU -----------------------------------------------------------------------------
+
+def hopper():
+  from alloy.runtime.cuda import is_available
+  if not is_available(): pytest.skip("no CUDA GPU")
+  dev = alloy.get_device("CUDA")
+  if "wgmma.m64nNk16" not in dev.caps.tensor_cores: pytest.skip(f"no wgmma on {dev.target}")
+  return dev
+
+def launched_names(fn):
+  """fn() realized (its kernels' names recorded), then read as float32 in a kernel of its own: a cast in the same
+  kernel would be an epilogue the wgmma kernel does not take (fp32 -> fp16 -> fp32)."""
+  from alloy.engine.watch import OnLaunch, watchers
+  names = []
+  with watchers.watching(OnLaunch(lambda ck, bufs, elapsed, t_submit, consts: names.append(ck.meta.name))):
+    out = fn().realize()
+  return out.float().numpy(), names
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shapes", [((1000, 520), (520, 1000)), ((4, 300, 64), (4, 64, 200)), ((3, 200, 128), (128, 64))])
+def test_tensor_matmul(dtype, shapes):
+  hopper()
+  rng = np.random.default_rng(1)
+  a_np, b_np = (rng.uniform(-1, 1, s).astype(np.float32) for s in shapes)
+  a, b = (Tensor(x, device="CUDA").cast(getattr(alloy, dtype)).realize() for x in (a_np, b_np))
+  got, names = launched_names(lambda: a @ b)
+  ref = np.matmul(a.float().numpy().astype(np.float64), b.float().numpy().astype(np.float64))
+  assert any(n.startswith("wgmma_") for n in names), names
+  rtol = 2 ** -10 if dtype == "float16" else 2 ** -7
+  assert (np.abs(got - ref) - rtol * np.abs(ref)).max() <= 1e-2
+
+def test_jit_replays_with_new_inputs():
+  hopper()
+  rng = np.random.default_rng(2)
+  @alloy.jit
+  def step(x, w): return x @ w
+  w = Tensor(rng.uniform(-1, 1, (256, 128)).astype(np.float16), device="CUDA")
+  for i in range(4):
+    x_np = rng.uniform(-1, 1, (512, 256)).astype(np.float16)
+    got = step(Tensor(x_np, device="CUDA"), w).numpy().astype(np.float64)
+    ref = x_np.astype(np.float64) @ w.numpy().astype(np.float64)
+    assert (np.abs(got - ref) - 2 ** -10 * np.abs(ref)).max() <= 1e-3, f"call {i}"
