@@ -9,7 +9,7 @@ from alloy.engine.wgmma import wgmma_gemm
 from alloy.schedule.fusion import schedule
 
 def fit(t: Tensor):
-  (_, ast, _, _), = schedule([t.node], "CPU")
+  (_, ast, _, _), = schedule([t.node])
   spec = match_matmul(ast)
   return spec and wgmma_gemm(spec)
 
@@ -36,7 +36,7 @@ def test_schedule_of_several_kernels_compiles_wgmma(monkeypatch):
   seen = []
   monkeypatch.setattr(compiled, "compile_wgmma", lambda ast, device: seen.append(ast) and None)
   x = h(64, 64)
-  compiled.compile_kernels([ast for _, ast, _, _ in schedule([((x + 1) @ h(64, 64)).node], "CPU")], alloy.get_device("CPU"))
+  compiled.compile_kernels([ast for _, ast, _, _ in schedule([((x + 1) @ h(64, 64)).node])], alloy.get_device("CPU"))
   assert len(seen) >= 2   # every fresh kernel was offered to it (the CPU device takes none)
 
 def test_refused():
