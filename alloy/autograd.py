@@ -207,8 +207,17 @@ def reduce_rule(out, g, op, axes, keep_shape, in_shape, x):
     hit = x == out.reshape(keep_shape).expand(in_shape)   # the gradient splits evenly among ties (PyTorch's amax)
     count = hit.cast(g.dtype).sum(axes, keepdim=True)
     return (_where(hit, (g / count).expand(in_shape), 0),)
-  if op is Op.MUL: return ((g * out.reshape(keep_shape)).expand(in_shape) / x,)
+  if op is Op.MUL: return (_prod_grad(x, g.expand(in_shape), axes),)
   raise RuntimeError(f"autograd: no gradient rule for the reduction {op.name}")
+
+def _prod_grad(x, g, axes):
+  """d prod / dx_i, exact at zeros as PyTorch's: the product of the others. A slice with no zero takes prod / x_i;
+  with one zero, the zero takes the product of the non-zeros and the rest 0; with two or more, every entry 0."""
+  zero = x == 0
+  zeros = zero.cast(g.dtype).sum(axes, keepdim=True).expand(x.shape)
+  x1 = _where(zero, 1, x)
+  rest = x1.prod(axes, keepdim=True).expand(x.shape)   # the product of the slice's non-zeros
+  return g * _where(zeros == 0, rest / x1, _where(zero & (zeros == 1), rest, 0))
 
 def identity_rule(out, g): return (g,)
 
