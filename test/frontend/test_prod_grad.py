@@ -23,16 +23,17 @@ def test_prod_grad_with_zeros(dim, device, rng):
 
 def test_prod_grad_single_zero_is_the_product_of_the_others(device, rng):
   x = _data(rng, (2, 5), {3: 0})
-  (g,) = alloy_grad(lambda t: t.prod(1, keepdim=True).sum(), [x], device)
+  (g,) = alloy_grad(lambda t: t.prod(1, keepdim=True).sum(), [x], device, np.float32)
   want = np.zeros_like(x)
   want[0, 3] = np.prod(np.delete(x[0], 3))
   want[1] = np.prod(x[1]) / x[1]
   assert np.isfinite(g).all()
-  np.testing.assert_allclose(g, want, rtol=1e-12)
+  np.testing.assert_allclose(g, want, rtol=1e-5)
 
 def test_prod_grad_all_zero_slices(device, rng):
   x = _data(rng, (2, 3, 4), {0: 0, 1: 0, 2: 0, 3: 0, 13: 0, 14: 0})
-  check_grads(lambda t: (t.prod((0, 2)) * 2.0).sum(), [x], device)
+  check_grads(lambda t: (t.prod((0, 2)) * 2.0).sum(), [x], device,
+              torch_f=lambda t: (t.permute(1, 0, 2).reshape(3, 8).prod(1) * 2.0).sum())   # torch's prod takes one dim
 
 def test_prod_double_backward_without_zeros(rng):
   from alloy import Tensor, autograd
