@@ -38,7 +38,7 @@ def test_prod_grad_all_zero_slices(device, rng):
 def test_prod_double_backward_without_zeros(rng):
   from alloy import Tensor, autograd
   x = _data(rng, (4,), {})
-  t = Tensor(x, requires_grad=True)
+  t = Tensor(x, device="CPU", requires_grad=True)   # float64: the CPU
   (g,) = autograd.grad_of(t.prod(), [t], create_graph=True)
   (h,) = autograd.grad_of(g.sum(), [t])
   # d/dx_j sum_i prod/x_i = sum_{i != j} prod / (x_i x_j)
