@@ -6,10 +6,15 @@ tensor that read the old value keeps it. Each change bumps the tensor's version 
 
 Views, as PyTorch's: a basic index (ints, slices, None, ...), reshape/view/flatten/squeeze/unsqueeze, permute/
 transpose/T, split/chunk and detach() give a tensor that remembers its base (`_base`: base, how, its arguments, the
-base's version then). An in-place change to a view writes through to its base, recursively, and reads the base's
-current value first, so `v = t[0]; v += 1` changes t as in PyTorch. A view *read* after its base changed keeps the
-value it had (alloy's values are snapshots), where PyTorch's would show the change. expand() results, pads and flips
-are not views here (PyTorch: expand is a view it refuses to write; flip and pad copy).
+base's version then), and the base remembers its live views (`_views`, weak references). An in-place change to a
+view writes through to its base, recursively, and reads the base's current value first, so `v = t[0]; v += 1`
+changes t as in PyTorch; an in-place change to a tensor rebinds each of its live views (and theirs) to the view of
+its new value, so `v = t[1:]; t += 1; v` shows the new values, and the view's graph follows. A view shares its
+base's version counter, as PyTorch's views share their storage's: a product that saved v refuses to backward after
+t changed. Only views are
+rebound: any other tensor that read t keeps the value it read. expand() results, pads and flips are not views here
+(PyTorch: expand is a view it refuses to write; flip and pad copy). A @jit replay does not rebind the views of what
+it changes that outlive the call.
 
 Writing at advanced indices (integer tensors or lists, boolean masks) reads a device index tensor back, as
 __getitem__ does, and then costs O(written tensor) work: the host inverts the index (which source row lands on each
@@ -73,6 +78,32 @@ def current(t):
     return getitem(cur, args)
   return cur._view(how, *args)
 
+def note_view(base, view, how: str, args):
+  """view is base viewed by how/args (PyTorch's view ops): it writes through to base, and base's changes reach it."""
+  view._base = (base, how, args, autograd.version(base))
+  view._version = autograd.counter(base)   # one version for the base and its views, as PyTorch's storage has
+  views = getattr(base, "_views", None)
+  if views is None: views = base._views = []
+  elif len(views) >= 16 and len(views) & (len(views) - 1) == 0: views[:] = [r for r in views if r() is not None]   # dead ones out, as it doubles
+  views.append(weakref.ref(view))
+  return view
+
+def _rebind_views(t, skip) -> None:
+  """t changed: each live view of t but skip (the view whose write reached t) takes the view of t's new value."""
+  views = getattr(t, "_views", None)
+  if not views: return
+  live = [r for r in views if (v := r()) is not None and v._base is not None and v._base[0] is t]
+  t._views = live
+  for ref in live:
+    v = ref()
+    if v is None or v is skip: continue
+    with autograd.enable_grad() if v._ag is not None or autograd.is_grad_enabled() else autograd.no_grad():
+      new = current(v)   # v's base is at a newer version than v noted: v is read from it again
+    v.node, v._ag = new.node, new._ag   # its version is t's: already bumped
+    b = v._base
+    v._base = (b[0], b[1], b[2], autograd.version(t))
+    _rebind_views(v, None)
+
 def _write_back(base, how: str, args, new):
   """The base's new value once its view (base viewed by how/args) takes the value new."""
   if how == "detach": return new
@@ -81,8 +112,9 @@ def _write_back(base, how: str, args, new):
   if how == "shrink": return setitem_value(base, tuple(slice(b, e) for b, e in args[0]), new)
   return setitem_value(base, args, new)
 
-def assign(t, new, what: str, cast_any: bool = False, keep_grad: bool = False):
-  """Rebind t to the value new (broadcast to t's shape, cast to its dtype), through its base when t is a view."""
+def assign(t, new, what: str, cast_any: bool = False, keep_grad: bool = False, from_view=None):
+  """Rebind t to the value new (broadcast to t's shape, cast to its dtype), through its base when t is a view, and
+  t's views to the views of it (but from_view, the view whose write this is)."""
   Tensor = _tensor_cls()
   if not keep_grad: check_leaf(t, what)
   if not isinstance(new, Tensor): new = Tensor.full(t.shape, new, device=t.device)
@@ -99,7 +131,7 @@ def assign(t, new, what: str, cast_any: bool = False, keep_grad: bool = False):
   b = getattr(t, "_base", None)
   if b is not None:
     base, how, args, _ = b
-    assign(base, _write_back(current(base), how, args, new), what, True, keep_grad or how == "detach")
+    assign(base, _write_back(current(base), how, args, new), what, True, keep_grad or how == "detach", t)
   t.node = new.node
   _pending[id(t)] = weakref.ref(t)
   for listener in assign_listeners: listener(t)
@@ -112,6 +144,7 @@ def assign(t, new, what: str, cast_any: bool = False, keep_grad: bool = False):
     mine = getattr(new, "_version", None)
     t._ag.saved = tuple(autograd.saved_entry(t, e[2]) if e[0] is mine else e for e in t._ag.saved)
   if b is not None: t._base = (b[0], b[1], b[2], autograd.version(b[0]))
+  _rebind_views(t, from_view)
   return t
 
 def index_view(t, key, out):
@@ -119,8 +152,7 @@ def index_view(t, key, out):
   if out is t: return out
   for i in (key if isinstance(key, tuple) else (key,)):
     if _is_advanced(plain(i)): return out
-  out._base = (t, "index", key, autograd.version(t))
-  return out
+  return note_view(t, out, "index", key)
 
 def _is_advanced(i) -> bool:
   return isinstance(i, (_tensor_cls(), list, np.ndarray)) or isinstance(i, (bool, np.bool_))

@@ -226,18 +226,19 @@ def to_rule(out, g, device):
   return (g.to(device),)
 
 def gather_rule(out, g, adv_pos, in_shape):
-  """Scatter-add through one-hot masks: x's gradient at (s_1..s_m, rest) sums g[b, rest] over the index positions b
-  whose indices are (s_1..s_m); repeated indices add up. Lazy, one reduction; its size is b * prod(s) * rest."""
-  from alloy.tensor import Tensor
+  """x[idx_1..idx_m at adv_pos]: x's gradient adds each g[b, rest] at (idx_1[b]..idx_m[b], rest), repeated indices
+  adding up: a scatter-add of g's slices at the flattened index (alloy/scatter_sum.py)."""
+  from alloy.scatter_sum import scatter_add_slices
   idx = [out._new(n) for n in out.node.src[1:]]
   b_shape, m = idx[0].shape, len(adv_pos)
-  nb, rest = len(b_shape), g.shape[len(idx[0].shape):]
-  t = g.reshape(b_shape + (1,) * m + rest)
-  for k, p in enumerate(adv_pos):
-    s = in_shape[p]
-    at = Tensor.arange(s, device=g.device).reshape((1,) * (nb + k) + (s,) + (1,) * (m - k - 1 + len(rest)))
-    t = _where(idx[k].reshape(b_shape + (1,) * (m + len(rest))) == at, t, 0)
-  if nb: t = t.sum(tuple(range(nb)))
+  s_shape = tuple(in_shape[p] for p in adv_pos)
+  from alloy import dtype as dt
+  wide = math.prod(s_shape) > dt.max_value(dt.int32)
+  flat = idx[0].cast(dt.int64 if wide else dt.int32)
+  for k in range(1, m): flat = flat * s_shape[k] + idx[k]   # row-major over the indexed dims
+  rest = g.shape[len(b_shape):]
+  n_b = math.prod(b_shape)
+  t = scatter_add_slices(math.prod(s_shape), flat.reshape(n_b), g.reshape((n_b,) + rest)).reshape(s_shape + rest)
   others = [i for i in range(len(in_shape)) if i not in adv_pos]
   perm = [adv_pos.index(i) if i in adv_pos else m + others.index(i) for i in range(len(in_shape))]
   return (t.permute(perm),)

@@ -5,9 +5,8 @@ Indices given by the user are checked on the host before any kernel runs, as get
 data, a read-back (a sync) for an index computed on the device. Internal callers whose indices are in range by
 construction (sort, topk) use `take` and skip that read.
 
-Backward: gather scatters its gradient back through a one-hot comparison reduced over the gathered axis (cost
-numel(index) * size(dim), one fused kernel); index_select and embedding do the same as a matmul of the one-hot
-matrix (cost len(index) * size(dim) * rest, at matmul speed), so an embedding's gradient is one matmul.
+Backward: the gradient of a read at indices is a scatter-add of the output gradient at the same indices
+(alloy/scatter_sum.py: one dense kernel for short rows, else sorted by index, O(n log^2 n + size(dim) log n)).
 """
 from __future__ import annotations
 import numpy as np
@@ -56,18 +55,9 @@ def one_hot_along(index: Tensor, dim: int, size: int, dtype) -> Tensor:
   shape = tuple(size if b == dim + 1 else 1 for b in range(index.ndim + 1))
   return (index.unsqueeze(dim + 1) == _positions(size, index.device).reshape(shape)).cast(dtype)
 
-def scatter_add_rows(shape: tuple, dim: int, index: Tensor, src: Tensor) -> Tensor:
-  """zeros(shape) with src[..., i, ...] added at [..., index[..., i, ...], ...] (repeats add up): the gradient of
-  take. One reduction over the gathered axis of a one-hot comparison; index may be smaller than shape elsewhere."""
-  if src.ndim == 0: return src
-  hit = index.unsqueeze(dim + 1) == _positions(shape[dim], index.device).reshape(
-    tuple(shape[dim] if b == dim + 1 else 1 for b in range(index.ndim + 1)))
-  out = where(hit, src.unsqueeze(dim + 1), 0).sum(dim) if index.shape[dim] else Tensor.zeros(
-    *(s if b != dim else shape[dim] for b, s in enumerate(index.shape)), dtype=src.dtype, device=src.device)
-  if out.shape != tuple(shape): out = out.pad(tuple((0, s - n) for s, n in zip(shape, out.shape)))
-  return out.cast(src.dtype)
-
-def _take_rule(out, g, dim, index, in_shape): return (scatter_add_rows(in_shape, dim, index, g),)
+def _take_rule(out, g, dim, index, in_shape):
+  from alloy.scatter_sum import scatter_add_rows
+  return (scatter_add_rows(in_shape, dim, index, g),)
 
 def gather(input: Tensor, dim: int, index, *, sparse_grad: bool = False) -> Tensor:
   """torch.gather: out[i][j][k] = input[i][index[i][j][k]][k] for dim 1; index has input's rank and at most its
@@ -99,10 +89,9 @@ def take_along_dim(input: Tensor, indices, dim=None) -> Tensor:
   return gather(x, d, indices.expand(tuple(indices.shape[d] if a == d else s for a, s in enumerate(rest))))
 
 def _select_rule(out, g, dim, index, in_shape):
-  """g has the input's shape with len(index) at dim: onehot(index, size)^T @ g, over the other dims flattened."""
-  gm = g.transpose(0, dim) if dim else g
-  rows = one_hot_along(index, 0, in_shape[dim], g.dtype).transpose(0, 1)   # (size, len(index))
-  moved = (rows @ gm.reshape(gm.shape[0], -1)).reshape((in_shape[dim],) + gm.shape[1:])
+  """g has the input's shape with len(index) at dim: its slices added back at their indices."""
+  from alloy.scatter_sum import scatter_add_slices
+  moved = scatter_add_slices(in_shape[dim], index, g.transpose(0, dim) if dim else g)
   return (moved.transpose(0, dim) if dim else moved,)
 
 def index_select(input: Tensor, dim: int, index) -> Tensor:

@@ -17,11 +17,11 @@ The rows (the sorted dim, the others flattened into a batch) are sorted by one o
   a compiled kernel. A row of 4096 is 78 launches of O(N) work each: O(N log^2 N) per row.
 
 Backward: sort's gradient is the output gradient read at the inverse permutation (an argsort of the permutation,
-only computed when backward runs); topk's is scattered to its k indices (O(k n) per row, one kernel).
+only computed when backward runs); topk's is scattered to its k indices (alloy/scatter_sum.py).
 """
 from __future__ import annotations
 from alloy import dtype as dt, autograd
-from alloy.gathering import positions_along, take, scatter_add_rows
+from alloy.gathering import positions_along, take
 from alloy.tensor import MaxResult, Tensor, where, norm_axis
 
 RANK_MAX_LENGTH = 64
@@ -119,7 +119,9 @@ def argsort(input: Tensor, dim: int = -1, descending: bool = False, *, stable: b
   """torch.argsort: the indices that sort input along dim (stable)."""
   return sort(input.detach(), dim, descending).indices
 
-def _topk_rule(out, g, idx, in_shape): return (scatter_add_rows(in_shape, 1, idx, g),)
+def _topk_rule(out, g, idx, in_shape):
+  from alloy.scatter_sum import scatter_add_rows   # scatter_sum sorts with this module's sort_rows
+  return (scatter_add_rows(in_shape, 1, idx, g),)
 
 def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> SortResult:
   """torch.topk: the k largest (or smallest) along dim, in sorted order (also when sorted=False); ties go to the

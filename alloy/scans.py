@@ -8,15 +8,16 @@ The offset is a kernel argument, so the stages share a compiled kernel.
 cummax/cummin: each value becomes the integer key ordering.sort_key gives it (NaN largest), packed with its index
 as key * 2^32 + index (cummin: the key's complement, NaN kept largest), so one running max gives the running
 extreme with the latest index among ties, and NaN propagating with its own index (PyTorch's rules). int64 and
-float64 keys do not fit; they take the triangle at every length. The gradient goes to that index alone (a one-hot
-scatter, gathering.scatter_add_rows).
+float64 keys do not fit; they take the triangle at every length. The gradient goes to that index alone (a scatter-add,
+scatter_sum.scatter_add_rows).
 cumprod's gradient is right at zeros: with z the first zero of a row, positions before z get
 rev_cumsum(g * out) / x (x is non-zero there), z itself gets rev_cumsum(g * cumprod(x with x[z] = 1)), and the
 positions after z get 0 (every product they enter holds x[z]).
 """
 from __future__ import annotations
 from alloy import dtype as dt, autograd
-from alloy.gathering import positions_along, take, scatter_add_rows
+from alloy.gathering import positions_along, take
+from alloy.scatter_sum import scatter_add_rows
 from alloy.ordering import sort_key
 from alloy.tensor import MaxResult, Tensor, where, norm_axis
 

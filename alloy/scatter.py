@@ -1,12 +1,13 @@
 """scatter, scatter_add and scatter_reduce (sum, prod, mean, amax, amin; include_self), with their in-place forms.
 
-Lowered with the existing IR, no new kernel kind: along `dim`, every index is compared with every target position
-(an arange), and a where feeds one reduction over the index's extent along dim, all fused. The work is
-numel(index) x self.size(dim): linear for the common shapes (one index per row: one-hot labels, a scatter into a
-short dim), quadratic when a long index scatters into a long dim (then prefer index_add_/index_put_, which invert
-the index on the host: alloy/assign.py). The index is read back to check its bounds, as __getitem__ does, except
-inside a @jit capture, where the read cannot be replayed: there an index out of range writes nothing.
-Gradients come from the ops it is made of (where, sum, prod, amax, amin): src and self get theirs as PyTorch's do.
+Lowered with the existing IR, no new kernel kind. The sums (scatter_add, scatter_reduce's sum and mean) are
+scatter-adds (alloy/scatter_sum.py: one dense compare for short rows, else sorted by index), and their gradients
+reads at the index, as PyTorch's. The others compare every index with every target position along `dim` (an
+arange), a where feeding one reduction over the index's extent along dim, all fused: numel(index) x self.size(dim)
+work, linear for the common shapes (one index per row, a short dim), quadratic when a long index scatters into a
+long dim (then prefer index_put_, which inverts the index on the host: alloy/assign.py). The index is read back
+to check its bounds, as __getitem__ does, except inside a @jit capture, where the read cannot be replayed: there an
+index out of range writes nothing. The others' gradients come from the ops they are made of (where, sum, prod, amax, amin), as PyTorch's.
 """
 from __future__ import annotations
 import numpy as np
@@ -14,6 +15,7 @@ from alloy import dtype as dt
 from alloy.engine import realize as engine
 from alloy.inplace import norm_dim
 from alloy.assign import assign, current, setitem_value
+from alloy.scatter_sum import scatter_add_rows
 
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
@@ -57,7 +59,7 @@ def scatter_value(self, dim, index, src, reduce, include_self: bool = True, what
   sub = self if sub_shape == self.shape else self.shrink(tuple((0, k) for k in sub_shape))
   # hit[..., j, t, ...]: index[..., j, ...] == t, the target axis t right after the index's axis j (= d)
   at = Tensor.arange(s, device=self.device).reshape((1,) * (d + 1) + (s,) + (1,) * (n - d - 1))
-  hit = index.unsqueeze(d + 1) == at
+  hit = index.unsqueeze(d + 1) == at   # lazy: the sums below do not read it
   vals = src.unsqueeze(d + 1) if isinstance(src, Tensor) else src
   written = hit.any(d)
   if reduce is None:
@@ -66,14 +68,18 @@ def scatter_value(self, dim, index, src, reduce, include_self: bool = True, what
     pick = hit & (j == last)
     new = where(pick, vals, 0).sum(d, dtype=self.dtype) if isinstance(src, Tensor) else src
     out = where(written, new, sub)
-  elif reduce in ("sum", "mean"):
-    total = where(hit, vals, 0).sum(d, dtype=self.dtype)
-    if reduce == "sum": out = sub + total if include_self else where(written, total, sub)
+  elif reduce in ("sum", "mean"):   # scatter-adds (O(n log^2 n) where n * s is large), their gradients reads at index
+    vals = src if isinstance(src, Tensor) else Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+    total = scatter_add_rows(sub_shape, d, index, vals)
+    if reduce == "sum" and include_self: out = sub + total
     else:
-      count = hit.sum(d) + (1 if include_self else 0)
-      top = sub + total if include_self else total
-      mean = top / count if self.dtype.is_float else top.floor_divide(count.maximum(1))
-      out = where(count > 0, mean, sub)
+      count = scatter_add_rows(sub_shape, d, index, Tensor.ones(*index.shape, dtype=dt.int32, device=self.device))
+      if reduce == "sum": out = where(count > 0, total, sub)
+      else:
+        count = count + (1 if include_self else 0)
+        top = sub + total if include_self else total
+        mean = top / count if self.dtype.is_float else top.floor_divide(count.maximum(1))
+        out = where(count > 0, mean, sub)
   elif reduce == "prod":
     total = where(hit, vals, 1).prod(d, dtype=self.dtype)
     out = sub * total if include_self else where(written, total, sub)

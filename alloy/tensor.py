@@ -21,6 +21,7 @@ from alloy.runtime.registry import canonical_device, default_device, unsupported
 from alloy.runtime.transfer import copy_buffer
 from alloy.engine.realize import buffer_view as _buffer_view, buffer_of, realize as _realize
 from alloy import dlpack, autograd
+from alloy.assign import note_view
 from alloy.scalar import Scalar, cast_number as _cast_scalar, plain
 
 # listener(key_tensor) for every random key made (the jit's capture: a key is an implicit input refreshed per replay)
@@ -61,8 +62,9 @@ def _check_dtype(device: str, d: DType) -> None:
   if (why := unsupported_dtype(device, d.name)): raise TypeError(f"{d.name} is not supported on {device}: {why}")
 
 class Tensor:
-  # _ag: None, or autograd's Leaf or GradNode; _version: a [count] of in-place changes (autograd.bump); _base: what this is a view of (assign.py)
-  __slots__ = ("node", "device", "_ag", "_version", "_base", "__weakref__")
+  # _ag: None, or autograd's Leaf or GradNode; _version: a [count] of in-place changes (autograd.bump); _base: what this is a view
+  # of, _views: weak references to the views of this (assign.py)
+  __slots__ = ("node", "device", "_ag", "_version", "_base", "_views", "__weakref__")
   _seed, _rng_counter = 0, 0
 
   def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool = False):
@@ -115,9 +117,7 @@ class Tensor:
     t = self._new(self.node)
     return t if self._ag is None else autograd.record(t, autograd.identity_rule, (self,))
   def detach(self) -> "Tensor":   # a new tensor holds no graph; an in-place change to it writes through, as in PyTorch
-    t = self._new(self.node)
-    t._base = (self, "detach", None, autograd.version(self))
-    return t
+    return note_view(self, self._new(self.node), "detach", None)
   # ---- autograd (alloy/autograd.py)
   @property
   def requires_grad(self) -> bool: return self._ag is not None
@@ -330,7 +330,7 @@ class Tensor:
     elif st.is_contiguous and st.shape == base.shape and base.op is not Op.BUFFER: t = self._new(base)
     else: t = self._new(Node(Op.VIEW, (base,), st, self.dtype, st.shape))
     if self._ag is not None: t = autograd.record(t, autograd.view_rule, (self,), method, args, self.shape)
-    if method in ("reshape", "permute", "shrink"): t._base = (self, method, args, autograd.version(self))   # PyTorch's views
+    if method in ("reshape", "permute", "shrink"): note_view(self, t, method, args)   # PyTorch's views
     return t
   def _const(self, v, d: DType | None = None, shape: tuple = ()) -> "Tensor":
     d = d or self.node.dtype
