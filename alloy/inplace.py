@@ -6,8 +6,13 @@ from __future__ import annotations
 from alloy import autograd
 from alloy.assign import assign, current, setitem_value, check_leaf
 
+def apply_in_place(t, fn, name: str, cast_any: bool = False):
+  """t takes the value fn(t's current value), in place, and is returned (the `_` methods, and the functionals'
+  inplace=True): PyTorch's refusals (a leaf that requires grad, a value autograd saved) come with it."""
+  return assign(t, fn(current(t)), name, cast_any)
+
 def _inplace(name: str, fn, cast_any: bool = False):
-  def method(self, *args, **kw): return assign(self, fn(current(self), *args, **kw), name, cast_any)
+  def method(self, *args, **kw): return apply_in_place(self, lambda v: fn(v, *args, **kw), name, cast_any)
   method.__name__ = name
   method.__doc__ = f"In place: self = {getattr(fn, '__name__', name)}(self, ...), cast to self's dtype."
   return method

@@ -1,42 +1,43 @@
 """Activation functions with PyTorch's functional signatures, composed from alloy's elementwise primitives (so they
-fuse with their neighbours and differentiate through the primitives' rules)."""
+fuse with their neighbours and differentiate through the primitives' rules). `inplace=True` changes the input in place
+through alloy/inplace.py, as PyTorch's does, and returns it."""
 from __future__ import annotations
 import math
 
-def no_inplace(inplace: bool, op: str) -> None:
-  if inplace: raise NotImplementedError(f"{op}: inplace=True is not supported yet; call it with inplace=False (the default)")
+def maybe_in_place(input, inplace: bool, op: str, fn):
+  """fn(input); with inplace=True, input itself takes that value and is returned (alloy/inplace.py), refused where
+  PyTorch refuses: a leaf that requires grad (or a view of one) while grad mode is on; a value an earlier op saved
+  for its backward makes that backward raise, naming it."""
+  if not inplace: return fn(input)
+  from alloy.inplace import apply_in_place
+  return apply_in_place(input, fn, op)
 
 def _where(c, a, b):
   from alloy.tensor import where
   return where(c, a, b)
 
-def relu(input, inplace=False): no_inplace(inplace, "relu"); return input.relu()
+def relu(input, inplace=False): return maybe_in_place(input, inplace, "relu", lambda x: x.relu())
 def relu6(input, inplace=False): return hardtanh(input, 0.0, 6.0, inplace)
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-  no_inplace(inplace, "leaky_relu")
-  return _where(input > 0, input, input * negative_slope)
-def elu(input, alpha=1.0, inplace=False):
-  no_inplace(inplace, "elu")
-  return _where(input > 0, input, (input.minimum(0).exp() - 1) * alpha)   # exp of min(x, 0): no overflow on the branch not taken
+  return maybe_in_place(input, inplace, "leaky_relu", lambda x: _where(x > 0, x, x * negative_slope))
+def _elu(x, alpha): return _where(x > 0, x, (x.minimum(0).exp() - 1) * alpha)   # exp of min(x, 0): no overflow on the branch not taken
+def elu(input, alpha=1.0, inplace=False): return maybe_in_place(input, inplace, "elu", lambda x: _elu(x, alpha))
 def selu(input, inplace=False):
-  no_inplace(inplace, "selu")
-  return elu(input, 1.6732632423543772848170429916717) * 1.0507009873554804934193349852946
+  return maybe_in_place(input, inplace, "selu", lambda x: _elu(x, 1.6732632423543772848170429916717) * 1.0507009873554804934193349852946)
 def celu(input, alpha=1.0, inplace=False):
-  no_inplace(inplace, "celu")
-  return _where(input > 0, input, ((input / alpha).minimum(0).exp() - 1) * alpha)
+  return maybe_in_place(input, inplace, "celu", lambda x: _where(x > 0, x, ((x / alpha).minimum(0).exp() - 1) * alpha))
 def gelu(input, approximate="none"):
   if approximate not in ("none", "tanh"): raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
   return input.gelu(approximate)
-def silu(input, inplace=False): no_inplace(inplace, "silu"); return input.silu()
-def mish(input, inplace=False): no_inplace(inplace, "mish"); return input * softplus(input).tanh()
+def silu(input, inplace=False): return maybe_in_place(input, inplace, "silu", lambda x: x.silu())
+def mish(input, inplace=False): return maybe_in_place(input, inplace, "mish", lambda x: x * softplus(x).tanh())
 def sigmoid(input): return input.sigmoid()
 def tanh(input): return input.tanh()
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-  no_inplace(inplace, "hardtanh")
   if min_val > max_val: raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
-  return input.clamp(min_val, max_val)
-def hardsigmoid(input, inplace=False): no_inplace(inplace, "hardsigmoid"); return (input + 3).clamp(0.0, 6.0) / 6
-def hardswish(input, inplace=False): no_inplace(inplace, "hardswish"); return input * hardsigmoid(input)
+  return maybe_in_place(input, inplace, "hardtanh", lambda x: x.clamp(min_val, max_val))
+def hardsigmoid(input, inplace=False): return maybe_in_place(input, inplace, "hardsigmoid", lambda x: (x + 3).clamp(0.0, 6.0) / 6)
+def hardswish(input, inplace=False): return maybe_in_place(input, inplace, "hardswish", lambda x: x * hardsigmoid(x))
 def softplus(input, beta=1.0, threshold=20.0):
   """log(1 + exp(beta*x)) / beta, and x itself where beta*x > threshold (PyTorch's linear region)."""
   bx = input * beta
@@ -48,8 +49,7 @@ def logsigmoid(input):
 def softsign(input): return input / (input.abs() + 1)
 def tanhshrink(input): return input - input.tanh()
 def threshold(input, threshold, value, inplace=False):
-  no_inplace(inplace, "threshold")
-  return _where(input > threshold, input, value)
+  return maybe_in_place(input, inplace, "threshold", lambda x: _where(x > threshold, x, value))
 
 def _softmax_dim(dim, ndim: int, op: str) -> int:
   if dim is not None: return dim
@@ -73,3 +73,12 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):
   elif p == math.inf: n = input.abs().amax(dim, keepdim=True)
   else: n = input.abs().pow(p).sum(dim, keepdim=True).pow(1.0 / p)
   return input / n.maximum(eps)
+
+# PyTorch's in-place spellings: the functional with inplace=True
+def relu_(input): return relu(input, inplace=True)
+def leaky_relu_(input, negative_slope=0.01): return leaky_relu(input, negative_slope, inplace=True)
+def elu_(input, alpha=1.0): return elu(input, alpha, inplace=True)
+def selu_(input): return selu(input, inplace=True)
+def celu_(input, alpha=1.0): return celu(input, alpha, inplace=True)
+def hardtanh_(input, min_val=-1.0, max_val=1.0): return hardtanh(input, min_val, max_val, inplace=True)
+def threshold_(input, threshold_value, value): return threshold(input, threshold_value, value, inplace=True)

@@ -93,11 +93,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 def dropout(input, p=0.5, training=True, inplace=False):
   """Zeroes each element with probability p (alloy's RNG: alloy.manual_seed makes it repeatable), scaling the rest
   by 1 / (1 - p); the input itself when not training."""
-  from alloy.functional.activation import no_inplace
+  from alloy.functional.activation import maybe_in_place
   from alloy.tensor import Tensor, where
-  no_inplace(inplace, "dropout")
   if not 0.0 <= p <= 1.0: raise ValueError(f"dropout: probability has to be between 0 and 1, but got {p}")
   if not training or p == 0: return input
-  if p == 1: return input * 0
+  if p == 1: return maybe_in_place(input, inplace, "dropout", lambda x: x * 0)
   keep = Tensor.rand(*input.shape, device=input.device) >= p
-  return where(keep, input * (1.0 / (1 - p)), 0)
+  return maybe_in_place(input, inplace, "dropout", lambda x: where(keep, x * (1.0 / (1 - p)), 0))

@@ -1,7 +1,8 @@
 """PyTorch's torch.nn.functional namespace: the functional ops, implemented in alloy/functional/."""
 from alloy.functional.activation import (relu, relu6, leaky_relu, elu, selu, celu, gelu, silu, mish, sigmoid, tanh, hardtanh,
                                          hardsigmoid, hardswish, softplus, logsigmoid, softsign, tanhshrink, threshold,
-                                         softmax, log_softmax, softmin, glu, normalize)
+                                         softmax, log_softmax, softmin, glu, normalize, relu_, leaky_relu_, elu_, selu_, celu_,
+                                         hardtanh_, threshold_)
 from alloy.functional.conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d
 from alloy.functional.pool import (max_pool1d, max_pool2d, max_pool3d, avg_pool1d, avg_pool2d, avg_pool3d,
                                    adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, unfold, fold)
@@ -20,4 +21,5 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "kl_div", "layer_norm", "rms_norm", "group_norm", "batch_norm",
            "instance_norm", "dropout", "scaled_dot_product_attention", "linear", "pad", "pixel_shuffle", "pixel_unshuffle",
-           "cosine_similarity", "pairwise_distance", "unfold", "fold"]
+           "cosine_similarity", "pairwise_distance", "unfold", "fold", "relu_", "leaky_relu_", "elu_", "selu_", "celu_",
+           "hardtanh_", "threshold_"]
