@@ -98,3 +98,36 @@ def test_failing_candidates_are_skipped(device, fresh_cache, monkeypatch, capsys
   entry = search._decode(unpack_entry(next(fresh_cache.iterdir()).read_bytes()))
   assert entry is not None and entry["skipped"] >= len(kinds)
   assert not any(o[0] == "UNROLL" and o[2] in kinds for o in entry["opts"])   # no broken candidate won
+
+def _searches(monkeypatch) -> list:
+  """The entries (opts, search_s, tried, ...) of the searches run from now on."""
+  entries, run = [], search.Search.run
+  def recorded(self):
+    entries.append(run(self))
+    return entries[-1]
+  monkeypatch.setattr(search.Search, "run", recorded)
+  return entries
+
+@pytest.mark.parametrize("budget", [0.0, 2.5])
+def test_budget_bounds_the_search(fresh_cache, monkeypatch, budget):
+  """BEAM_BUDGET_S holds on the CPU: past it no further candidate is compiled or timed. The heuristic kernel is always
+  compiled and timed (the reference; the timing process starts then), and a chunk of candidates under way finishes
+  (one compile per core). The rounds are made long (every list two transforms away) so that only the budget stops."""
+  monkeypatch.setattr(search, "BEAM_BUDGET_S", budget)
+  entries, offered = _searches(monkeypatch), []
+  one_hop = search.neighbours
+  def two_hops(ast, caps, opts):
+    first = list(one_hop(ast, caps, opts))
+    offered.append(len(found := list(dict.fromkeys(first + [c for o in first for c in one_hop(ast, caps, o)]))))
+    return found
+  monkeypatch.setattr(search, "neighbours", two_hops)
+  rng = np.random.default_rng(5)
+  a, b = rng.uniform(-1, 1, (96, 64)).astype(np.float32), rng.uniform(-1, 1, (64, 80)).astype(np.float32)
+  with alloy.beam(4): got = (Tensor(a, device="CPU") @ Tensor(b, device="CPU")).numpy()
+  assert_close(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+  (entry,) = entries
+  if budget == 0:
+    assert entry["tried"] == 0 and entry["best_s"] == entry["base_s"], entry   # the heuristics stand
+    return
+  assert entry["tried"] < offered[0], (entry, offered)   # stopped inside the first round (none tried: the reference took it all)
+  assert entry["search_s"] < budget + 2.0, entry   # 2 s: a chunk's compiles on a loaded 2-core machine
