@@ -1,21 +1,22 @@
 """scatter, scatter_add and scatter_reduce (sum, prod, mean, amax, amin; include_self), with their in-place forms.
 
-Lowered with the existing IR, no new kernel kind. The sums (scatter_add, scatter_reduce's sum and mean) are
-scatter-adds (alloy/scatter_sum.py: one dense compare for short rows, else sorted by index), and their gradients
-reads at the index, as PyTorch's. The others compare every index with every target position along `dim` (an
-arange), a where feeding one reduction over the index's extent along dim, all fused: numel(index) x self.size(dim)
-work, linear for the common shapes (one index per row, a short dim), quadratic when a long index scatters into a
-long dim (then prefer index_put_, which inverts the index on the host: alloy/assign.py). The index is read back
-to check its bounds, as __getitem__ does, except inside a @jit capture, where the read cannot be replayed: there an
-index out of range writes nothing. The others' gradients come from the ops they are made of (where, sum, prod, amax, amin), as PyTorch's.
+Lowered with the existing IR, no new kernel kind. scatter, the sums and the extremes combine src at the index
+through alloy/scatter_sum.py (one dense compare for short rows, else sorted by index, O(n log^2 n) per row), and
+their gradients are PyTorch's: src's is the output gradient read at the index (for amax/amin, split evenly among the
+values equal to the result, self's included; for scatter, only where the value landed, as finite differences see
+it, where PyTorch hands every repeat of an index the gradient), self's passes where nothing was written. The product compares every
+index with every target position along `dim` (numel(index) x self.size(dim) work: linear for the common shapes, one
+index per row or a short dim), and differentiates through the ops it is made of. The index is read back to check
+its bounds, as __getitem__ does, except inside a @jit capture, where the read cannot be replayed: there an index out
+of range writes nothing.
 """
 from __future__ import annotations
 import numpy as np
-from alloy import dtype as dt
+from alloy import dtype as dt, autograd
 from alloy.engine import realize as engine
 from alloy.inplace import norm_dim
 from alloy.assign import assign, current, setitem_value
-from alloy.scatter_sum import scatter_add_rows
+from alloy.scatter_sum import scatter_add_rows, scatter_rows
 
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
@@ -44,9 +45,30 @@ def _args(self, dim, index, src, what: str):
       raise IndexError(f"{what}: index {bad} is out of bounds for dimension {d} with size {self.shape[d]}")
   return d, index, src
 
-def _lowest(d, highest=False):
-  if d.is_float: return float("inf") if highest else float("-inf")
-  return dt.max_value(d) if highest else dt.min_value(d)
+def _product(sub, d: int, index, vals, include_self: bool):
+  """scatter_reduce's prod: every index compared with every target (numel(index) x size(dim) work); its gradient is
+  that of the ops it is made of."""
+  from alloy.tensor import Tensor, where
+  n, s = sub.ndim, sub.shape[d]
+  at = Tensor.arange(s, device=sub.device).reshape((1,) * (d + 1) + (s,) + (1,) * (n - d - 1))
+  hit = index.unsqueeze(d + 1) == at   # hit[..., j, t, ...]: index[..., j, ...] == t, the target axis after j (= d)
+  total = where(hit, vals.unsqueeze(d + 1), 1).prod(d, dtype=sub.dtype)
+  return sub * total if include_self else where(hit.any(d), total, sub)
+
+def _extreme_rule(out, g, d, index, include_self, written, sub, vals):
+  """PyTorch's amax/amin rule: the gradient splits evenly among the values equal to the result (self's included
+  where include_self); a target nothing reached passes it to self. (Without include_self PyTorch still counts a self
+  equal to the result in the split, so its src gradient sums to less than the output's; this counts the values
+  combined only.)"""
+  from alloy.gathering import take
+  from alloy.tensor import where
+  src_hit = vals == take(out, d, index)
+  count = scatter_add_rows(out.shape, d, index, src_hit.cast(g.dtype))
+  self_hit = written & (sub == out)
+  if include_self: count = count + self_hit.cast(g.dtype)
+  share = g / count.maximum(1)
+  g_self = where(written, where(self_hit, share, 0) if include_self else 0, g)
+  return g_self, where(src_hit, take(share, d, index), 0)
 
 def scatter_value(self, dim, index, src, reduce, include_self: bool = True, what: str = "scatter"):
   """The new value of self: reduce None for scatter (the last of repeated indices wins), else one of REDUCTIONS."""
@@ -54,41 +76,26 @@ def scatter_value(self, dim, index, src, reduce, include_self: bool = True, what
   if reduce is not None and reduce not in REDUCTIONS: raise ValueError(f"{what}: reduce must be one of {REDUCTIONS}, got {reduce!r}")
   d, index, src = _args(self, dim, index, src, what)
   if index.numel() == 0: return self
-  n, s = self.ndim, self.shape[d]
-  sub_shape = index.shape[:d] + (s,) + index.shape[d + 1:]
+  sub_shape = index.shape[:d] + (self.shape[d],) + index.shape[d + 1:]
   sub = self if sub_shape == self.shape else self.shrink(tuple((0, k) for k in sub_shape))
-  # hit[..., j, t, ...]: index[..., j, ...] == t, the target axis t right after the index's axis j (= d)
-  at = Tensor.arange(s, device=self.device).reshape((1,) * (d + 1) + (s,) + (1,) * (n - d - 1))
-  hit = index.unsqueeze(d + 1) == at   # lazy: the sums below do not read it
-  vals = src.unsqueeze(d + 1) if isinstance(src, Tensor) else src
-  written = hit.any(d)
-  if reduce is None:
-    j = Tensor.arange(index.shape[d], device=self.device).reshape((1,) * d + (index.shape[d], 1) + (1,) * (n - d - 1))
-    last = where(hit, j, -1).amax(d, keepdim=True)
-    pick = hit & (j == last)
-    new = where(pick, vals, 0).sum(d, dtype=self.dtype) if isinstance(src, Tensor) else src
-    out = where(written, new, sub)
-  elif reduce in ("sum", "mean"):   # scatter-adds (O(n log^2 n) where n * s is large), their gradients reads at index
-    vals = src if isinstance(src, Tensor) else Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
-    total = scatter_add_rows(sub_shape, d, index, vals)
-    if reduce == "sum" and include_self: out = sub + total
+  vals = src if isinstance(src, Tensor) else Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+  if reduce == "prod": out = _product(sub, d, index, vals, include_self)
+  elif reduce in ("amax", "amin"):
+    ext, written = scatter_rows(sub_shape, d, index, vals, reduce)
+    with autograd.no_grad():
+      both = (sub.maximum(ext) if reduce == "amax" else sub.minimum(ext)) if include_self else ext
+      out = where(written, both, sub)
+    if sub._ag is not None or vals._ag is not None:
+      out = autograd.record(out, _extreme_rule, (sub, vals), d, index, include_self, written, sub.detach(), vals.detach())
+  else:   # the sums and the last value: their gradients are reads at index
+    new, written = scatter_rows(sub_shape, d, index, vals, "last" if reduce is None else "sum")
+    if reduce is None: out = where(written, new, sub)
+    elif reduce == "sum": out = sub + new if include_self else where(written, new, sub)
     else:
-      count = scatter_add_rows(sub_shape, d, index, Tensor.ones(*index.shape, dtype=dt.int32, device=self.device))
-      if reduce == "sum": out = where(count > 0, total, sub)
-      else:
-        count = count + (1 if include_self else 0)
-        top = sub + total if include_self else total
-        mean = top / count if self.dtype.is_float else top.floor_divide(count.maximum(1))
-        out = where(count > 0, mean, sub)
-  elif reduce == "prod":
-    total = where(hit, vals, 1).prod(d, dtype=self.dtype)
-    out = sub * total if include_self else where(written, total, sub)
-  else:
-    lowest = _lowest(self.dtype, highest=reduce == "amin")
-    ext = where(hit, vals, lowest)
-    ext = ext.amax(d) if reduce == "amax" else ext.amin(d)
-    both = (sub.maximum(ext) if reduce == "amax" else sub.minimum(ext)) if include_self else ext
-    out = where(written, both, sub)
+      count = scatter_add_rows(sub_shape, d, index, Tensor.ones(*index.shape, dtype=dt.int32, device=self.device)) + (1 if include_self else 0)
+      top = sub + new if include_self else new
+      mean = top / count if self.dtype.is_float else top.floor_divide(count.maximum(1))
+      out = where(count > 0, mean, sub)
   out = out.cast(self.dtype)
   return out if sub_shape == self.shape else setitem_value(self, tuple(slice(0, k) for k in sub_shape), out, what=what)
 

@@ -123,3 +123,38 @@ def test_large_scatter_is_proportional_to_the_work(rng):
   assert _largest_node([x.grad.node]) <= 4 * (n + size)
   counts = np.bincount(idx.numpy(), minlength=size).astype(np.float32)
   np.testing.assert_array_equal(x.grad.numpy(), counts)
+
+@needs_torch
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_grads(device, rng, lowering, reduce, include_self):
+  """Values and gradients against PyTorch; the extremes on values with many ties (small integers as floats), where
+  the gradient splits evenly among the values equal to the result, self's included where include_self."""
+  x = rng.integers(-3, 4, (6, 40)).astype(np.float32) if reduce in ("amax", "amin") else rand_np(rng, (6, 40))
+  # PyTorch counts self's ties in the split even when self is left out (its src gradient then sums to less than the
+  # output's); alloy splits among the values combined. Without self's ties the two agree.
+  if not include_self and reduce in ("amax", "amin"): x += 10 if reduce == "amin" else -10
+  src = rng.integers(-3, 4, (5, 70)).astype(np.float32) if reduce in ("amax", "amin") else rand_np(rng, (5, 70))
+  idx = rng.integers(0, 40, (5, 70))
+  def f(a, b, lib):
+    return a.scatter_reduce(1, Tensor(idx, device=device) if lib is alloy else torch.tensor(idx), b, reduce, include_self=include_self)
+  got = f(Tensor(x, device=device), Tensor(src, device=device), alloy).numpy()
+  assert_close(got, f(torch.tensor(x), torch.tensor(src), torch).numpy(), atol=1e-5, rtol=1e-5)
+  _grads(lambda a, b: f(a, b, alloy), [x, src], device, lambda a, b: f(a, b, torch))
+
+def test_scatter_value_and_gradient_go_to_the_last_repeat(device, rng, lowering):
+  x, src = rand_np(rng, (3, 40)), rand_np(rng, (3, 90))
+  idx = rng.integers(0, 40, (3, 90))
+  a, b = Tensor(x, device=device, requires_grad=True), Tensor(src, device=device, requires_grad=True)
+  w = rng.uniform(0.5, 1.5, (3, 40)).astype(np.float32)
+  out = a.scatter(1, Tensor(idx, device=device), b)
+  (out * Tensor(w, device=device)).sum().backward()
+  want, landed = x.copy(), np.zeros((3, 90), bool)
+  for r in range(3):
+    last = {t: j for j, t in enumerate(idx[r])}   # the last repeat wins, as PyTorch's CPU scatter and NumPy do
+    for t, j in last.items(): want[r, t], landed[r, j] = src[r, j], True
+  assert_close(out.numpy(), want)
+  written = np.zeros((3, 40), bool)
+  for r in range(3): written[r, idx[r]] = True
+  assert_close(a.grad.numpy(), np.where(written, 0, w))
+  assert_close(b.grad.numpy(), np.where(landed, np.take_along_axis(w, idx, 1), 0))
