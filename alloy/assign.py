@@ -20,8 +20,8 @@ Writing at advanced indices (integer tensors or lists, boolean masks) reads a de
 __getitem__ does, and then costs O(written tensor) work: the host inverts the index (which source row lands on each
 target) and the new value is one gather and one where. A boolean mask with a value that does not depend on the
 count of True (a scalar, a row) is a where with no read back. index_put_(accumulate=True) adds one such layer per
-repeat of the most repeated index, or, past MAX_LAYERS repeats, compares every index with every target position
-(O(indices x targets)).
+repeat of the most repeated index, or, past MAX_LAYERS repeats, one scatter-add of the values (alloy/scatter_sum.py:
+sorted by index on the device, O(n log^2 n) for n indices).
 """
 from __future__ import annotations
 import weakref
@@ -30,7 +30,7 @@ from alloy import dtype as dt, autograd
 from alloy.engine import realize as engine
 from alloy.scalar import plain
 
-MAX_LAYERS = 8   # index_put_(accumulate=True): past this many repeats of one index, one compare-all sum instead of a layer per repeat
+MAX_LAYERS = 8   # index_put_(accumulate=True): past this many repeats of one index, one scatter-add instead of a layer per repeat
 
 # Tensors changed in place since the last realize: computed along with the next one, so that a loop of in-place
 # updates (a training loop reading only its loss) starts each step from computed values, not from an ever longer graph
@@ -287,11 +287,9 @@ def put_advanced(x, adv: tuple, v, accumulate: bool, what: str):
     fs = f[order]
     starts = np.r_[0, np.flatnonzero(np.diff(fs)) + 1]
     rank = np.arange(len(fs)) - np.repeat(starts, np.diff(np.r_[starts, len(fs)]))
-    if rank.max() + 1 > MAX_LAYERS:   # many repeats: compare every index with every target instead
-      at = Tensor(f, device=x.device).reshape((n_b,) + (1,) * (1 + len(rest)))
-      hit = at == Tensor.arange(n_s, device=x.device).reshape((1, n_s) + (1,) * len(rest))
-      contrib = where(hit, v2.reshape((n_b, 1) + rest), 0).sum(0, dtype=x.dtype)
-      return x + to_x(contrib)
+    if rank.max() + 1 > MAX_LAYERS:   # many repeats: one scatter-add of the values' slices instead (alloy/scatter_sum.py)
+      from alloy.scatter_sum import scatter_add_slices
+      return x + to_x(scatter_add_slices(n_s, Tensor(f, device=x.device), v2).cast(x.dtype))
     layers = [(fs[rank == k], order[rank == k]) for k in range(rank.max() + 1)]
   out = x
   for layer in layers:

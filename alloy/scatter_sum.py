@@ -4,9 +4,9 @@ of scatter, scatter_add and scatter_reduce's sum, mean, amax and amin.
 
 alloy has no atomic add, so a scatter is lowered as reads. Each row of R rows combines its n values at n indices
 into S targets (each value a slice of D elements), by one of two ways:
-- dense, where the work is small or one side is short: every index compared with every target, one fused kernel
-  (a where summed over the n values; a one-hot matmul where the slices are long). n * S * D work per row: within
-  DENSE_MAX_SIDE of the values' or the targets' count when either is that short;
+- dense, where the work is small (DENSE_MAX_WORK) or one side is short (DENSE_MAX_SIDE): every index compared with
+  every target, one fused kernel (a where reduced over the n values; a one-hot matmul where the slices of a sum are
+  long). n * S * D work per row: within DENSE_MAX_SIDE times the values' or the targets' when either is that short;
 - sorted, otherwise: the row's (index, value) pairs sorted by index (ordering.sort_rows), a segmented running
   combine over the sorted values (log2(n) stages, each combining the partial result 2^s before where the index is
   the same; none for "last", the sort being stable), and each target's result read at its segment's last position,
@@ -22,8 +22,10 @@ from alloy import dtype as dt, autograd
 from alloy.gathering import positions_along, take
 from alloy.tensor import Tensor, where
 
-DENSE_MAX_SIDE = 32       # a row with at most this many values or targets takes the dense compare
-DENSE_MAX_WORK = 1 << 16  # below this many compares per row one dense kernel beats the sorted path's ~log^2 n launches
+DENSE_MAX_SIDE = 32       # rows of at most this many values or targets take the dense compare
+# up to this many compares in all, one dense kernel (about a millisecond or a few on a CPU core) beats the sorted
+# path's ~log2(n)^2 / 2 + 2 log2(n) launches of tens of microseconds each
+DENSE_MAX_WORK = 1 << 22
 
 def _positions(n: int, device: str) -> Tensor: return Tensor.arange(n, dtype=dt.int32, device=device)
 
@@ -92,7 +94,7 @@ def combine_at(keys: Tensor, vals: Tensor, size: int, how: str = "sum") -> tuple
     return (Tensor.full((rows, size, width), identity(how, vals.dtype), dtype=vals.dtype, device=vals.device),
             Tensor.full((rows, size, 1), False, dtype=dt.bool_, device=vals.device))
   keys = keys.cast(dt.int32 if size <= dt.max_value(dt.int32) else dt.int64)
-  if min(n, size) <= DENSE_MAX_SIDE or n * size <= DENSE_MAX_WORK: return _dense(keys, vals, size, how)
+  if min(n, size) <= DENSE_MAX_SIDE or rows * n * size * width <= DENSE_MAX_WORK: return _dense(keys, vals, size, how)
   return _sorted(keys, vals, size, how)
 
 def _read_rows_rule(out, g, dim, index): return (take(g, dim, index),)

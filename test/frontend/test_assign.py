@@ -226,7 +226,7 @@ def test_index_put_and_index_ops(device, rng):
     got = make(t, Tensor(idx, device=device), Tensor(src, device=device))
     want = make(torch.tensor(x), torch.tensor(idx), torch.tensor(src))
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
-  many = np.zeros(40, np.int64)   # past MAX_LAYERS repeats: the compare-all sum
+  many = np.zeros(40, np.int64)   # past MAX_LAYERS repeats: one scatter-add
   t = Tensor(np.zeros((2, 3), np.float32), device=device)
   t.index_put_((Tensor(many % 2, device=device),), Tensor(np.ones((40, 3), np.float32), device=device), accumulate=True)
   np.testing.assert_array_equal(t.numpy(), [[40] * 3, [0] * 3])
