@@ -1,14 +1,12 @@
 """scatter, scatter_add and scatter_reduce (sum, prod, mean, amax, amin; include_self), with their in-place forms.
 
-Lowered with the existing IR, no new kernel kind. scatter, the sums and the extremes combine src at the index
-through alloy/scatter_sum.py (one dense compare for short rows, else sorted by index, O(n log^2 n) per row), and
-their gradients are PyTorch's: src's is the output gradient read at the index (for amax/amin, split evenly among the
-values equal to the result, self's included; for scatter, only where the value landed, as finite differences see
-it, where PyTorch hands every repeat of an index the gradient), self's passes where nothing was written. The product compares every
-index with every target position along `dim` (numel(index) x self.size(dim) work: linear for the common shapes, one
-index per row or a short dim), and differentiates through the ops it is made of. The index is read back to check
-its bounds, as __getitem__ does, except inside a @jit capture, where the read cannot be replayed: there an index out
-of range writes nothing.
+Lowered with the existing IR, no new kernel kind: every one combines src at the index through alloy/scatter_sum.py
+(one dense compare for short rows, else sorted by index, O(n log^2 n) per row), and their gradients are PyTorch's:
+src's is the output gradient read at the index (for amax/amin, split evenly among the values equal to the result,
+self's included; for prod, the product of the other factors, exact at zeros; for scatter, only where the value
+landed, as finite differences see it, where PyTorch hands every repeat of an index the gradient), self's passes
+where nothing was written. The index is read back to check its bounds, as __getitem__ does, except inside a @jit
+capture, where the read cannot be replayed: there an index out of range writes nothing.
 """
 from __future__ import annotations
 import numpy as np
@@ -45,15 +43,30 @@ def _args(self, dim, index, src, what: str):
       raise IndexError(f"{what}: index {bad} is out of bounds for dimension {d} with size {self.shape[d]}")
   return d, index, src
 
-def _product(sub, d: int, index, vals, include_self: bool):
-  """scatter_reduce's prod: every index compared with every target (numel(index) x size(dim) work); its gradient is
-  that of the ops it is made of."""
-  from alloy.tensor import Tensor, where
-  n, s = sub.ndim, sub.shape[d]
-  at = Tensor.arange(s, device=sub.device).reshape((1,) * (d + 1) + (s,) + (1,) * (n - d - 1))
-  hit = index.unsqueeze(d + 1) == at   # hit[..., j, t, ...]: index[..., j, ...] == t, the target axis after j (= d)
-  total = where(hit, vals.unsqueeze(d + 1), 1).prod(d, dtype=sub.dtype)
-  return sub * total if include_self else where(hit.any(d), total, sub)
+def _combined(sub, d: int, index, vals, reduce: str, include_self: bool, written=None):
+  """The new value of sub from the values combined at index (no autograd)."""
+  from alloy.tensor import where
+  ext, landed = scatter_rows(sub.shape, d, index, vals.detach(), reduce)
+  written = landed if written is None else written
+  if not include_self: return where(written, ext, sub), written
+  both = {"prod": sub * ext, "amax": sub.maximum(ext), "amin": sub.minimum(ext)}[reduce]
+  return where(written, both, sub), written
+
+def _product_rule(out, g, d, index, include_self, written, sub, vals):
+  """PyTorch's prod rule, exact at zeros: each factor's gradient is the product of the others (where a target's
+  product holds one zero, the zero's is the product of the rest; with two or more, every one is 0)."""
+  from alloy.gathering import take
+  from alloy.tensor import where
+  zero_self = sub == 0
+  masked_self = where(zero_self, 1, sub)
+  g_self = g * _combined(masked_self, d, index, vals, "prod", include_self, written)[0] / masked_self
+  if not include_self: g_self = where(written, 0, g_self)
+  zero = vals == 0
+  zeros_at = take(scatter_add_rows(sub.shape, d, index, zero.cast(g.dtype)), d, index)
+  single = zero & (zeros_at == 1)
+  others = _combined(sub, d, index, where(single, 1, vals), "prod", include_self, written)[0]   # the lone zero left out
+  g_src = where(single, take(g * others, d, index), take(g * out, d, index) / where(zero, 1, vals))
+  return g_self, g_src
 
 def _extreme_rule(out, g, d, index, include_self, written, sub, vals):
   """PyTorch's amax/amin rule: the gradient splits evenly among the values equal to the result (self's included
@@ -79,14 +92,11 @@ def scatter_value(self, dim, index, src, reduce, include_self: bool = True, what
   sub_shape = index.shape[:d] + (self.shape[d],) + index.shape[d + 1:]
   sub = self if sub_shape == self.shape else self.shrink(tuple((0, k) for k in sub_shape))
   vals = src if isinstance(src, Tensor) else Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
-  if reduce == "prod": out = _product(sub, d, index, vals, include_self)
-  elif reduce in ("amax", "amin"):
-    ext, written = scatter_rows(sub_shape, d, index, vals, reduce)
-    with autograd.no_grad():
-      both = (sub.maximum(ext) if reduce == "amax" else sub.minimum(ext)) if include_self else ext
-      out = where(written, both, sub)
+  if reduce in ("prod", "amax", "amin"):
+    with autograd.no_grad(): out, written = _combined(sub, d, index, vals, reduce, include_self)
     if sub._ag is not None or vals._ag is not None:
-      out = autograd.record(out, _extreme_rule, (sub, vals), d, index, include_self, written, sub.detach(), vals.detach())
+      rule = _product_rule if reduce == "prod" else _extreme_rule
+      out = autograd.record(out, rule, (sub, vals), d, index, include_self, written, sub.detach(), vals.detach())
   else:   # the sums and the last value: their gradients are reads at index
     new, written = scatter_rows(sub_shape, d, index, vals, "last" if reduce is None else "sum")
     if reduce is None: out = where(written, new, sub)

@@ -125,17 +125,22 @@ def test_large_scatter_is_proportional_to_the_work(rng):
   np.testing.assert_array_equal(x.grad.numpy(), counts)
 
 @needs_torch
-@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin", "prod"])
 @pytest.mark.parametrize("include_self", [True, False])
 def test_scatter_reduce_grads(device, rng, lowering, reduce, include_self):
   """Values and gradients against PyTorch; the extremes on values with many ties (small integers as floats), where
-  the gradient splits evenly among the values equal to the result, self's included where include_self."""
+  the gradient splits evenly among the values equal to the result, self's included where include_self; the product
+  with zeros (one and two in a target, and in self)."""
   x = rng.integers(-3, 4, (6, 40)).astype(np.float32) if reduce in ("amax", "amin") else rand_np(rng, (6, 40))
   # PyTorch counts self's ties in the split even when self is left out (its src gradient then sums to less than the
   # output's); alloy splits among the values combined. Without self's ties the two agree.
   if not include_self and reduce in ("amax", "amin"): x += 10 if reduce == "amin" else -10
   src = rng.integers(-3, 4, (5, 70)).astype(np.float32) if reduce in ("amax", "amin") else rand_np(rng, (5, 70))
   idx = rng.integers(0, 40, (5, 70))
+  if reduce == "prod":   # zeros: one in some targets' products, two in others, and in self
+    x, src = rng.uniform(0.7, 1.3, (6, 40)).astype(np.float32), rng.uniform(0.7, 1.3, (5, 70)).astype(np.float32)
+    x[0, :5], src[0, :3], src[1, 10:12] = 0, 0, 0
+    idx[1, 10:12] = idx[1, 10]
   def f(a, b, lib):
     return a.scatter_reduce(1, Tensor(idx, device=device) if lib is alloy else torch.tensor(idx), b, reduce, include_self=include_self)
   got = f(Tensor(x, device=device), Tensor(src, device=device), alloy).numpy()
@@ -169,7 +174,7 @@ def test_sorted_scatter_replays_under_jit_with_new_indices(device, rng, monkeypa
     out = x.scatter_add(1, idx, src)
     (out * out).sum().backward()
     return out
-  for k in range(4):
+  for _ in range(4):   # capture on the 2nd call, replays after
     x, src = rand_np(rng, (2, 40)), rand_np(rng, (2, 70))
     idx = rng.integers(0, 40, (2, 70))
     ts = Tensor(src, device=device, requires_grad=True)
