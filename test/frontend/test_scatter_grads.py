@@ -183,3 +183,13 @@ def test_sorted_scatter_replays_under_jit_with_new_indices(device, rng, monkeypa
     for r in range(2): np.add.at(want[r], idx[r], src[r])
     assert_close(got.numpy(), want, atol=1e-5, rtol=1e-5)
     assert_close(ts.grad.numpy(), 2 * np.take_along_axis(want, idx, 1), atol=1e-5, rtol=1e-5)
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "amax", None])
+def test_large_scatter_reduce_is_proportional_to_the_work(rng, reduce):
+  n = size = 4096
+  x = Tensor(rng.uniform(0.9, 1.1, size).astype(np.float32), device="CPU", requires_grad=True)
+  src = Tensor(rng.uniform(0.9, 1.1, n).astype(np.float32), device="CPU", requires_grad=True)
+  idx = Tensor(rng.integers(0, size, n), device="CPU")
+  out = x.scatter(0, idx, src) if reduce is None else x.scatter_reduce(0, idx, src, reduce)
+  out.sum().backward()
+  assert _largest_node([out.node, x.grad.node, src.grad.node]) <= 4 * (n + size)
