@@ -84,7 +84,7 @@ def _rebind_views(t, skip) -> None:
   if not views: return
   live = [r for r in views if (v := r()) is not None and v._base is not None and v._base[0] is t]
   t._views = live
-  for ref in live:
+  for ref in tuple(live):   # a copy: a view of t made while rebinding is current already
     v = ref()
     if v is None or v is skip: continue
     with autograd.enable_grad() if v._ag is not None or autograd.is_grad_enabled() else autograd.no_grad():

@@ -58,7 +58,8 @@ def test_in_place_on_a_leaf_is_refused(name, device):
 
 @pytest.mark.parametrize("lib", ["alloy", "torch"])
 def test_in_place_on_a_saved_value_makes_backward_refuse(lib):
-  """exp saves its output; relu_ on it invalidates the saved value: PyTorch's backward raises, and so does alloy's."""
+  """exp saves its output, sin its input; an in-place activation of either invalidates the saved value: PyTorch's
+  backward raises, and so does alloy's."""
   if lib == "torch" and torch is None: pytest.skip("PyTorch is not installed")
   f = torch.nn.functional if lib == "torch" else F
   mk = (lambda v: torch.tensor(v, requires_grad=True)) if lib == "torch" else (lambda v: Tensor(v, requires_grad=True))
@@ -67,6 +68,10 @@ def test_in_place_on_a_saved_value_makes_backward_refuse(lib):
   f.relu(y - 2.0, inplace=True)    # a temporary: fine
   f.relu(y, inplace=True)
   with pytest.raises(RuntimeError, match="modified by an in-?place operation"): y.sum().backward()
+  t = x * 1.0
+  z = t.sin()                     # sin saves its input
+  f.leaky_relu(t, 0.1, inplace=True)
+  with pytest.raises(RuntimeError, match="modified by an in-?place operation"): z.sum().backward()
 
 def test_dropout_in_place(device, rng):
   x = rand_np(rng, (64, 8))
