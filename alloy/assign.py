@@ -33,7 +33,6 @@ from alloy.scalar import plain
 
 MAX_LAYERS = 8   # index_put_(accumulate=True): past this many repeats of one index, one scatter-add instead of a layer per repeat
 
-
 def _tensor_cls():
   from alloy.tensor import Tensor
   return Tensor

@@ -18,9 +18,10 @@ class Throttle:
     self.device, self.pending, self.fences, self.lock = device, 0, collections.deque(), threading.Lock()
   def launched(self, nbytes: int) -> None:
     """Count a launch's output bytes; wait for the older fence when two are open."""
+    self.pending += nbytes   # unlocked, as every launch does it: two threads at once may lose a count (a fence comes later)
+    if self.pending < QUEUE_BYTES: return
     with self.lock:
-      self.pending += nbytes
-      if self.pending < QUEUE_BYTES: return
+      if self.pending < QUEUE_BYTES: return   # another thread fenced meanwhile
       self.pending = 0
       self.fences.append(self.device.fence())
       oldest = self.fences.popleft() if len(self.fences) > 1 else None

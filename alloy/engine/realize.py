@@ -63,11 +63,13 @@ def _output(device_name: str, node: Node) -> tuple[Buffer, Node]:
   with _reuse_lock: out, _, view = results.next()   # held here before another thread can see the entry unheld
   return out, view
 
-def _results(device_name: str, node: Node) -> Results:
-  key = (device_name, node.dtype, node.shape)
+def _results(device_name: str, node: Node, reshaped: tuple | None = None) -> Results:
+  """The reused results of node's dtype and shape (and views of them in shape `reshaped` beside, where given)."""
+  key = (device_name, node.dtype, node.shape) if reshaped is None else (device_name, node.dtype, node.shape, reshaped)
   if (results := _eager_results.get(key)) is None:
-    layout = (_contiguous_tracker(math.prod(node.shape), node.shape), node.dtype, node.shape)
-    results = _eager_results[key] = Results(math.prod(node.shape), node.dtype, device_name, [layout])
+    size = math.prod(node.shape)
+    layouts = [(_contiguous_tracker(size, s), node.dtype, s) for s in ((node.shape,) if reshaped is None else (node.shape, reshaped))]
+    results = _eager_results[key] = Results(size, node.dtype, device_name, layouts)
     if len(_eager_results) > EAGER_REUSE_SHAPES: _eager_results.popitem(last=False)
   return results
 
@@ -119,17 +121,18 @@ def run_schedule(targets: list[Node], device_name: str, walked: tuple | None = N
 # ---- the eager path
 
 class Plan:
-  """One kernel's graph on one device, ready to launch again. results: the output's reused buffers (None for a big
-  output: a new buffer each time), with the view the realized tensor takes where it reshapes the kernel's output."""
+  """One kernel's graph on one device, ready to launch again. results: the key of the output's reused buffers in
+  _eager_results (None for a big output: a new buffer each time; found there each time, so they stay bounded by
+  EAGER_REUSE_SHAPES), with the view the realized tensor takes where it reshapes the kernel's output (`reshaped`)."""
   __slots__ = ("ast", "inputs", "consts", "dtypes", "results", "reshaped", "size", "dtype", "shape", "nbytes", "pressure", "dims")
   def __init__(self, device, node: Node, shape: tuple, ast, inputs: tuple, consts: tuple):
     self.inputs, self.consts = inputs, consts
     self.size, self.dtype, self.shape = math.prod(node.shape), node.dtype, node.shape
     self.nbytes = self.size * self.dtype.itemsize
-    self.results, self.reshaped = None, None if shape == node.shape else shape
+    self.reshaped = None if shape == node.shape else shape
+    self.results = None
     if self.nbytes <= EAGER_REUSE_MAX_BYTES:
-      layouts = [(_contiguous_tracker(self.size, s), node.dtype, s) for s in ((node.shape,) if shape == node.shape else (node.shape, shape))]
-      self.results = _results(device.name, node) if len(layouts) == 1 else Results(self.size, node.dtype, device.name, layouts)
+      self.results = (device.name, node.dtype, node.shape) if self.reshaped is None else (device.name, node.dtype, node.shape, shape)
     # the compiled kernel is looked up by key at each launch, not held: kernels stay bounded by compiled.py's cache
     self.ast = ast
     ck = compile_kernel(ast, device)
@@ -159,7 +162,8 @@ def _eager(t):
     if b.device != device: raise ValueError(f"kernel {plan.ast} mixes devices {b.device} and {device}")
     handles.append(b.handle)
   scalars = scalar_words(plan.dtypes, [order[k].arg for k in plan.consts]) if plan.consts else ()
-  if (results := plan.results) is not None:
+  if plan.results is not None:
+    if (results := _eager_results.get(plan.results)) is None: results = _results(device, base, plan.reshaped)
     with _reuse_lock: out, _, view, *reshaped = results.next()
   else:
     out, reshaped = Buffer(device, plan.size, plan.dtype), ()

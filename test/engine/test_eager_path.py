@@ -98,3 +98,18 @@ def test_a_watcher_refusing_host_reads_raises(device):
   x = Tensor(np.ones(4, np.float32), device=device)
   with watchers.watching(Refuse()), pytest.raises(RuntimeError, match="no reads here"): (x + 1).numpy()
   assert_close((x + 1).numpy(), np.full(4, 2, np.float32))
+
+def test_a_graph_of_several_kernels_is_scheduled_once(device, rng, monkeypatch):
+  from alloy.schedule import fusion
+  calls = []
+  real = fusion._schedule
+  monkeypatch.setattr(fusion, "_schedule", lambda targets: calls.append(1) or real(targets))
+  x = rng.uniform(1, 2, (8, 16)).astype(np.float32)
+  t = Tensor(x, device=device).realize()
+  s = (t * 1.25).sum()                      # broadcast along an earlier axis: the sum is a kernel of its own
+  got = (t - s / 128).realize()
+  assert len(calls) <= 1                    # the eager path's look, then the general path's, schedule once (none if cached)
+  first = len(calls)
+  assert_close(got.numpy(), x - (x * 1.25).sum() / 128, rtol=1e-5)
+  (t - (t * 1.25).sum() / 128).realize()
+  assert len(calls) == first                # the same graph again: cached
