@@ -25,7 +25,8 @@ from alloy import autograd, collectives
 from alloy.multi import ShardedTensor, devices_of
 from alloy.nn.module import Module
 from alloy.nn.norm import BatchNorm1d, BatchNorm2d, BatchNorm3d
-from alloy.tensor import Tensor
+from alloy.engine.realize import realize
+from alloy.tensor import Tensor, cat
 
 class PerShard(Module):
   """A leaf module's replicas: called with a ShardedTensor split on the batch axis (or replicated), replica k runs on
@@ -117,12 +118,23 @@ class DataParallel:
     return ShardedTensor(collectives.all_reduce(parts, "sum"), None)
 
   def reduce_gradients(self) -> None:
-    """Every replica's parameters get the sum of the replicas' gradients (missing ones count as zeros)."""
-    for group in zip(*self.params):
-      grads = [p.grad for p in group]
-      if all(g is None for g in grads): continue
-      grads = [g if g is not None else p.detach().zeros_like() for g, p in zip(grads, group)]
-      for p, g in zip(group, collectives.all_reduce(grads, "sum") if len(grads) > 1 else grads): p.grad = g
+    """Every replica's parameters get the sum of the replicas' gradients (missing ones count as zeros). One
+    all-reduce of one flat vector per replica (DDP's bucket, here one for the whole model): every gradient of every
+    device is computed in one realize first, so the backward's shared intermediates are computed once."""
+    present = [i for i, group in enumerate(zip(*self.params)) if any(p.grad is not None for p in group)]
+    if not present: return
+    flats = []
+    for params in self.params:
+      grads = [params[i].grad if params[i].grad is not None else params[i].detach().zeros_like() for i in present]
+      flats.append(cat([g.reshape(-1) for g in grads]) if len(grads) > 1 else grads[0].reshape(-1))
+    realize(flats)
+    summed = collectives.all_reduce(flats, "sum") if len(flats) > 1 else flats
+    for params, flat in zip(self.params, summed):
+      offset = 0
+      for i in present:
+        p = params[i]
+        p.grad = flat[offset:offset + p.numel()].reshape(p.shape)
+        offset += p.numel()
 
   def max_difference(self) -> float:
     """The largest difference between any replica's parameters or buffers and replica 0's (0.0: identical)."""
