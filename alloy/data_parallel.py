@@ -123,6 +123,9 @@ class DataParallel:
     device is computed in one realize first, so the backward's shared intermediates are computed once."""
     present = [i for i, group in enumerate(zip(*self.params)) if any(p.grad is not None for p in group)]
     if not present: return
+    if len(self.replicas) == 1:   # nothing to sum
+      realize([p.grad for p in self.params[0] if p.grad is not None])
+      return
     flats = []
     for params in self.params:
       grads = [params[i].grad if params[i].grad is not None else params[i].detach().zeros_like() for i in present]

@@ -45,30 +45,31 @@ def alloy_all_reduce(devices, nbytes: int, dtype, iters: int, in_place: bool) ->
   sync(devices)
   return (time.perf_counter() - start) / iters
 
-def _torch_rank(rank: int, n: int, nbytes: int, dtype_name: str, iters: int, path: str, results) -> None:
+def _torch_rank(rank: int, n: int, nbytes: int, dtype_names: list, iters: int, path: str, results) -> None:
   import torch, torch.distributed as dist
   torch.cuda.set_device(rank)
   dist.init_process_group("nccl", store=dist.FileStore(path, n), rank=rank, world_size=n)
-  dtype = getattr(torch, dtype_name)
-  t = torch.ones(nbytes // dtype.itemsize, dtype=dtype, device=f"cuda:{rank}")
-  for _ in range(2): dist.all_reduce(t)
-  torch.cuda.synchronize()
-  dist.barrier()
-  start = time.perf_counter()
-  for _ in range(iters): dist.all_reduce(t)
-  torch.cuda.synchronize()
-  seconds = (time.perf_counter() - start) / iters
-  if rank == 0: results.put(seconds)
+  for name in dtype_names:
+    dtype = getattr(torch, name)
+    t = torch.ones(nbytes // dtype.itemsize, dtype=dtype, device=f"cuda:{rank}")
+    for _ in range(2): dist.all_reduce(t)
+    torch.cuda.synchronize()
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(iters): dist.all_reduce(t)
+    torch.cuda.synchronize()
+    if rank == 0: results.put((name, (time.perf_counter() - start) / iters))
+    del t
   dist.destroy_process_group()
 
-def torch_all_reduce(n: int, nbytes: int, dtype_name: str, iters: int) -> float:
-  """Seconds per in-place torch.distributed all_reduce (NCCL), one process per GPU as torch needs."""
+def torch_all_reduce(n: int, nbytes: int, dtype_names: list, iters: int) -> dict:
+  """{dtype name: seconds per in-place torch.distributed all_reduce (NCCL)}, one process per GPU as torch needs."""
   import tempfile, torch.multiprocessing as mp
-  ctx = mp.get_context("spawn")
-  results = ctx.Queue()
+  results = mp.get_context("spawn").Queue()
   with tempfile.TemporaryDirectory() as tmp:
-    mp.start_processes(_torch_rank, args=(n, nbytes, dtype_name, iters, os.path.join(tmp, "store"), results), nprocs=n, start_method="spawn")
-  return results.get()
+    mp.start_processes(_torch_rank, args=(n, nbytes, dtype_names, iters, os.path.join(tmp, "store"), results), nprocs=n,
+                       start_method="spawn")
+  return dict(results.get() for _ in dtype_names)
 
 def mlp(width: int, depth: int = 3) -> nn.Module:
   alloy.manual_seed(0)
@@ -124,6 +125,7 @@ def main():
   ap.add_argument("--iters", type=int, default=20)
   ap.add_argument("--batch", type=int, default=4096, help="MLP samples per device per step")
   ap.add_argument("--width", type=int, default=2048, help="MLP width (3 layers)")
+  ap.add_argument("--seconds", type=float, default=2.0, help="how long each training-step figure runs")
   a = ap.parse_args()
   gpus = gpu_count()
   devices = [d for d in a.devices.split(",") if d] if a.devices else [f"CUDA:{i}" for i in range(gpus)] or ["CPU:0", "CPU:1"]
@@ -143,10 +145,12 @@ def main():
   print(f"\nall-reduce of {a.mb} MiB per device, {a.iters} calls; GB/s = 1e9 bytes/s")
   print(f"{'dtype':9} {'alloy out of place':>22} {'alloy in place':>18} {'torch (in place)':>18} {'alloy/torch busbw':>18}")
   factor = 2 * (n - 1) / n
-  for dtype, tname in ((alloy.float32, "float32"), (alloy.bfloat16, "bfloat16")):
+  dtypes = ((alloy.float32, "float32"), (alloy.bfloat16, "bfloat16"))
+  torch_times = torch_all_reduce(n, nbytes, [name for _, name in dtypes], a.iters) if torch_ok else {}
+  for dtype, tname in dtypes:
     t_out = alloy_all_reduce(devices, nbytes, dtype, a.iters, False)
     t_in = alloy_all_reduce(devices, nbytes, dtype, a.iters, True)
-    t_torch = torch_all_reduce(n, nbytes, tname, a.iters) if torch_ok else None
+    t_torch = torch_times.get(tname)
     fig = lambda t: "-" if t is None else f"{nbytes / t / 1e9:7.1f} alg {nbytes / t / 1e9 * factor:6.1f} bus"
     ratio = f"{t_torch / t_in:.2f}x (time)" if t_torch else "-"
     print(f"{tname:9} {fig(t_out):>22} {fig(t_in):>18} {fig(t_torch):>18} {ratio:>18}")
@@ -154,11 +158,11 @@ def main():
   counts = sorted({1, n})
   one = None
   for k in counts:
-    rate = alloy_dp_step(devices[:k], a.batch, a.width)
+    rate = alloy_dp_step(devices[:k], a.batch, a.width, a.seconds)
     one = rate if k == 1 else one
     scale = f"  ({rate / one:.2f}x one device)" if k > 1 else ""
     print(f"  alloy on {k} device{'s' if k > 1 else ''}: {rate:12.0f}{scale}")
-  if torch_ok: print(f"  torch eager, 1 GPU: {torch_step(a.batch, a.width):12.0f}   (its DDP over N GPUs is not run here)")
+  if torch_ok: print(f"  torch eager, 1 GPU: {torch_step(a.batch, a.width, a.seconds):12.0f}   (its DDP over N GPUs is not run here)")
   for note in notes: print("note:", note)
 
 if __name__ == "__main__": main()
