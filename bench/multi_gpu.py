@@ -134,7 +134,8 @@ def main():
   notes = []
   if cuda:
     from alloy.runtime.cuda import nccl
-    print(f"devices: {', '.join(devices)} ({alloy.get_device(devices[0]).device_name}); NCCL {nccl.version()} from {nccl.library().path}")
+    try: print(f"devices: {', '.join(devices)} ({alloy.get_device(devices[0]).device_name}); NCCL {nccl.version()} from {nccl.library().path}")
+    except RuntimeError as e: return print(f"devices: {', '.join(devices)}; nothing ran: {e}")
   else: print(f"devices: {', '.join(devices)} (host collectives)")
   if n < 2: notes.append(f"only {n} device: bus bandwidth is 0 by nccl-tests' formula (algbw remains); the all-reduce between "
                          f"2 or more GPUs and the N-GPU step did not run")
