@@ -118,7 +118,7 @@ def test_nccl_orders_after_queued_kernels():
   collective.all_reduce([src], [out], "sum")
   from alloy.engine.realize import buffer_view
   after = (Tensor(buffer_view(out, x.shape), device="CUDA") * 2).numpy()
-  np.testing.assert_allclose(after, 2 * np.tanh(x.astype(np.float64) @ x), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(after, 2 * np.tanh(x.astype(np.float64) @ x), rtol=1e-3, atol=1e-3)
 
 def test_nccl_in_cuda_graph_capture():
   # NCCL calls are legal inside stream capture: an all-reduce captured into a CUDA graph replays on new input values
