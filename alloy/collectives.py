@@ -11,10 +11,11 @@ graph of each device is cut.
 
 Gradients follow from the outputs being ordinary functions of all the inputs: each output is one autograd node whose
 parents are every rank's input, and its rule sends each parent its share of the output's gradient, copied to the
-parent's device (Tensor.to: a peer copy where the GPUs reach each other). So all-reduce's adjoint is a broadcast of
-the gradient (the gradients of several outputs add up: the all-reduce of the gradients), all-gather's a slice per
-rank (several: a reduce-scatter), reduce-scatter's an all-gather, broadcast's a sum at the root. The adjoints move
-gradients by point-to-point copies, not by NCCL calls: the walk backward reaches one output at a time.
+parent's device. So all-reduce's adjoint is a broadcast of the gradient (this collective again: NCCL on CUDA; the
+gradients of several outputs add up: the all-reduce of the gradients), all-gather's a slice per rank (several: a
+reduce-scatter), reduce-scatter's an all-gather, broadcast's a sum at the root. All but all-reduce's move their
+gradients by point-to-point copies (Tensor.to: a peer copy where GPUs reach each other): the walk backward reaches
+one output at a time, so a collective of the gradients of every output has nothing to wait for.
 """
 from __future__ import annotations
 from alloy import autograd
@@ -62,11 +63,14 @@ def all_reduce(tensors, op: str = "sum") -> list[Tensor]:
   ins = _buffers(tensors)
   outs = [Buffer(b.device, b.size, b.dtype) for b in ins]
   runtime.all_reduce(ins, outs, op)
-  return _record([_wrap(b, tensors[0].shape) for b in outs], all_reduce_rule, tensors, op, [t.detach() for t in tensors])
+  values = None if op == "sum" else [t.detach() for t in tensors]   # max and min route the gradient by value
+  return _record([_wrap(b, tensors[0].shape) for b in outs], all_reduce_rule, tensors, op, [t.device for t in tensors], values)
 
-def all_reduce_rule(out, g, k, op, values):
+def all_reduce_rule(out, g, k, op, devices, values):
   parents = out._ag.parents
-  if op == "sum": return tuple(None if p is None else _to(g, p.device) for p in parents)
+  if op == "sum":   # every input gets this output's gradient: a broadcast from rank k
+    copies = broadcast(g, devices) if len(devices) > 1 else [g]
+    return tuple(None if p is None else c for p, c in zip(parents, copies))
   # max/min: the gradient goes to the ranks holding the extreme value, split evenly between ties
   hits = [(_to(v, g.device) == out).cast(g.dtype) for v in values]
   share = g / sum(hits[1:], hits[0])

@@ -3,7 +3,7 @@
     dp = DataParallel(model, ["CPU:0", "CPU:1"])          # or ["CUDA:0", "CUDA:1"]; model's values copied to each
     opts = [optim.AdamW(r.parameters(), lr=3e-3) for r in dp.replicas]
     xb, yb = dp.scatter(x, y)                            # ShardedTensors split on the batch axis
-    loss = dp.loss(F.cross_entropy, dp(xb), yb)          # the whole batch's mean loss, replicated
+    loss = dp.loss(F.cross_entropy, dp(xb), yb)          # the whole batch's mean loss, a part per device
     for o in opts: o.zero_grad()
     loss.backward(); dp.reduce_gradients()               # every replica gets the sum of the replicas' gradients
     for o in opts: o.step()                              # the same update on the same values: replicas stay equal
@@ -13,9 +13,9 @@ runs replica k on shard k, so the forward code needs nothing but leaf modules, c
 ShardedTensor has (flatten, reshape). BatchNorm leaves are synchronized: their batch statistics are the whole
 batch's (all-reduced means and variances; PyTorch's SyncBatchNorm), so a step computes what one device computes on the
 whole batch, up to float rounding, and the running statistics stay equal across replicas. `dp.loss(fn, out, *targets)`
-weights each shard's mean loss fn(out_k, *targets_k) by its share of the batch and all-reduces the parts; backward
-from it reaches every replica's graph through the all-reduces' adjoints, and reduce_gradients all-reduces the
-replicas' partial gradients (the adjoint of the replication).
+weights each shard's mean loss fn(out_k, *targets_k) by its share of the batch; its backward starts from every part
+at once (reaching the other replicas' graphs through the batch norms' all-reduces), its value is the parts'
+all-reduce, and reduce_gradients all-reduces the replicas' partial gradients (the adjoint of the replication).
 """
 from __future__ import annotations
 import copy
@@ -25,7 +25,8 @@ from alloy import autograd, collectives
 from alloy.multi import ShardedTensor, devices_of
 from alloy.nn.module import Module
 from alloy.nn.norm import BatchNorm1d, BatchNorm2d, BatchNorm3d
-from alloy.tensor import Tensor
+from alloy.engine.realize import realize
+from alloy.tensor import Tensor, cat
 
 class PerShard(Module):
   """A leaf module's replicas: called with a ShardedTensor split on the batch axis (or replicated), replica k runs on
@@ -85,12 +86,36 @@ def _lift(replicas: list[Module]) -> Module:
   object.__setattr__(lifted, "_modules", OrderedDict((name, _lift([r._modules[name] for r in replicas])) for name in first._modules))
   return lifted
 
+def seed_rule(out, g) -> tuple:
+  """The sum of the parts: each part's gradient is the sum's, on the part's device."""
+  return tuple(g if p.device == g.device else g.to(p.device) for p in out._ag.parents)
+
+class Loss:
+  """A loss that is the sum of one part per device, left lazy: backward() starts from every part at once (one walk
+  back through every device's graph, so nothing is computed before the gradients are realized together), and the
+  value (`value`, `item()`, `numpy()`) is the all-reduce of the parts, made when first read."""
+  def __init__(self, parts: list[Tensor]):
+    self.parts, self._value = parts, None
+  def backward(self) -> None:
+    live = [p for p in self.parts if p.requires_grad]
+    if not live: raise RuntimeError("backward: no part of this loss requires grad")
+    root = autograd.record(Tensor.zeros((), dtype=live[0].dtype, device=live[0].device), seed_rule, tuple(live))
+    root.backward()
+  @property
+  def value(self) -> ShardedTensor:
+    if self._value is None: self._value = ShardedTensor(collectives.all_reduce([p.detach() for p in self.parts]), None)
+    return self._value
+  def item(self) -> float: return self.value.item()
+  def numpy(self) -> np.ndarray: return self.value.numpy()
+  def __repr__(self): return f"<data-parallel loss of {len(self.parts)} parts on {', '.join(p.device for p in self.parts)}>"
+
 class DataParallel:
   def __init__(self, module: Module, devices):
     self.devices = devices_of(devices)
     self.replicas = [module.to(self.devices[0])] + [copy.deepcopy(module).to(d) for d in self.devices[1:]]
     self.model = _lift(self.replicas)
     self.params = [list(r.parameters()) for r in self.replicas]
+    self.last_loss: Loss | None = None   # the last loss made, whose parts reduce_gradients realizes with the gradients
 
   def __call__(self, *args, **kwargs): return self.model(*args, **kwargs)
   def train(self, mode: bool = True) -> "DataParallel":
@@ -109,20 +134,36 @@ class DataParallel:
       else: out.append(ShardedTensor([Tensor(part, device=d) for part, d in zip(np.split(np.asarray(x), n), self.devices)], 0))
     return tuple(out)
 
-  def loss(self, fn, output: ShardedTensor, *targets: ShardedTensor) -> ShardedTensor:
-    """The batch's mean of fn (a mean over its inputs' first axis, like F.cross_entropy), replicated: each shard's
-    fn weighted by its share of the batch, all-reduced."""
+  def loss(self, fn, output: ShardedTensor, *targets: ShardedTensor) -> "Loss":
+    """The batch's mean of fn (a mean over its inputs' first axis, like F.cross_entropy): each shard's fn weighted
+    by its share of the batch, kept as parts (see Loss)."""
     total = output.shape[0]
-    parts = [fn(o, *[t.shards[k] for t in targets]) * (o.shape[0] / total) for k, o in enumerate(output.shards)]
-    return ShardedTensor(collectives.all_reduce(parts, "sum"), None)
+    self.last_loss = Loss([fn(o, *[t.shards[k] for t in targets]) * (o.shape[0] / total) for k, o in enumerate(output.shards)])
+    return self.last_loss
 
   def reduce_gradients(self) -> None:
-    """Every replica's parameters get the sum of the replicas' gradients (missing ones count as zeros)."""
-    for group in zip(*self.params):
-      grads = [p.grad for p in group]
-      if all(g is None for g in grads): continue
-      grads = [g if g is not None else p.detach().zeros_like() for g, p in zip(grads, group)]
-      for p, g in zip(group, collectives.all_reduce(grads, "sum") if len(grads) > 1 else grads): p.grad = g
+    """Every replica's parameters get the sum of the replicas' gradients (missing ones count as zeros). One
+    all-reduce of one flat vector per replica (DDP's bucket, here one for the whole model): every gradient of every
+    device, and the last loss's parts, are computed in one realize first, so the work they share is done once."""
+    present = [i for i, group in enumerate(zip(*self.params)) if any(p.grad is not None for p in group)]
+    if not present: return
+    parts = self.last_loss.parts if self.last_loss is not None else []   # computed with the gradients, which share its work
+    self.last_loss = None
+    if len(self.replicas) == 1:   # nothing to sum
+      realize([p.grad for p in self.params[0] if p.grad is not None] + parts)
+      return
+    flats = []
+    for params in self.params:
+      grads = [params[i].grad if params[i].grad is not None else params[i].detach().zeros_like() for i in present]
+      flats.append(cat([g.reshape(-1) for g in grads]) if len(grads) > 1 else grads[0].reshape(-1))
+    realize(flats + parts)
+    summed = collectives.all_reduce(flats, "sum") if len(flats) > 1 else flats
+    for params, flat in zip(self.params, summed):
+      offset = 0
+      for i in present:
+        p = params[i]
+        p.grad = flat[offset:offset + p.numel()].reshape(p.shape)
+        offset += p.numel()
 
   def max_difference(self) -> float:
     """The largest difference between any replica's parameters or buffers and replica 0's (0.0: identical)."""

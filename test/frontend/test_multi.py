@@ -168,3 +168,28 @@ def test_errors():
   f(a, b)
   with pytest.raises(alloy.JitError, match="not captured by @jit"): f(a, b)
   assert isinstance(xs, ShardedTensor) and "split on axis 0" in repr(xs)
+
+def test_cpu_devices_are_separate():
+  from alloy.runtime.registry import get_device
+  devs = [get_device(d) for d in DEVS]
+  assert len({id(d) for d in devs}) == 3 and len({id(d.allocator) for d in devs}) == 3
+  assert len({id(d.queue) for d in devs}) == 3 and get_device("CPU:0") is get_device("CPU")
+  x = _r(5, 7)
+  t = Tensor(x, device="CPU:1")
+  moved = (t * 2).to("CPU:2")   # CPU:1's queue computes it, then its memory is copied into CPU:2's buffer
+  assert moved.device == "CPU:2" and moved.node.src[0].arg.device == "CPU:2"
+  np.testing.assert_array_equal((moved + 1).numpy(), x * 2 + 1)
+
+def test_one_gpu():
+  # one CUDA device: the same rules, the all-reduces through NCCL with one rank (its binding and stream order)
+  from alloy.runtime.registry import device_available
+  if not device_available("CUDA"): pytest.skip("no CUDA GPU")
+  x, w = _r(8, 6), _r(6, 3)
+  ws = Tensor(w, device="CUDA").shard(["CUDA"]).requires_grad_()
+  loss = ((Tensor(x, device="CUDA").shard(["CUDA"], 1) @ Tensor(w, device="CUDA").shard(["CUDA"], 0)).sum()
+          + (Tensor(x, device="CUDA").shard(["CUDA"], 0) @ ws).amax(0).sum())
+  want = (x @ w).sum() + (x @ w).max(0).sum()
+  _close(loss.item(), want, 1e-4)
+  loss.backward()
+  hit = (x @ w) == (x @ w).max(0, keepdims=True)
+  _close(ws.grad.numpy(), x.T @ hit.astype(np.float32), 1e-4)

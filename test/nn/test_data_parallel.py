@@ -16,24 +16,32 @@ def _net(seed=0):
   return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                        nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10))
 
-def _one_device(x, y, steps):
-  model = _net()
+def _one_device(x, y, steps, device="CPU"):
+  model = _net().to(device)
   opt = optim.AdamW(model.parameters(), lr=1e-2)
   losses = []
   for i in range(steps):
-    loss = F.cross_entropy(model(alloy.Tensor(x[i])), alloy.Tensor(y[i]))
+    loss = F.cross_entropy(model(alloy.Tensor(x[i], device=device)), alloy.Tensor(y[i], device=device))
     opt.zero_grad(); loss.backward(); opt.step()
     losses.append(loss.item())
   return losses, model
 
-def test_loss_curve_matches_and_replicas_stay_identical():
+def _gpus() -> int:
+  from alloy.runtime.registry import device_available
+  if not device_available("CUDA"): return 0
+  from cuda.bindings import driver
+  return driver.cuDeviceGetCount()[1]
+
+@pytest.mark.parametrize("devices", [DEVS, ["CUDA:0", "CUDA:1"]], ids=["cpu", "cuda"])
+def test_loss_curve_matches_and_replicas_stay_identical(devices):
+  if devices[0].startswith("CUDA") and _gpus() < 2: pytest.skip(f"needs 2 CUDA GPUs, {_gpus()} present: data parallel over GPUs has not run here")
   rng = np.random.default_rng(0)
   steps = 4
   x = rng.standard_normal((steps, 16, 1, 8, 8)).astype(np.float32)
   y = rng.integers(0, 10, (steps, 16))
-  ref, model = _one_device(x, y, steps)
-  dp = DataParallel(_net(), DEVS)
-  assert [r.parameters().__next__().device for r in dp.replicas] == ["CPU", "CPU:1"]
+  ref, model = _one_device(x, y, steps, devices[0])
+  dp = DataParallel(_net(), devices)
+  assert [next(r.parameters()).device for r in dp.replicas] == [alloy.get_device(d).name for d in devices]
   opts = [optim.AdamW(r.parameters(), lr=1e-2) for r in dp.replicas]
   got = []
   for i in range(steps):

@@ -118,7 +118,7 @@ def test_nccl_orders_after_queued_kernels():
   collective.all_reduce([src], [out], "sum")
   from alloy.engine.realize import buffer_view
   after = (Tensor(buffer_view(out, x.shape), device="CUDA") * 2).numpy()
-  np.testing.assert_allclose(after, 2 * np.tanh(x.astype(np.float64) @ x), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(after, 2 * np.tanh(x.astype(np.float64) @ x), rtol=1e-3, atol=1e-3)
 
 def test_nccl_in_cuda_graph_capture():
   # NCCL calls are legal inside stream capture: an all-reduce captured into a CUDA graph replays on new input values
@@ -129,10 +129,11 @@ def test_nccl_in_cuda_graph_capture():
   dev = get_device("CUDA")
   src, dst = Buffer("CUDA", 4096, dt.float32), Buffer("CUDA", 4096, dt.float32)
   src.copyin(np.zeros(4096, np.float32))
+  collective.all_reduce([src], [dst], "sum")   # the communicator's first call sets up its buffers: not inside a capture
   dev.synchronize()
   lib, comms = nccl.library(), nccl.communicators((dev.index,))
   dev.activate()
-  check(driver.cuStreamBeginCapture(dev.stream, driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture")
+  check(driver.cuStreamBeginCapture(dev.stream, driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture")
   nccl.check(lib.ncclGroupStart(), "ncclGroupStart")
   f32, add = nccl.NCCL_DTYPES[dt.float32], nccl.NCCL_OPS["sum"]
   nccl.check(lib.ncclAllReduce(src.handle, dst.handle, 4096, f32, add, comms[0], int(dev.stream)), "ncclAllReduce")

@@ -3,7 +3,7 @@
 Each CPU:k device has its own queue, so the inputs are read only once the entries writing them have run
 (allocator.readable) and the outputs written only once the entries using them have (allocator.writable): the
 collective sits in every device's order as a queued launch would. Reductions fold the ranks left to right in the
-buffers' dtype (bfloat16 rounded after each step, as a device adding bfloat16 pairs does), and every rank gets
+buffers' dtype (bfloat16, which NumPy lacks, in float32, rounded once at the end), and every rank gets
 the same array, so the replicas stay bit-identical. The host waits for the inputs: a CPU collective is a sync point.
 """
 from __future__ import annotations
@@ -23,9 +23,9 @@ def _write(b: Buffer, values: np.ndarray) -> None:
 
 def _reduce(arrays: list[np.ndarray], dtype: dt.DType, op: str) -> np.ndarray:
   fold = _FOLD[op]
-  if dtype is dt.bfloat16:
+  if dtype is dt.bfloat16:   # NumPy has no bfloat16: folded in float32, rounded once
     acc = dt.bfloat16_bits_to_float32(arrays[0])
-    for a in arrays[1:]: acc = dt.bfloat16_bits_to_float32(dt.float32_to_bfloat16_bits(fold(acc, dt.bfloat16_bits_to_float32(a))))
+    for a in arrays[1:]: fold(acc, dt.bfloat16_bits_to_float32(a), out=acc)
     return dt.float32_to_bfloat16_bits(acc)
   acc = arrays[0].copy()
   for a in arrays[1:]: fold(acc, a, out=acc)

@@ -29,6 +29,7 @@ def candidates() -> list[str]:
   found = [p for p in (os.environ.get("ALLOY_NCCL"),) if p]
   for entry in sys.path:
     found += [str(Path(entry) / "nvidia" / "nccl" / "lib" / "libnccl.so.2"), str(Path(entry) / "torch" / "lib" / "libnccl.so.2")]
+    found += sorted(str(p) for p in Path(entry).glob("nvidia/nccl*/lib/libnccl.so*"))   # other wheels' layouts
   if (system := ctypes.util.find_library("nccl")): found.append(system)
   return found
 
