@@ -226,3 +226,20 @@ def test_tf32_source_compiles(rng, tf32, layout, monkeypatch):
   except Exception as e:
     if "cuda_fp16" in str(e): pytest.skip("no CUDA headers")
     raise
+
+def test_source_declares_its_shared_memory(rng):
+  ast = _ast(_half(rng, 256, 64) @ _half(rng, 64, 256))
+  src = CUDARenderer().render(lower(ast, TC_CAPS, [tensor_core(1, 0), stage(1, 3)]))
+  assert 'extern "C" __device__ int alloy_dynamic_shared_bytes = 49152;' in src   # 3 x (128 + 128) x 32 x 2 bytes
+  assert "__launch_bounds__(256, 2)" in src
+
+@cuda
+def test_gpu_jit_graph_replay():
+  # a captured tensor-core kernel replays as a CUDA graph node, with its dynamic shared memory
+  r = np.random.default_rng(5)
+  a, b = r.uniform(-1, 1, (256, 128)).astype(np.float16), r.uniform(-1, 1, (128, 192)).astype(np.float16)
+  step = alloy.jit(lambda x, y: (x @ y).relu())
+  for _ in range(4):
+    got = step(Tensor(a, device="CUDA"), Tensor(b, device="CUDA")).numpy().astype(np.float64)
+    np.testing.assert_allclose(got, np.maximum(a.astype(np.float64) @ b, 0), atol=2e-2, rtol=1e-2)
+  assert _opts_of_last_matmul() is not None
