@@ -59,8 +59,10 @@ def test_accumulators_cover_the_tile():
     assert len(seen) == t.bm * t.bn and seen == {(r, c) for r in range(t.bm) for c in range(t.bn)}
 
 def test_heuristics_pick_it(rng):
-  big = _ast(_half(rng, 2048, 64) @ _half(rng, 64, 2048))
+  big = _ast(_half(rng, 2048, 128) @ _half(rng, 128, 2048))
   assert choose_opts(big, TC_CAPS) == [tensor_core(1, 0)]
+  short_k = _ast(_half(rng, 2048, 64) @ _half(rng, 64, 2048))
+  assert choose_opts(short_k, TC_CAPS) == [tensor_core(1, 2)]
   small = _ast(_half(rng, 64, 256) @ _half(rng, 256, 64))
   assert choose_opts(small, TC_CAPS) == [tensor_core(1, 2)]
   assert not any(o.kind is OptKind.TENSOR_CORE for o in choose_opts(big, DeviceCaps(threads=True)))
@@ -197,7 +199,7 @@ def tf32():
   alloy.set_float32_matmul_precision("highest")
 
 def test_float32_precision_knob(rng, tf32, monkeypatch):
-  a, b = _half(rng, 2048, 64, dtype=np.float32), _half(rng, 64, 2048, dtype=np.float32)
+  a, b = _half(rng, 2048, 128, dtype=np.float32), _half(rng, 128, 2048, dtype=np.float32)
   ast = _ast(a @ b)
   # the tf32 tile is refused while its GPU results are wrong (tensor_core.TF32_VERIFIED); what "high" would allow:
   assert "gave wrong results" in check(ast, TC_CAPS, [tensor_core(1, 0)])
