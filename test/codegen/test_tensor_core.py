@@ -106,18 +106,23 @@ def _opts_of_last_matmul():
 SIZES = [(1, 7, 1000), (7, 1000, 1), (1000, 1, 7), (1000, 4097, 64), (4097, 64, 1000), (64, 1000, 4097), (16, 16, 16),
          (129, 257, 33)]
 
+def _laid_out_matmul(M: int, N: int, K: int, layout: str, dtype) -> tuple:
+  """(the lazy CUDA matmul, NumPy's float64 result) of an M x K and a K x N operand, each stored as itself ("n") or
+  transposed ("t": read through a .T view)."""
+  rng = np.random.default_rng(M * 7 + N * 3 + K)
+  a = rng.uniform(-1, 1, (M, K) if layout[0] == "n" else (K, M)).astype(dtype)
+  b = rng.uniform(-1, 1, (K, N) if layout[1] == "n" else (N, K)).astype(dtype)
+  A, B = Tensor(a, device="CUDA").realize(), Tensor(b, device="CUDA").realize()
+  a64, b64 = a.astype(np.float64), b.astype(np.float64)
+  want = (a64 if layout[0] == "n" else a64.T) @ (b64 if layout[1] == "n" else b64.T)
+  return (A if layout[0] == "n" else A.T) @ (B if layout[1] == "n" else B.T), want
+
 @cuda
 @pytest.mark.parametrize("M, N, K", SIZES)
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
 def test_gpu_sizes(M, N, K, layout):
   from alloy.runtime.registry import get_device
-  rng = np.random.default_rng(M * 7 + N * 3 + K)
-  a = rng.uniform(-1, 1, (M, K) if layout[0] == "n" else (K, M)).astype(np.float16)
-  b = rng.uniform(-1, 1, (K, N) if layout[1] == "n" else (N, K)).astype(np.float16)
-  A, B = Tensor(a, device="CUDA").realize(), Tensor(b, device="CUDA").realize()
-  out = (A if layout[0] == "n" else A.T) @ (B if layout[1] == "n" else B.T)
-  a64, b64 = a.astype(np.float64), b.astype(np.float64)
-  want = (a64 if layout[0] == "n" else a64.T) @ (b64 if layout[1] == "n" else b64.T)
+  out, want = _laid_out_matmul(M, N, K, layout, np.float16)
   tol = dict(atol=2e-3 * math.sqrt(K) + 1e-3, rtol=1e-2)
   ((_, ast, inputs, _),) = schedule([out.node])
   caps, n_axis = get_device("CUDA").caps, len(ast.shape) - 1
@@ -252,13 +257,7 @@ def test_gpu_jit_graph_replay():
 def test_gpu_tf32(tf32, monkeypatch, layout, M, N, K):
   from alloy.runtime.registry import get_device
   monkeypatch.setattr(tc, "TF32_VERIFIED", True)
-  rng = np.random.default_rng(M + N + K)
-  a = rng.uniform(-1, 1, (M, K) if layout[0] == "n" else (K, M)).astype(np.float32)
-  b = rng.uniform(-1, 1, (K, N) if layout[1] == "n" else (N, K)).astype(np.float32)
-  A, B = Tensor(a, device="CUDA").realize(), Tensor(b, device="CUDA").realize()
-  out = (A if layout[0] == "n" else A.T) @ (B if layout[1] == "n" else B.T)
-  a64, b64 = a.astype(np.float64), b.astype(np.float64)
-  want = (a64 if layout[0] == "n" else a64.T) @ (b64 if layout[1] == "n" else b64.T)
+  out, want = _laid_out_matmul(M, N, K, layout, np.float32)
   ((_, ast, inputs, _),) = schedule([out.node])
   got = _run(ast, [n.arg for n in inputs[1:]], [tensor_core(len(ast.shape) - 1, 0)])   # forced: the heuristics' may differ
   assert check(ast, get_device("CUDA").caps, [tensor_core(len(ast.shape) - 1, 0)]) is None
