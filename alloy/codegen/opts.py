@@ -35,6 +35,8 @@ TINY_OUTPUTS, TINY_WORK = 16, 256   # a kernel this small is one thread with eve
 TENSOR_CORE_MIN = 16          # M, N and K at least: a thinner matmul wastes most of each 16x8x16 tile
 TENSOR_CORE_BIG_TILES = 96    # 128x128 threadgroups at least (about an H200's 132 SMs): else the 64x64 tile
 SIMDGROUP_BIG_TILES = 64      # Metal: 64x64 threadgroups at least (a few per GPU core of an M-series chip): else 32x32
+TENSOR_CORE_SHORT_K = 64      # K at most this: the 64x64 tile too (a threadgroup's time is mostly its prologue and
+                              # stores; H200, 512 x 1024x64 @ 64x1024 fp16: 85 TFLOP/s against 78 with 128x128)
 
 def choose_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt]:
   """The heuristics' transforms for this kernel on a device with these caps (plan.make_plan lowers them)."""
@@ -54,7 +56,8 @@ def _tensor_core_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt] | None:
   if tc.MMA_SYNC in caps.tensor_cores: big, small = 0, 2
   elif tc.SIMDGROUP_8X8 in caps.tensor_cores: small, big = tc.SIMDGROUP_TILES
   else: return None
-  arg = big if prod(tc.grid(spec, tc.TILES[big])) >= (TENSOR_CORE_BIG_TILES if big == 0 else SIMDGROUP_BIG_TILES) else small
+  enough = prod(tc.grid(spec, tc.TILES[big])) >= (TENSOR_CORE_BIG_TILES if big == 0 else SIMDGROUP_BIG_TILES)
+  arg = big if enough and (big != 0 or spec.K > TENSOR_CORE_SHORT_K) else small
   if tc.check(spec, tc.TILES[arg], caps) is not None: return None
   return [tensor_core(spec.out_axes.index("n"), arg)]
 
