@@ -87,8 +87,10 @@ def _cpu_opts(root: Node, caps: DeviceCaps) -> list[Opt]:
   if upcast and shape[inner] == outer and parallel and shape[inner] // CPU_LANES < 2: upcast = ()
   opts = []
   tile = None
-  for cols in _tile_widths(root, caps) if upcast else ():   # the widest tile whose columns fit the axis
-    if (tile := _register_tile(root, inner, fits, TILE_ROWS, cols)) is not None: break
+  for cols in _tile_widths(caps) if upcast else ():   # the widest tile whose columns fit the axis and are vector code
+    tile = _register_tile(root, inner, fits, TILE_ROWS, cols)
+    if tile is not None and (cols == TILE_COLS or _vector_columns(root, tile, caps)): break
+    tile = None
   unroll, streams = CPU_LANES * 4, False   # one lane: 4 vectors of accumulators keep 4 loads in flight
   if tile is None and inner is not None: upcast, unroll, streams = _lanes_by_layout(root, inner, upcast, unroll, fits, caps)
   if tile is not None:
@@ -98,21 +100,33 @@ def _cpu_opts(root: Node, caps: DeviceCaps) -> list[Opt]:
       # columns outside rows: a column panel of the shared operand is reused by every row tile while it is
       # in cache (rows inside, it streams from memory once per row tile, a page per element)
       opts.append(swap(row, inner))
-      if shape[row] >= 4 * TILE_ROWS and panel_operand(root, row, inner, cols, caps.shared_bytes) is not None:
-        opts.append(stage(inner))   # with row tiles enough to repay the copy
+      if _staged(root, row, inner, cols, caps) is not None: opts.append(stage(inner))
   opts += [up(a, n) for a, n in upcast] + [unroll_opt(unroll, upcast[0][0] if streams else None)]
   if parallel:   # the outermost loop (the swap may have put the columns' there)
     opts.append(thread(next(a for a in loop_order(len(shape), opts) if shape[a] > 1)))
   return opts
 
-def _tile_widths(root: Node, caps: DeviceCaps) -> list[int]:
+def _tile_widths(caps: DeviceCaps) -> list[int]:
   """A CPU register tile's column counts, widest first: TILE_ROWS rows of accumulators filling half the registers,
-  halved down to TILE_COLS (a narrower axis takes a narrower tile). Inputs of a type without vector loads (float16,
-  bfloat16, float64) keep TILE_COLS: their tile is scalar code, whose accumulators a wider tile would spill."""
-  vector = all(m.dtype.name in caps.vector_dtypes for m in root.toposort() if m.op is Op.INPUT)
-  cols, out = max(caps.registers // (2 * TILE_ROWS), TILE_COLS) if vector else TILE_COLS, []
+  halved down to TILE_COLS (a narrower axis takes a narrower tile)."""
+  cols, out = max(caps.registers // (2 * TILE_ROWS), TILE_COLS), []
   while cols >= TILE_COLS: out.append(cols); cols //= 2
   return out
+
+def _staged(root: Node, row: int, inner: int, cols: int, caps: DeviceCaps) -> Node | None:
+  """The operand the heuristics copy into panels (STAGE) for this tile, or None: with column tiles enough to put their
+  loop outermost and row tiles enough to repay the copy."""
+  if root.shape[inner] // cols < TILE_OUTER_MIN or root.shape[row] < 4 * TILE_ROWS: return None
+  return panel_operand(root, row, inner, cols, caps.shared_bytes)
+
+def _vector_columns(root: Node, tile: tuple, caps: DeviceCaps) -> bool:
+  """Whether a tile wider than TILE_COLS is vector code: its column operand loaded from vector types, or copied into
+  a panel of one (float16 and bfloat16 inputs become float32 panels). A scalar tile keeps TILE_COLS, whose
+  accumulators a wider one would spill."""
+  if all(m.dtype.name in caps.vector_dtypes for m in root.toposort() if m.op is Op.INPUT): return True
+  (row, _), (inner, cols) = tile
+  panel = _staged(root, row, inner, cols, caps)
+  return panel is not None and panel.dtype.name in caps.vector_dtypes
 
 def _lanes_by_layout(root: Node, inner: int, upcast: tuple, unroll: int, fits, caps: DeviceCaps) -> tuple:
   """(upcast, reduce unroll, whether the unroll applies to each lane) for a reduction without a register tile,

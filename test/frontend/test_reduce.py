@@ -161,9 +161,11 @@ def test_cpu_matmul_is_vector_code(isa):
   b = Tensor(np.ones((256, 256), np.float32), device="CPU")   # packed panels of the tile's columns
   prog = _cpu_program((b @ b).node, caps)
   assert ("STAGE", 1, 1) in prog.meta.opts and ("UPCAST", 1, cols) in prog.meta.opts
-  # a half-precision tile is scalar code (no 16-bit vector loads): it keeps 8 columns, not a wide tile's spills
-  h = b.cast("float16")
-  assert ("UPCAST", 1, 8) in _cpu_program((h.realize() @ h).node, caps).meta.opts
+  # 16-bit floats have no vector loads: copied into float32 panels they take the wide tile, read in place (too few
+  # column tiles to pack) they keep 8 columns, not a wide scalar tile's spills
+  h = b.cast("float16").realize()
+  assert ("UPCAST", 1, cols) in _cpu_program((h @ h).node, caps).meta.opts
+  assert ("UPCAST", 1, 8) in _cpu_program((h[:, :64] @ h[:64, :64]).node, caps).meta.opts
 
 def test_cpu_row_reduction_reads_rows_side_by_side():
   from alloy.codegen.opts import ROW_STREAMS
