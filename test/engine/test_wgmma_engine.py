@@ -30,6 +30,16 @@ def test_batches():
   g, _ = fit(h(8, 256, 64) @ h(64, 128))   # x @ W: the batch folds into M
   assert (g.batch, g.M, g.N) == (1, 8 * 256, 128)
 
+def test_views_and_broadcasts():
+  x = h(64, 128)
+  g, operands = fit(x[16:] @ h(128, 256))   # a view starting 16 rows in: A's first element 16 * 128 halves along
+  assert g.M == 48 and operands[0] == (1, 16 * 128 * 2)
+  assert fit(h(64, 128)[:, 4:] @ h(124, 256)) is None          # 4 columns in: A starts 8 bytes past 16-byte alignment
+  assert fit(h(64, 128)[:, 8:] @ h(120, 256))[1][0] == (1, 16)
+  assert fit(h(128, 256) @ h(4, 256, 64)) is None              # A shared by the batches, B not: no fold
+  g, _ = fit(h(4, 128, 64).transpose(1, 2) @ h(4, 128, 96))    # A stored K x M per batch
+  assert not g.a.k_major and g.a.row_stride == 64 and g.a.batch_stride == 128 * 64 and (g.batch, g.M, g.K) == (4, 64, 128)
+
 def test_schedule_of_several_kernels_compiles_wgmma(monkeypatch):
   """compile_kernels (a schedule's new kernels side by side) sends the matmul to the wgmma kernel too, not the Lowerer."""
   from alloy.engine import compiled
