@@ -50,11 +50,16 @@ TILES = (   # shared memory: stages x (BM + BN) x BK x 2 bytes
   TensorCoreTile(128, 256, 32, 64, 64, 3),   # 3: wide: 128 accumulators a thread (72 KiB)
   TensorCoreTile(128, 128, 64, 64, 32, 3),   # 4: half the barriers per K (96 KiB)
   TensorCoreTile(256, 128, 32, 64, 64, 3),   # 5: tall: 128 accumulators a thread (72 KiB)
+  TensorCoreTile(128, 128, 32, 64, 64, 4),   # 6: 4 warps of 64x64: fewer ldmatrix per mma (64 KiB)
 )
 
 __doc__ += "\n".join(f"- {k}: {t}" for k, t in enumerate(TILES)) + "\n"
 
 MMA_DTYPES = ("float16", "bfloat16")   # and float32 as tf32 (m16n8k8), where float32_matmul_precision allows
+# The tf32 tile's results were wrong on the H200 (6 of 6 checks of test_tensor_core's former test_gpu_tf32, aligned and
+# not). Suspected: its cvt.rna.tf32.f32 read the float32 through an integer ("r") register; it now takes an "f" one, as
+# CUTLASS's does, but that has not run on a GPU yet. check() refuses the tile until a GPU check passes.
+TF32_VERIFIED = False
 FRAGMENT_REGISTERS = 64   # registers a thread needs beside its accumulators: operand fragments, addresses, loop state
 
 def tile_for(arg: int, depth: int | None = None) -> TensorCoreTile:
@@ -77,6 +82,9 @@ def check(spec: MatmulSpec | None, tile: TensorCoreTile, caps: DeviceCaps) -> st
     if float32_matmul_precision() == "highest":
       return ("float32 operands: tensor cores round them to tf32, which alloy.set_float32_matmul_precision('high') "
               "allows (the default, 'highest', keeps float32 matmuls exact)")
+    if not TF32_VERIFIED:
+      return ("float32 operands as tf32: the m16n8k8 tile compiles but gave wrong results on an H200 (6 of 6 GPU checks), "
+              "so it is refused until that is fixed; float32 matmuls stay exact")
   elif spec.operand_dtype is None or spec.operand_dtype.name not in MMA_DTYPES:
     return (f"operands {spec.a.dtype.name} and {spec.b.dtype.name}: {tile.instruction} takes two float16 or two bfloat16 "
             f"operands (two float32 as tf32)")

@@ -36,7 +36,10 @@ class CUDARenderer(CStyleRenderer):
              any(ins.dtype is not None and ins.dtype.name in self.compute_in_float for ins in prog.instrs)
     mma = next((ins for ins in prog.instrs if ins.op is Kind.MMA), None)
     # a tensor-core tile's pipeline lives in dynamic shared memory, whose size the module declares for the runtime
-    tile = [MMA_PRELUDE, f'extern "C" __device__ int alloy_dynamic_shared_bytes = {mma.arg[1].shared_bytes()};'] if mma else []
+    tile = []
+    if mma is not None:
+      spec, shape = mma.arg
+      tile = [MMA_PRELUDE, f'extern "C" __device__ int alloy_dynamic_shared_bytes = {shape.shared_bytes(spec.operand_dtype.itemsize)};']
     return ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE] + tile
   def own_instruction(self, ins, names: dict, dtypes: dict, new) -> list[str] | None:
     if ins.op is Kind.MMA:   # the tensor-core tile (renderer/cuda_mma.py) into a zeroed array of accumulators

@@ -30,9 +30,9 @@ template <int KIND> __device__ __forceinline__ void mma_step(float* d, const uns
   if (KIND == 2) {
     unsigned ta[4], tb[2];
     #pragma unroll
-    for (int i = 0; i < 4; i++) asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(ta[i]) : "r"(a[i]));
+    for (int i = 0; i < 4; i++) asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(ta[i]) : "f"(__uint_as_float(a[i])));
     #pragma unroll
-    for (int i = 0; i < 2; i++) asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(tb[i]) : "r"(b[i]));
+    for (int i = 0; i < 2; i++) asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(tb[i]) : "f"(__uint_as_float(b[i])));
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(ta[0]), "r"(ta[1]), "r"(ta[2]), "r"(ta[3]), "r"(tb[0]), "r"(tb[1]));

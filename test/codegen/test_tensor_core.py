@@ -59,20 +59,20 @@ def test_accumulators_cover_the_tile():
     assert len(seen) == t.bm * t.bn and seen == {(r, c) for r in range(t.bm) for c in range(t.bn)}
 
 def test_heuristics_pick_it(rng):
-  big = _ast(_half(rng, 2048, 64) @ _half(rng, 64, 2048))
+  big = _ast(_half(rng, 2048, 128) @ _half(rng, 128, 2048))
   assert choose_opts(big, TC_CAPS) == [tensor_core(1, 0)]
+  short_k = _ast(_half(rng, 2048, 64) @ _half(rng, 64, 2048))
+  assert choose_opts(short_k, TC_CAPS) == [tensor_core(1, 2)]
   small = _ast(_half(rng, 64, 256) @ _half(rng, 256, 64))
   assert choose_opts(small, TC_CAPS) == [tensor_core(1, 2)]
   assert not any(o.kind is OptKind.TENSOR_CORE for o in choose_opts(big, DeviceCaps(threads=True)))
   vec = _ast(_half(rng, 1, 256) @ _half(rng, 256, 512))
   assert not any(o.kind is OptKind.TENSOR_CORE for o in choose_opts(vec, TC_CAPS))
 
-CASES = {   # name: (make the inputs, the alloy function, the NumPy one)
-  "plain": (lambda r: [_half(r, 96, 80), _half(r, 80, 72)], lambda a, b: a @ b, lambda a, b: a @ b),
-  "bias_gelu": (lambda r: [_half(r, 100, 64), _half(r, 64, 136), _half(r, 136)], lambda a, b, c: (a @ b + c).gelu(),
-                lambda a, b, c: _gelu((a @ b).astype(np.float16).astype(np.float64) + c)),
-  "batched_t": (lambda r: [_half(r, 3, 40, 24), _half(r, 3, 56, 24)], lambda a, b: a @ b.transpose(1, 2),
-                lambda a, b: a @ b.transpose(0, 2, 1)),
+CASES = {   # name: (make the inputs, the kernel's function of them)
+  "plain": (lambda r: [_half(r, 96, 80), _half(r, 80, 72)], lambda a, b: a @ b),
+  "bias_gelu": (lambda r: [_half(r, 100, 64), _half(r, 64, 136), _half(r, 136)], lambda a, b, c: (a @ b + c).gelu()),
+  "batched_t": (lambda r: [_half(r, 3, 40, 24), _half(r, 3, 56, 24)], lambda a, b: a @ b.transpose(1, 2)),
 }
 
 def _gelu(x):
@@ -84,7 +84,7 @@ def _gelu(x):
 def test_source_compiles(rng, name, arg):
   pytest.importorskip("cuda.bindings")
   from alloy.runtime.cuda.compiler import CUDACompiler
-  make, fn, _ = CASES[name]
+  make, fn = CASES[name]
   ast = _ast(fn(*make(rng)))
   n_axis = len(ast.shape) - 1
   prog = lower(ast, TC_CAPS, [tensor_core(n_axis, arg)])
@@ -121,7 +121,7 @@ def test_gpu_sizes(M, N, K, layout):
   tol = dict(atol=2e-3 * math.sqrt(K) + 1e-3, rtol=1e-2)
   ((_, ast, inputs, _),) = schedule([out.node])
   caps, n_axis = get_device("CUDA").caps, len(ast.shape) - 1
-  for arg in (0, 2, 3) if layout == "nn" else (0,):   # tiles forced: square, small, wide
+  for arg in range(len(tc.TILES)) if layout == "nn" else (0,):   # every tile, forced
     if (why := check(ast, caps, [tensor_core(n_axis, arg)])) is not None:
       assert min(M, N) == 1, why   # a vector: no N axis to name
       continue
@@ -198,9 +198,13 @@ def tf32():
   yield
   alloy.set_float32_matmul_precision("highest")
 
-def test_float32_precision_knob(rng, tf32):
-  a, b = _half(rng, 2048, 64, dtype=np.float32), _half(rng, 64, 2048, dtype=np.float32)
+def test_float32_precision_knob(rng, tf32, monkeypatch):
+  a, b = _half(rng, 2048, 128, dtype=np.float32), _half(rng, 128, 2048, dtype=np.float32)
   ast = _ast(a @ b)
+  # the tf32 tile is refused while its GPU results are wrong (tensor_core.TF32_VERIFIED); what "high" would allow:
+  assert "gave wrong results" in check(ast, TC_CAPS, [tensor_core(1, 0)])
+  assert not any(o.kind is OptKind.TENSOR_CORE for o in choose_opts(ast, TC_CAPS))
+  monkeypatch.setattr(tc, "TF32_VERIFIED", True)
   assert check(ast, TC_CAPS, [tensor_core(1, 0)]) is None and choose_opts(ast, TC_CAPS) == [tensor_core(1, 0)]
   alloy.set_float32_matmul_precision("highest")
   assert check(ast, TC_CAPS, [tensor_core(1, 0)]) is not None
@@ -209,8 +213,9 @@ def test_float32_precision_knob(rng, tf32):
   assert alloy.get_float32_matmul_precision() == "highest"
 
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
-def test_tf32_source_compiles(rng, tf32, layout):
+def test_tf32_source_compiles(rng, tf32, layout, monkeypatch):
   pytest.importorskip("cuda.bindings")
+  monkeypatch.setattr(tc, "TF32_VERIFIED", True)   # the tile is refused until it is right on the GPU; its source compiles
   from alloy.runtime.cuda.compiler import CUDACompiler
   a, b = _half(rng, 100, 40, dtype=np.float32), _half(rng, 40, 72, dtype=np.float32)
   a = a if layout[0] == "n" else a.T.contiguous().realize().T
@@ -222,10 +227,31 @@ def test_tf32_source_compiles(rng, tf32, layout):
     if "cuda_fp16" in str(e): pytest.skip("no CUDA headers")
     raise
 
+def test_source_declares_its_shared_memory(rng):
+  ast = _ast(_half(rng, 256, 64) @ _half(rng, 64, 256))
+  src = CUDARenderer().render(lower(ast, TC_CAPS, [tensor_core(1, 0), stage(1, 3)]))
+  assert 'extern "C" __device__ int alloy_dynamic_shared_bytes = 49152;' in src   # 3 x (128 + 128) x 32 x 2 bytes
+  assert "__launch_bounds__(256, 2)" in src
+
 @cuda
+def test_gpu_jit_graph_replay():
+  # a captured tensor-core kernel replays as a CUDA graph node, with its dynamic shared memory
+  r = np.random.default_rng(5)
+  a, b = r.uniform(-1, 1, (256, 128)).astype(np.float16), r.uniform(-1, 1, (128, 192)).astype(np.float16)
+  step = alloy.jit(lambda x, y: (x @ y).relu())
+  for _ in range(4):
+    got = step(Tensor(a, device="CUDA"), Tensor(b, device="CUDA")).numpy().astype(np.float64)
+    np.testing.assert_allclose(got, np.maximum(a.astype(np.float64) @ b, 0), atol=2e-2, rtol=1e-2)
+  assert _opts_of_last_matmul() is not None
+
+@cuda
+@pytest.mark.xfail(strict=True, reason="the tf32 tile gave wrong results on the H200 (tensor_core.TF32_VERIFIED); an XPASS "
+                                       "here means the cvt fix works: set TF32_VERIFIED and drop this mark")
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
-@pytest.mark.parametrize("M, N, K", [(1000, 4097, 64), (129, 257, 1000), (7, 64, 33)])
-def test_gpu_tf32(tf32, layout, M, N, K):
+@pytest.mark.parametrize("M, N, K", [(1000, 4097, 64), (129, 257, 1000), (128, 256, 96)])
+def test_gpu_tf32(tf32, monkeypatch, layout, M, N, K):
+  from alloy.runtime.registry import get_device
+  monkeypatch.setattr(tc, "TF32_VERIFIED", True)
   rng = np.random.default_rng(M + N + K)
   a = rng.uniform(-1, 1, (M, K) if layout[0] == "n" else (K, M)).astype(np.float32)
   b = rng.uniform(-1, 1, (K, N) if layout[1] == "n" else (N, K)).astype(np.float32)
@@ -233,10 +259,7 @@ def test_gpu_tf32(tf32, layout, M, N, K):
   out = (A if layout[0] == "n" else A.T) @ (B if layout[1] == "n" else B.T)
   a64, b64 = a.astype(np.float64), b.astype(np.float64)
   want = (a64 if layout[0] == "n" else a64.T) @ (b64 if layout[1] == "n" else b64.T)
-  got = out.numpy().astype(np.float64)
-  ck = _opts_of_last_matmul()
-  assert ck is not None and "tf32" in ck.source
-  np.testing.assert_allclose(got, want, atol=2e-3 * math.sqrt(K), rtol=5e-3)   # tf32: 10-bit mantissas
-  alloy.set_float32_matmul_precision("highest")   # the same matmul again: exact, on the FMA path
-  exact = ((A if layout[0] == "n" else A.T) @ (B if layout[1] == "n" else B.T)).numpy().astype(np.float64)
-  np.testing.assert_allclose(exact, want, atol=1e-5 * math.sqrt(K), rtol=1e-5)
+  ((_, ast, inputs, _),) = schedule([out.node])
+  got = _run(ast, [n.arg for n in inputs[1:]], [tensor_core(len(ast.shape) - 1, 0)])   # forced: the heuristics' may differ
+  assert check(ast, get_device("CUDA").caps, [tensor_core(len(ast.shape) - 1, 0)]) is None
+  np.testing.assert_allclose(got.astype(np.float64), want, atol=2e-3 * math.sqrt(K), rtol=5e-3)   # tf32: 10-bit mantissas

@@ -137,7 +137,7 @@ def test_launch_list_encodes_once(monkeypatch, request, native):
     p = object.__new__(CUDAProgram)
     p.device, p.name, p.func, p.max_threads, p.static_shared, p.max_dynamic_shared, p.num_regs = dev, name, func, 1024, 0, 48 << 10, 16
     p.param_layout, p._blocks, p._gs, p._ls, p.g3, p.l3, p._shared = ((0, 8), (8, 8), (16, 4)), {}, None, None, (1, 1, 1), (1, 1, 1), 0
-    p.launch_dims, p._blk = (func, 1, 1, 1, 1, 1, 1, 0), ParamBlock(0, 0)
+    p.launch_dims, p._blk, p.dynamic_shared = (func, 1, 1, 1, 1, 1, 1, 0), ParamBlock(0, 0), 0
     return p
   add, mul = program("add", 11), program("mul", 22)
   ll = CUDALaunchList([(add, [100, 200], (7,), (4,), (32,)), (mul, [300, 100], (7,), (2, 2), (16, 2))], dev)
