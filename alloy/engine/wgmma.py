@@ -5,7 +5,8 @@ GPU), `ALLOY_WGMMA` is not 0, and codegen/matmul.py recognises it as a matmul wh
 both bfloat16, accumulated in float32, with no epilogue but the cast to the output (the operands' dtype), stored as
 (batch..., m, n) in order; the operands' strides must suit the copy engine (each operand contiguous along K or along
 its own M/N axis, the other strides multiples of 16 bytes, offsets 16-byte aligned). Batch axes that are one run of
-memory in both operands become one; an operand B shared by every batch (x @ W) folds the batch into M. Anything
+memory in both operands become one; an operand B shared by every batch (x @ W) folds the batch into M; K must pass
+64 (below, mma.sync's small tile measured faster). Anything
 else, or a spec the kernel cannot take (`wgmma_unfit`), goes through the Lowerer (TENSOR_CORE's mma.sync tiles
 where they apply): `wgmma_gemm` returns None.
 """
@@ -39,6 +40,9 @@ def _tile(M: int, N: int) -> dict:
 def wgmma_gemm(spec: MatmulSpec) -> tuple[WGMMAGemm, tuple] | None:
   """The kernel's gemm for spec and the (slot, byte offset) of A and B, or None where the kernel cannot take it."""
   dtype = spec.operand_dtype
+  # K <= 64 (attention's q @ k^T) is store-bound: there mma.sync's 64 x 64 tile measured faster on the H200 (85
+  # TFLOP/s, branch mma's heuristics) than this kernel's 128 x 256 blocks (73.5)
+  if spec.K <= 64: return None
   if dtype is None or dtype.name not in ("float16", "bfloat16") or spec.acc_dtype.name != "float32": return None
   # a float32 output (no cast) the renderer can store, but that path has not run on a GPU yet: the Lowerer keeps it
   if spec.out_dtype != dtype: return None

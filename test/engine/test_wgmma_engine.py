@@ -25,10 +25,21 @@ def test_plain_and_transposed_operands():
   assert not g.a.k_major and g.a.row_stride == 256
 
 def test_batches():
-  g, _ = fit(h(8, 4, 256, 64) @ h(8, 4, 256, 64).transpose(2, 3))   # heads: two batch axes as one
-  assert (g.batch, g.M, g.N, g.K) == (32, 256, 256, 64) and g.a.batch_stride == g.b.batch_stride == 256 * 64
-  g, _ = fit(h(8, 256, 64) @ h(64, 128))   # x @ W: the batch folds into M
+  g, _ = fit(h(8, 4, 256, 128) @ h(8, 4, 256, 128).transpose(2, 3))   # heads: two batch axes as one
+  assert (g.batch, g.M, g.N, g.K) == (32, 256, 256, 128) and g.a.batch_stride == g.b.batch_stride == 256 * 128
+  assert fit(h(8, 4, 256, 64) @ h(8, 4, 256, 64).transpose(2, 3)) is None   # K = 64: mma.sync's small tile is faster
+  g, _ = fit(h(8, 256, 96) @ h(96, 128))   # x @ W: the batch folds into M
   assert (g.batch, g.M, g.N) == (1, 8 * 256, 128)
+
+def test_views_and_broadcasts():
+  x = h(64, 128)
+  g, operands = fit(x[16:] @ h(128, 256))   # a view starting 16 rows in: A's first element 16 * 128 halves along
+  assert g.M == 48 and operands[0] == (1, 16 * 128 * 2)
+  assert fit(h(64, 128)[:, 4:] @ h(124, 256)) is None          # 4 columns in: A starts 8 bytes past 16-byte alignment
+  assert fit(h(64, 128)[:, 8:] @ h(120, 256))[1][0] == (1, 16)
+  assert fit(h(128, 256) @ h(4, 256, 64)) is None              # A shared by the batches, B not: no fold
+  g, _ = fit(h(4, 128, 64).transpose(1, 2) @ h(4, 128, 96))    # A stored K x M per batch (K = 128)
+  assert not g.a.k_major and g.a.row_stride == 64 and g.a.batch_stride == 128 * 64 and (g.batch, g.M, g.K) == (4, 64, 128)
 
 def test_schedule_of_several_kernels_compiles_wgmma(monkeypatch):
   """compile_kernels (a schedule's new kernels side by side) sends the matmul to the wgmma kernel too, not the Lowerer."""
@@ -40,9 +51,10 @@ def test_schedule_of_several_kernels_compiles_wgmma(monkeypatch):
   assert len(seen) >= 2   # every fresh kernel was offered to it (the CPU device takes none)
 
 def test_refused():
-  assert fit(h(64, 64, dtype=np.float32) @ h(64, 64, dtype=np.float32)) is None      # fp32: not this kernel
-  assert fit(h(64, 60) @ h(60, 64)) is None                   # A's rows of 60 halves: not 16-byte multiples
-  assert fit((h(64, 64) @ h(64, 64)).relu()) is None          # an epilogue beyond the cast
+  assert fit(h(64, 128) @ h(128, 64)) is not None
+  assert fit(h(64, 128, dtype=np.float32) @ h(128, 64, dtype=np.float32)) is None    # fp32: not this kernel
+  assert fit(h(64, 100) @ h(100, 64)) is None                 # A's rows of 100 halves: not 16-byte multiples
+  assert fit((h(64, 128) @ h(128, 64)).relu()) is None        # an epilogue beyond the cast
 
 # --- on an sm_90 GPU -----------------------------------------------------------------------------
 
@@ -63,7 +75,7 @@ def launched_names(fn):
   return out.float().numpy(), names
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("shapes", [((1000, 520), (520, 1000)), ((4, 300, 64), (4, 64, 200)), ((3, 200, 128), (128, 64))])
+@pytest.mark.parametrize("shapes", [((1000, 520), (520, 1000)), ((4, 300, 72), (4, 72, 200)), ((3, 200, 128), (128, 64))])
 def test_tensor_matmul(dtype, shapes):
   hopper()
   rng = np.random.default_rng(1)
