@@ -72,3 +72,15 @@ print("ok")
   env = dict(os.environ, ALLOY_CPU_ISA="avx2", DEV="CPU")
   proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16bit_result_is_rounded(device, rng, dtype):
+  """A 16-bit matmul's result holds 16-bit values when read back as float32 (GCC 12 with AVX512-FP16 once kept the
+  float32 accumulator's bits), and one with a fused epilogue builds and runs (it once emitted an unassemblable vmovsh)."""
+  if not supported(device, [dtype]): pytest.skip(f"no {dtype} on {device}")
+  (ta, a), (tb, b) = _operand(device, rng, (9, 64), dtype, False), _operand(device, rng, (64, 24), dtype, False)
+  (tc, c), _ = _operand(device, rng, (9, 24), dtype, False), None
+  for out, want in (((ta @ tb).float().numpy(), a @ b), (((ta @ tb + tc).relu()).float().numpy(), np.maximum(a @ b + c, 0))):
+    rounded = Tensor(out, device=device).cast(dtype).float().numpy()
+    np.testing.assert_array_equal(out, rounded)
+    assert_close(out.astype(np.float64), want, "float64", rtol=2e-2, atol=2e-2)

@@ -26,13 +26,28 @@ X86_EXTENSIONS = ("avx512f", "avx2", "avx", "sse4_2")   # widest first
 ISA_LIMITS = {"avx2": ["-mno-avx512f"], "avx": ["-mno-avx512f", "-mno-avx2", "-mno-fma"]}
 
 @functools.lru_cache(None)
+def cpu_flags() -> frozenset:
+  """The CPU's feature flags as /proc/cpuinfo names them (empty where there is none)."""
+  try:
+    with open("/proc/cpuinfo") as f: return frozenset(next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), ()))
+  except OSError: return frozenset()
+
 def cpu_extension() -> str:
   """The CPU's widest x86 vector extension ("" elsewhere, and on an x86 CPU without them)."""
-  flags = ""
-  try:
-    with open("/proc/cpuinfo") as f: flags = f.read()
-  except OSError: pass
-  return next((e for e in X86_EXTENSIONS if f" {e} " in flags or f" {e}\n" in flags), "")
+  return next((e for e in X86_EXTENSIONS if e in cpu_flags()), "")
+
+# With AVX512-FP16 on (-march=native on a CPU that has it), GCC 12's vectorizer drops the float -> _Float16 -> float
+# round trip of a value it keeps in a register (a float16 matmul read back as float32 kept float32 bits), and can
+# emit a masked vmovsh the assembler refuses. alloy computes float16 in float32 and rounds by conversion, which F16C
+# does without that extension, so kernels are built without it.
+FP16_ARITHMETIC_OFF = ["-mno-avx512fp16"]
+
+@functools.lru_cache(None)
+def fp16_flags(cc: str) -> list[str]:
+  """FP16_ARITHMETIC_OFF where the CPU has AVX512-FP16 and the compiler knows the flag (else nothing to turn off)."""
+  if "avx512_fp16" not in cpu_flags(): return []
+  probe = subprocess.run([cc, *FP16_ARITHMETIC_OFF, "-x", "c", "-fsyntax-only", "-"], input="", capture_output=True, text=True)
+  return FP16_ARITHMETIC_OFF if probe.returncode == 0 else []
 
 @functools.lru_cache(None)
 def vector_isa() -> str:
@@ -59,7 +74,7 @@ class CPUCompiler(Compiler):
   def __init__(self):
     self.cc = find_c_compiler()
     version = subprocess.run([self.cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    self.flags = CFLAGS + vector_isa_flags()
+    self.flags = CFLAGS + vector_isa_flags() + fp16_flags(self.cc)
     self.identity = f"{version} {' '.join(self.flags)} {cpu_target()}"
   def compile(self, source: str) -> bytes: return self.shared_library(["-x", "c", "-"], source)
   def shared_library(self, args: list[str], source: str = "") -> bytes:
