@@ -75,10 +75,10 @@ __doc__ += "\n".join(f"- {k}: {t}" for k, t in enumerate(TILES)) + "\n"
 SIMDGROUP_TILES = tuple(k for k, t in enumerate(TILES) if t.instruction == SIMDGROUP_8X8)   # Metal's: (small, large)
 
 MMA_DTYPES = ("float16", "bfloat16")   # and float32 as tf32 (m16n8k8), where float32_matmul_precision allows
-# The tf32 tile's results were wrong on the H200 (6 of 6 checks of test_tensor_core's former test_gpu_tf32, aligned and
-# not). Suspected: its cvt.rna.tf32.f32 read the float32 through an integer ("r") register; it now takes an "f" one, as
-# CUTLASS's does, but that has not run on a GPU yet. check() refuses the tile until a GPU check passes.
-TF32_VERIFIED = False
+# The tf32 tile's results were once wrong on the H200: its cvt.rna.tf32.f32 read the float32 through an integer ("r")
+# register. With an "f" one, test_tensor_core's test_gpu_tf32 passes on the H200 (9 of 9). check() refuses the tile
+# where this is False (a switch to take it out again should a GPU check fail).
+TF32_VERIFIED = True
 SIMDGROUP_DTYPES = ("float16", "float32")   # bfloat16 is ushort bits on alloy's Metal (renderer/metal.py)
 FRAGMENT_REGISTERS = 64   # registers a thread needs beside its accumulators: operand fragments, addresses, loop state
 

@@ -79,8 +79,10 @@ def _gelu(x):
   from math import erf
   return 0.5 * x * (1 + np.vectorize(erf)(x / math.sqrt(2)))
 
+CUDA_TILES = [k for k, t in enumerate(tc.TILES) if t.instruction == tc.MMA_SYNC]   # (the rest are Metal's)
+
 @pytest.mark.parametrize("name", list(CASES))
-@pytest.mark.parametrize("arg", [k for k, t in enumerate(tc.TILES) if t.instruction == tc.MMA_SYNC])   # CUDA's tiles
+@pytest.mark.parametrize("arg", CUDA_TILES)
 def test_source_compiles(rng, name, arg):
   pytest.importorskip("cuda.bindings")
   from alloy.runtime.cuda.compiler import CUDACompiler
@@ -126,7 +128,7 @@ def test_gpu_sizes(M, N, K, layout):
   tol = dict(atol=2e-3 * math.sqrt(K) + 1e-3, rtol=1e-2)
   ((_, ast, inputs, _),) = schedule([out.node])
   caps, n_axis = get_device("CUDA").caps, len(ast.shape) - 1
-  for arg in range(len(tc.TILES)) if layout == "nn" else (0,):   # every tile, forced
+  for arg in CUDA_TILES if layout == "nn" else (0,):   # every CUDA tile, forced
     if (why := check(ast, caps, [tensor_core(n_axis, arg)])) is not None:
       assert min(M, N) == 1, why   # a vector: no N axis to name
       continue
@@ -206,7 +208,8 @@ def tf32():
 def test_float32_precision_knob(rng, tf32, monkeypatch):
   a, b = _half(rng, 2048, 128, dtype=np.float32), _half(rng, 128, 2048, dtype=np.float32)
   ast = _ast(a @ b)
-  # the tf32 tile is refused while its GPU results are wrong (tensor_core.TF32_VERIFIED); what "high" would allow:
+  # "high" allows the tf32 tile, and the heuristics take it; while tensor_core.TF32_VERIFIED is off it is refused
+  monkeypatch.setattr(tc, "TF32_VERIFIED", False)
   assert "gave wrong results" in check(ast, TC_CAPS, [tensor_core(1, 0)])
   assert not any(o.kind is OptKind.TENSOR_CORE for o in choose_opts(ast, TC_CAPS))
   monkeypatch.setattr(tc, "TF32_VERIFIED", True)
@@ -220,7 +223,6 @@ def test_float32_precision_knob(rng, tf32, monkeypatch):
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
 def test_tf32_source_compiles(rng, tf32, layout, monkeypatch):
   pytest.importorskip("cuda.bindings")
-  monkeypatch.setattr(tc, "TF32_VERIFIED", True)   # the tile is refused until it is right on the GPU; its source compiles
   from alloy.runtime.cuda.compiler import CUDACompiler
   a, b = _half(rng, 100, 40, dtype=np.float32), _half(rng, 40, 72, dtype=np.float32)
   a = a if layout[0] == "n" else a.T.contiguous().realize().T
@@ -250,13 +252,10 @@ def test_gpu_jit_graph_replay():
   assert _opts_of_last_matmul() is not None
 
 @cuda
-@pytest.mark.xfail(strict=True, reason="the tf32 tile gave wrong results on the H200 (tensor_core.TF32_VERIFIED); an XPASS "
-                                       "here means the cvt fix works: set TF32_VERIFIED and drop this mark")
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
 @pytest.mark.parametrize("M, N, K", [(1000, 4097, 64), (129, 257, 1000), (128, 256, 96)])
 def test_gpu_tf32(tf32, monkeypatch, layout, M, N, K):
   from alloy.runtime.registry import get_device
-  monkeypatch.setattr(tc, "TF32_VERIFIED", True)
   out, want = _laid_out_matmul(M, N, K, layout, np.float32)
   ((_, ast, inputs, _),) = schedule([out.node])
   got = _run(ast, [n.arg for n in inputs[1:]], [tensor_core(len(ast.shape) - 1, 0)])   # forced: the heuristics' may differ

@@ -1,5 +1,6 @@
 """The PTX renderer. Rendering and assembling (nvJitLink) need no GPU; values are checked where a CUDA GPU is present,
 against NumPy and against the CUDA C renderer, which the PTX renderer must agree with op for op."""
+import collections
 import math
 import numpy as np
 import pytest
@@ -165,9 +166,9 @@ def test_agrees_with_cuda_c(dev, monkeypatch):
             (tf / 3.3), tf.bitcast("int32"), ti.bitcast("float32") * 1.5, Tensor(f[:490].reshape(70, 7), device="CUDA").max(1)[0],
             (ti.cast("int64") * 1000003) // 7,
             (tf > 0).where(ti, tj), ti.cast("uint32") >> 3, tf.half().sum(), (tj > 0).any(), (tj > -9).all()]
-  monkeypatch.setattr(compiled, "_compiled", {})
+  monkeypatch.setattr(compiled, "_compiled", collections.OrderedDict())
   ptx = [t.numpy() for t in programs()]
-  monkeypatch.setattr(compiled, "_compiled", {})
+  monkeypatch.setattr(compiled, "_compiled", collections.OrderedDict())
   monkeypatch.setattr(dev, "renderer", CUDARenderer())
   cuda = [t.numpy() for t in programs()]
   for k, (a, b) in enumerate(zip(ptx, cuda)):
