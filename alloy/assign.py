@@ -11,10 +11,9 @@ view writes through to its base, recursively, and reads the base's current value
 changes t as in PyTorch; an in-place change to a tensor rebinds each of its live views (and theirs) to the view of
 its new value, so `v = t[1:]; t += 1; v` shows the new values, and the view's graph follows. A view shares its
 base's version counter, as PyTorch's views share their storage's: a product that saved v refuses to backward after
-t changed. Only views are
-rebound: any other tensor that read t keeps the value it read. expand() results, pads and flips are not views here
-(PyTorch: expand is a view it refuses to write; flip and pad copy). A @jit replay does not rebind the views of what
-it changes that outlive the call.
+t changed. Only views are rebound: any other tensor that read t keeps the value it read. expand() results, pads and
+flips are not views here (PyTorch: expand is a view it refuses to write; flip and pad copy). A @jit replay does not
+rebind the views of what it changes that outlive the call.
 
 Writing at advanced indices (integer tensors or lists, boolean masks) reads a device index tensor back, as
 __getitem__ does, and then costs O(written tensor) work: the host inverts the index (which source row lands on each
@@ -88,7 +87,8 @@ def _rebind_views(t, skip) -> None:
     if v is None or v is skip: continue
     with autograd.enable_grad() if v._ag is not None or autograd.is_grad_enabled() else autograd.no_grad():
       new = current(v)   # v's base is at a newer version than v noted: v is read from it again
-    v.node, v._ag = new.node, new._ag   # its version is t's: already bumped
+    v.node = new.node   # its version is t's: already bumped
+    if not isinstance(v._ag, autograd.Leaf): v._ag = new._ag   # a view made a leaf itself (requires_grad_) stays one
     b = v._base
     v._base = (b[0], b[1], b[2], autograd.version(t))
     _rebind_views(v, None)

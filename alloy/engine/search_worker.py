@@ -4,7 +4,8 @@
 runs in the searching process (the software Metal device already runs kernels in a worker process of its own). A
 CPU kernel runs in the caller's address space, so a candidate that crashes would kill the process: `ChildTimer`
 runs them in a child Python (`serve`), a child that holds copies of the inputs; a crash or a timeout
-costs that child, which is started again, and never the search.
+costs that child, which is started again, and never the search. A child that outlives its search is kept (one) for
+the next search of the process, which sends it new inputs.
 """
 from __future__ import annotations
 import os, pickle, select, struct, subprocess, sys, time
@@ -79,12 +80,20 @@ def serve() -> None:
         _send(replies, ("ok",) + time_kernel(device, inputs, out, kernel, scalars, repeats, slow_s))
     except Exception as e: _send(replies, ("error", f"{type(e).__name__}: {e}"))
 
+_idle: list = []   # a timing child kept between searches: its start (a Python importing alloy, about 1 s) is paid once
+
 class ChildTimer:
   """Times kernels in a child process (see the module docstring); `time` returns (seconds, bytes) or raises
-  CandidateFailed saying what happened to the child."""
+  CandidateFailed saying what happened to the child. A child that survives a search is kept for the next one."""
   def __init__(self, device: str, arrays: list, out: tuple):
     self.setup, self.proc = ("setup", device, arrays, out), None
   def _start(self) -> None:
+    while _idle:
+      self.proc = _idle.pop()
+      if self.proc.poll() is not None: continue
+      try: return self._ask(self.setup, timeout=120)
+      except CandidateFailed:   # a new one instead
+        if self.proc is not None: self.close_child()
     env = dict(os.environ, DEBUG="0", TRACE="")
     self.proc = subprocess.Popen([sys.executable, "-c", "from alloy.engine.search_worker import serve; serve()"], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, env=env)
@@ -112,6 +121,16 @@ class ChildTimer:
     return self._ask(("time", kernel, scalars, repeats, slow_s), timeout)
   def close(self) -> None:
     if self.proc is None: return
+    if not _idle:
+      try:   # kept, without the scratch inputs
+        self._ask(("setup", self.setup[1], [], self.setup[3]), timeout=10)
+        proc, self.proc = self.proc, None
+        _idle.append(proc)
+        return
+      except CandidateFailed:
+        if self.proc is None: return
+    self.close_child()
+  def close_child(self) -> None:
     proc, self.proc = self.proc, None
     try: proc.stdin.close()
     except OSError: pass

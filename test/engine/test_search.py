@@ -131,3 +131,22 @@ def test_budget_bounds_the_search(fresh_cache, monkeypatch, budget):
     return
   assert entry["tried"] < offered[0], (entry, offered)   # stopped inside the first round (none tried: the reference took it all)
   assert entry["search_s"] < budget + 2.0, entry   # 2 s: a chunk's compiles on a loaded 2-core machine
+
+def test_timing_child_is_kept_between_searches(fresh_cache, monkeypatch):
+  """A CPU search's timing process outlives it, without its inputs, and the next search sends it new ones: its
+  start (a Python importing alloy) is paid once per process, not once per kernel."""
+  from alloy.engine import search_worker
+  monkeypatch.setattr(search, "BEAM_BUDGET_S", 0.0)   # the reference kernel alone
+  monkeypatch.setattr(search_worker, "_idle", [])      # none kept by an earlier test
+  entries = _searches(monkeypatch)
+  rng = np.random.default_rng(9)
+  a = rng.uniform(-1, 1, (64, 300)).astype(np.float32)
+  with alloy.beam(2): first = Tensor(a, device="CPU").sum(1).numpy()
+  (kept,) = search_worker._idle
+  with alloy.beam(2): second = (Tensor(a, device="CPU") * 2).amax(1).numpy()
+  assert_close(first, a.sum(1), rtol=1e-4, atol=1e-4)
+  assert_close(second, (a * 2).max(1))
+  assert len(entries) == 2 and search_worker._idle == [kept] and kept.poll() is None
+  assert entries[1]["search_s"] < entries[0]["search_s"], entries
+  kept.stdin.close()   # this test's own child: it ends on the closed pipe
+  kept.wait(timeout=10)

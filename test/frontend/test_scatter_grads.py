@@ -193,3 +193,42 @@ def test_large_scatter_reduce_is_proportional_to_the_work(rng, reduce):
   out = x.scatter(0, idx, src) if reduce is None else x.scatter_reduce(0, idx, src, reduce)
   out.sum().backward()
   assert _largest_node([out.node, x.grad.node, src.grad.node]) <= 4 * (n + size)
+
+def _np_combine(keys, vals, size, how):
+  rows, n, width = vals.shape
+  ident = {"sum": 0, "prod": 1, "amax": -np.inf, "amin": np.inf, "last": 0}[how]
+  out, written = np.full((rows, size, width), ident, np.float64), np.zeros((rows, size, 1), bool)
+  for r in range(rows):
+    for j in range(n):
+      t, v = keys[r, j], vals[r, j].astype(np.float64)
+      if not written[r, t, 0]: out[r, t] = v if how != "sum" else v
+      elif how == "sum": out[r, t] += v
+      elif how == "prod": out[r, t] *= v
+      elif how == "amax": out[r, t] = np.maximum(out[r, t], v)
+      elif how == "amin": out[r, t] = np.minimum(out[r, t], v)
+      else: out[r, t] = v
+      written[r, t, 0] = True
+  return out, written
+
+@pytest.mark.parametrize("how", ["sum", "prod", "amax", "amin", "last"])
+def test_combine_at_on_random_shapes(device, rng, lowering, how):
+  """The core of both lowerings against a NumPy loop: rows, lengths (1, powers of two and not), targets, widths."""
+  for rows, n, size, width in ((1, 1, 1, 1), (3, 5, 2, 1), (2, 64, 64, 3), (1, 100, 7, 1), (4, 33, 200, 2), (1, 129, 130, 1)):
+    keys = rng.integers(0, size, (rows, n))
+    if n > 4: keys[:, : n // 4] = keys[:, :1]   # a long run of one index
+    vals = rng.uniform(0.8, 1.25, (rows, n, width)).astype(np.float32)
+    out, written = scatter_sum.combine_at(Tensor(keys, device=device), Tensor(vals, device=device), size, how)
+    want, want_written = _np_combine(keys, vals, size, how)
+    np.testing.assert_array_equal(written.numpy(), want_written)
+    assert_close(out.numpy(), want.astype(np.float32), atol=1e-5, rtol=1e-5)
+
+@pytest.mark.parametrize("how", ["sum", "prod", "amax", "amin", "last"])
+def test_combine_at_integers(device, rng, lowering, how):
+  keys = rng.integers(0, 90, (2, 100))
+  vals = rng.integers(-3, 4, (2, 100, 1)).astype(np.int32)
+  out, written = scatter_sum.combine_at(Tensor(keys, device=device), Tensor(vals, device=device), 90, how)
+  want, _ = _np_combine(keys, vals, 90, how)
+  info = np.iinfo(np.int32)
+  want = np.where(np.isinf(want), np.where(want > 0, info.max, info.min), want).astype(np.int32)   # the integer identities
+  assert out.dtype.name == "int32"
+  np.testing.assert_array_equal(out.numpy(), want)
