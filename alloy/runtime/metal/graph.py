@@ -42,7 +42,7 @@ class MetalGraph:
         self.word_at.append([end + SCALAR_SLOT * j for j in range(len(scalars))])
         slots.append([(len(buffers) + j, end + SCALAR_SLOT * j) for j in range(len(scalars))])
         end += SCALAR_SLOT * len(scalars)
-    self.scalar_buf = device.allocator._alloc(max(end, SCALAR_SLOT))
+    self.scalar_buf = device.allocator.alloc(max(end, SCALAR_SLOT))
     self.cur_bufs, self.cur_scalars, self.last = [], [], None
     for i, (prog, buffers, scalars, global_size, local_size) in enumerate(launch[:5] for launch in launches):
       if not isinstance(prog, MetalProgram) or prog.device is not device: raise ValueError(f"launch {i}: not a MetalProgram of {device.name}")
