@@ -31,6 +31,7 @@ MaxResult = collections.namedtuple("MaxResult", ["values", "indices"])
 _recent_constants: collections.deque = collections.deque(maxlen=64)
 
 def _norm_axis(axis: int, ndim: int, what="dimension") -> int:
+  if type(axis) is int and -ndim <= axis < ndim: return axis % ndim   # the common case, without the checks below
   axis = plain(axis)
   if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
     raise TypeError(f"{what} must be an int, got {type(axis).__name__}")
@@ -175,7 +176,9 @@ class Tensor:
     """pickle and copy.deepcopy: by value, on the same device."""
     return (_rebuild, (self.numpy(), self.dtype.name, self.device))
   @property
-  def T(self) -> "Tensor": return self.permute(tuple(reversed(range(self.ndim))))
+  def T(self) -> "Tensor":   # a valid order by construction: permute's checks left out where there is one to reverse
+    n = len(self.node.shape)
+    return self._view("permute", tuple(range(n - 1, -1, -1))) if n > 1 else self.permute(tuple(range(n)))
   @property
   def mT(self) -> "Tensor": return self.transpose(-2, -1)
 

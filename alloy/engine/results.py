@@ -30,10 +30,11 @@ class Results:
     self.unheld = [2 + _EXTRA_REFS, 1 + len(layouts) + _EXTRA_REFS] + [1 + _EXTRA_REFS] * len(layouts)
 
   def next(self) -> tuple:
-    """An entry to write this call's values into: a dropped one, else a new one."""
+    """An entry to write this call's values into: the most recently used of the dropped ones (its buffer is likely
+    still in cache), else a new one."""
     entries = self.entries
-    for k, entry in enumerate(entries):
-      if _refcounts(entry) == self.unheld:
+    for k in range(len(entries) - 1, -1, -1):
+      if _refcounts(entry := entries[k]) == self.unheld:
         if k != len(entries) - 1: entries.append(entries.pop(k))   # most recently used last
         return entry
     buf = Buffer(self.device, self.size, self.dtype)
