@@ -28,11 +28,12 @@ from alloy.engine.realize import realize
 from alloy.runtime.registry import canonical_device, default_device
 from alloy.tensor import Tensor, broadcast_shape, cat, norm_axis
 
-def devices_of(devices) -> tuple[str, ...]:
-  """Canonical names of `devices`: a list of names, or a count n (devices 0..n-1 of the default device's kind)."""
+def devices_of(devices, like: str | None = None) -> tuple[str, ...]:
+  """Canonical names of `devices`: a list of names, or a count n (devices 0..n-1 of the kind of the device `like`,
+  the tensor being sharded; else of the default device's kind)."""
   if isinstance(devices, int):
     if devices < 1: raise ValueError(f"shard: {devices} devices; give at least 1")
-    kind = default_device().partition(":")[0]
+    kind = (like or default_device()).partition(":")[0]
     devices = [f"{kind}:{i}" for i in range(devices)]
   if isinstance(devices, str): devices = [d for d in devices.split(",") if d]
   names = tuple(canonical_device(d) for d in devices)
@@ -46,8 +47,9 @@ def _part(t: Tensor, axis: int, k: int, n: int) -> Tensor:
 
 def shard(t: Tensor, devices, axis: int | None = None) -> "ShardedTensor":
   """t split along axis into one equal part per device (axis None: a copy on every device)."""
-  if isinstance(t, ShardedTensor): return t.reshard(axis) if devices_of(devices) == t.devices else shard(t.to(t.devices[0]), devices, axis)
-  devs = devices_of(devices)
+  if isinstance(t, ShardedTensor):
+    return t.reshard(axis) if devices_of(devices, t.devices[0]) == t.devices else shard(t.to(t.devices[0]), devices, axis)
+  devs = devices_of(devices, t.device)
   if axis is None: return ShardedTensor([t if t.device == d else t.to(d) for d in devs], None)
   ax = norm_axis(axis, t.ndim)
   if t.shape[ax] % len(devs):

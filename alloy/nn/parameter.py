@@ -28,10 +28,12 @@ def rebind(t: Tensor, value: Tensor) -> Tensor:
   if value.dtype is not t.dtype and value.device == t.device: value = value.cast(t.dtype)
   if value.device != t.device and t.grad is not None: t.grad = None
   t.node, t.device = value.detach().node, value.device
+  t._base = None   # a value of its own: no longer a view whose writes go to a base (which may be on the old device)
   return t
 
 def retype(t: Tensor, value: Tensor) -> Tensor:
   """Give t a value of another dtype or device (Module.to, .half()); a gradient of the old dtype is dropped."""
   if t.grad is not None and (value.dtype is not t.dtype or value.device != t.device): t.grad = None
   t.node, t.device = value.detach().node, value.device
+  t._base = None   # as in rebind
   return t

@@ -37,7 +37,7 @@ def test_shard_and_gather():
     np.testing.assert_array_equal(whole.numpy(), x)
     g = s.gather()
     assert g.axis is None and all(np.array_equal(t.numpy(), x) for t in g.shards)
-  s = Tensor(x).shard(3, 0)   # a count: the default kind's first devices
+  s = Tensor(x, device="CPU").shard(3, 0)   # a count: the first devices of the tensor's kind
   assert s.devices == ("CPU", "CPU:1", "CPU:2")
 
 def test_elementwise_and_broadcasting(counted):
@@ -154,17 +154,17 @@ def test_collective_gradients():
   _close(root.grad.numpy(), np.full((2, 3), 3.0))
 
 def test_errors():
-  x = Tensor(_r(6, 4))
+  x = Tensor(_r(6, 4), device="CPU")
   with pytest.raises(ValueError, match="does not split evenly"): x.shard(DEVS, 1)
   with pytest.raises(ValueError, match="appears twice"): x.shard(["CPU:0", "CPU"])
   xs = x.shard(DEVS, 0)
   with pytest.raises(ValueError, match="shard the Tensor first"): xs + x
   with pytest.raises(ValueError, match="same devices"): xs + x.shard(DEVS[:2], 0)
-  with pytest.raises(ValueError, match="same shape and dtype"): collectives.all_reduce([Tensor(_r(2)), Tensor(_r(3), device="CPU:1")])
+  with pytest.raises(ValueError, match="same shape and dtype"): collectives.all_reduce([Tensor(_r(2), device="CPU"), Tensor(_r(3), device="CPU:1")])
   with pytest.raises(AttributeError, match="ShardedTensor has no attribute 'conv2d'"): xs.conv2d(None)
   @alloy.jit
   def f(a, b): return collectives.all_reduce([a * 2, b * 2])[0]
-  a, b = Tensor(_r(4)), Tensor(_r(4), device="CPU:1")
+  a, b = Tensor(_r(4), device="CPU"), Tensor(_r(4), device="CPU:1")
   f(a, b)
   with pytest.raises(alloy.JitError, match="not captured by @jit"): f(a, b)
   assert isinstance(xs, ShardedTensor) and "split on axis 0" in repr(xs)

@@ -79,7 +79,7 @@ def test_eval_and_errors():
   dp = DataParallel(_net(), DEVS).eval()
   x = np.random.default_rng(2).standard_normal((4, 1, 8, 8)).astype(np.float32)
   (xb,) = dp.scatter(x)
-  np.testing.assert_allclose(dp(xb).numpy(), dp.replicas[0](alloy.Tensor(x)).numpy(), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(dp(xb).numpy(), dp.replicas[0](alloy.Tensor(x, device=DEVS[0])).numpy(), rtol=1e-5, atol=1e-6)
   with pytest.raises(ValueError, match="does not split evenly"): dp.scatter(x[:3])
   with pytest.raises(TypeError, match="expected a ShardedTensor"): dp(alloy.Tensor(x))
 

@@ -174,6 +174,16 @@ def test_to_moves_and_casts_keeping_objects(device):
   assert w.dtype is alloy.float32
   with pytest.raises(TypeError, match="only floating point"): net.to(dtype="int32")
 
+@pytest.mark.parametrize("start", ["CPU", "CPU:1"])
+def test_buffers_moved_by_to_take_in_place_updates(device, start):
+  """A buffer made as a view (num_batches_tracked) and moved by Module.to is a tensor of its own on the new device:
+  an in-place update writes there, not into the base it was a view of on the old one."""
+  bn = nn.BatchNorm2d(3).to(start).to(device)
+  assert bn.num_batches_tracked.device == device
+  bn.num_batches_tracked.copy_(bn.num_batches_tracked + 1)
+  bn.running_mean.mul_(2.0).add_(1.0)
+  assert int(bn.num_batches_tracked.item()) == 1 and np.allclose(bn.running_mean.numpy(), 1.0)
+
 def test_containers():
   seq = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
   assert len(seq) == 3 and isinstance(seq[-1], nn.Linear) and len(seq[1:]) == 2 and [k for k, _ in seq[1:].named_children()] == ["1", "2"]
