@@ -24,6 +24,7 @@ import numpy as np
 from alloy import dtype as dt, autograd
 from alloy.engine import realize as engine
 from alloy.scalar import plain
+from alloy.ir.ops import Op
 
 MAX_LAYERS = 8   # index_put_(accumulate=True): past this many repeats of one index, one compare-all sum instead of a layer per repeat
 
@@ -32,12 +33,13 @@ MAX_LAYERS = 8   # index_put_(accumulate=True): past this many repeats of one in
 _pending: dict = {}
 
 def _pending_tensors() -> list:
-  out = [t for t in (ref() for ref in _pending.values()) if t is not None]
+  # a view of a buffer is computed already (an optimizer's parameters are slices of its update's vector): realizing it would copy it
+  out = [t for t in (ref() for ref in _pending.values()) if t is not None and not (t.node.op is Op.VIEW and t.node.src[0].op is Op.BUFFER)]
   _pending.clear()
   return out
 
 engine.realize_companions.append(_pending_tensors)
-assign_listeners: list = []   # listener(tensor) on every in-place change (the jit's capture checks what changed)
+assign_listeners: list = []   # listener(tensor) before every in-place change (the jit's capture records what changes)
 
 def _tensor_cls():
   from alloy.tensor import Tensor
@@ -100,9 +102,9 @@ def assign(t, new, what: str, cast_any: bool = False, keep_grad: bool = False):
   if b is not None:
     base, how, args, _ = b
     assign(base, _write_back(current(base), how, args, new), what, True, keep_grad or how == "detach")
+  for listener in assign_listeners: listener(t)   # before the change: the jit keeps the value t had
   t.node = new.node
   _pending[id(t)] = weakref.ref(t)
-  for listener in assign_listeners: listener(t)
   if autograd.is_grad_enabled() and not keep_grad:
     if new._ag is None and t._ag is not None:   # a value that no longer depends on the graph (fill_): it keeps requiring grad
       new = autograd.record(new._new(new.node), autograd.no_gradient_rule, (autograd.snapshot(t),))

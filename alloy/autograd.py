@@ -20,7 +20,7 @@ from alloy.helpers import toposort
 from alloy.ir.ops import Op
 
 _state = threading.local()
-leaf_grad_listeners: list = []   # listener(Leaf) when backward sets a leaf's .grad (the jit's capture checks whose)
+leaf_grad_listeners: list = []   # listener(Leaf) just before backward sets a leaf's .grad (the jit's capture records whose)
 
 def is_grad_enabled() -> bool: return getattr(_state, "enabled", True)
 def set_grad_enabled(mode: bool) -> None: _state.enabled = bool(mode)
@@ -269,8 +269,8 @@ def propagate(t, gradient, retain_graph: bool, create_graph: bool, targets: dict
       if targets is not None and id(ag) in targets: found[id(ag)] = g
       if isinstance(ag, Leaf):
         if targets is None:
+          for listener in leaf_grad_listeners: listener(ag)   # before: the jit sees whether backward adds into a .grad
           ag.grad = g if ag.grad is None else ag.grad + g
-          for listener in leaf_grad_listeners: listener(ag)
         continue
       if ag.retain and targets is None: ag.grad = g if ag.grad is None else ag.grad + g
       if ag.freed:

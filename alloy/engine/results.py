@@ -35,6 +35,7 @@ class Results:
     for k, entry in enumerate(entries):
       if _refcounts(entry) == self.unheld:
         if k != len(entries) - 1: entries.append(entries.pop(k))   # most recently used last
+        for view in entry[2:]: view.realized = None   # a copy a strided view was realized into holds the old values
         return entry
     buf = Buffer(self.device, self.size, self.dtype)
     base = Node(Op.BUFFER, (), buf, self.dtype, (self.size,))
