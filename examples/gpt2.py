@@ -96,7 +96,8 @@ def main(argv=None):
   for row in out: print(" ".join(map(str, row.tolist())))
   print(f"{a.max_new_tokens} new tokens x {a.batch} rows in {seconds:.2f} s (first two calls compile and capture) on "
         f"{a.device or alloy.default_device()}", file=sys.stderr)
-  if gen.decode.replay is not None: print(gen.decode.replay.describe().split("; ")[-1], file=sys.stderr)
+  if gen.decode.replay is not None:   # how the decode step replays: its graphs and its number argument
+    print("decode step " + next(p for p in gen.decode.replay.describe().split("; ") if p.startswith("replays")), file=sys.stderr)
 
 if __name__ == "__main__":
   main()

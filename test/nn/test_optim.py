@@ -45,10 +45,12 @@ def test_trajectory_matches_torch(device, dtype, name, kw):
     _loss(alloy, ap, xa).backward(); _loss(torch, tp, xt).backward()
     ao.step(); to.step()
   tol = dict(atol=1e-10, rtol=1e-10) if dtype == "float64" else dict(atol=2e-5, rtol=2e-5)
-  for a, t in zip(ap, tp): assert_close(a.numpy(), t.detach().numpy(), **tol)
+  def close(got, want):   # float32: a small entry's error scales with its tensor's largest (a momentum buffer: ~7 after 6 steps)
+    assert_close(got, want, **(tol if dtype == "float64" else dict(atol=2e-5 * max(1.0, float(np.abs(want).max())), rtol=2e-5)))
+  for a, t in zip(ap, tp): close(a.numpy(), t.detach().numpy())
   for a, t in zip(ap, tp):   # the state too: torch's names and values
     for k, v in to.state[t].items():
-      if k != "step": assert_close(ao.state[a][k].numpy(), v.numpy(), **tol)
+      if k != "step": close(ao.state[a][k].numpy(), v.numpy())
     assert ao.state[a]["step"] == 6
 
 def _count_launches(fn):
