@@ -121,9 +121,9 @@ def assign(t, new, what: str, cast_any: bool = False, keep_grad: bool = False, f
   if b is not None:
     base, how, args, _ = b
     assign(base, _write_back(current(base), how, args, new), what, True, keep_grad or how == "detach", t)
+  if watchers.on_changed: watchers.changed(t)   # before the change: the jit's capture keeps the value t had
   t.node = new.node
   engine.realize_later(t)   # computed with the next realize: a loop of in-place updates starts from computed values
-  if watchers.on_changed: watchers.changed(t)   # the jit's capture checks what changed
   if autograd.is_grad_enabled() and not keep_grad:
     if new._ag is None and t._ag is not None:   # a value that no longer depends on the graph (fill_): it keeps requiring grad
       new = autograd.record(new._new(new.node), autograd.no_gradient_rule, (autograd.snapshot(t),))

@@ -279,8 +279,8 @@ def propagate(t, gradient, retain_graph: bool, create_graph: bool, targets: dict
       if targets is not None and id(ag) in targets: found[id(ag)] = g
       if isinstance(ag, Leaf):
         if targets is None:
+          if watchers.on_changed: watchers.changed(ag)   # before: the jit's capture sees whether backward adds into a .grad
           ag.grad = g if ag.grad is None else ag.grad + g
-          if watchers.on_changed: watchers.changed(ag)   # the jit's capture checks whose .grad is set
         continue
       if ag.retain and targets is None: ag.grad = g if ag.grad is None else ag.grad + g
       if ag.freed:

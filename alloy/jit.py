@@ -18,8 +18,11 @@ its value is baked into the capture, and a call with another value raises JitErr
 
 Buffers a captured launch reads that are neither arguments nor made by the function (weights reached through
 a closure or `self`, constants built inside) are bound as they were at capture: pass tensors that change
-between calls as arguments. Tensor arguments the function changes in place, and the .grad of leaf arguments, are
-state a replay carries over (jit_state.py): a training step is one jitted function of its parameters.
+between calls as arguments. Tensors the function changes in place (arguments, or reached through a closure or
+`self`: a module's weights, an optimizer's state), and the .grad of leaves, are state a replay carries over
+(jit_state.py): a training step `opt.zero_grad(); loss.backward(); opt.step()` is captured whole. Host-side numbers
+the function reads from such state (an optimizer's learning rate and step count) come in through `live`, and the
+host bookkeeping that goes with them through `on_replay`.
 
 JIT=0 turns capture off, JIT=2 captures but replays launch by launch (no graphs).
 """
@@ -37,7 +40,7 @@ from alloy.engine import search
 from alloy.engine.values import values
 from alloy.engine.watch import Watcher, watchers
 from alloy.codegen.program import scalar_words
-from alloy.scalar import TRACED, cast_number
+from alloy.scalar import TRACED, Scalar, cast_number
 from alloy.tensor import Tensor
 from alloy import jit_args, jit_state
 
@@ -53,6 +56,17 @@ def capturing() -> bool:
   """Whether a @jit capture is running (code that cannot be replayed yet raises instead of recording stale work)."""
   return _capturing is not None
 
+def live(read, what: str = "a live number"):
+  """A number the function reads from host state (an optimizer's lr): read()'s value; inside a capture a traced
+  Scalar whose read() is called again on every replay (after the on_replay hooks), so its kernels take the new value."""
+  if _capturing is None: return read()
+  return _capturing.live(read, what)
+
+def on_replay(hook) -> None:
+  """Inside a capture: call hook() at the start of every replay, host bookkeeping the function did besides its
+  kernels (an optimizer counting its steps). Outside a capture: nothing."""
+  if _capturing is not None: _capturing.hooks.append(hook)
+
 # ---- capture
 
 class _Capture(Watcher):
@@ -62,6 +76,13 @@ class _Capture(Watcher):
     self.launches: list = []   # (CompiledKernel, [Buffer], its scalar arguments' values)
     self.rng_keys: list = []   # the key Buffers, in the order they were made
     self.baked: dict = {}      # number argument -> how the function used its value as a plain number
+    self.hooks: list = []      # on_replay hooks, in order
+    self.live_names: dict = {} # a live number's key (negative) -> what it is
+    self.implicit: list = []   # (Tensor or Leaf, entry node) the function changed that it was not passed (jit_state.py)
+  def live(self, read, what: str):
+    key = -1 - len(self.live_names)
+    self.live_names[key] = what
+    return Scalar.live(read, key, self.baked)
   def launch(self, ck, buffers, elapsed, t_submit, consts=()) -> None:
     self.launches.append((ck, list(buffers), [c.arg for c in consts]))
   def rng_key(self, key: Tensor) -> None: self.rng_keys.append(key.node.src[0].arg)
@@ -81,9 +102,13 @@ class _Capture(Watcher):
         ret = fn(*jit_args.trace_numbers(args, self.baked, count), **jit_args.trace_numbers(kwargs, self.baked, count))
         outs: list = []
         template = jit_args.template(ret, outs)
-        watch.check(self.name, state.tensors, outs)
+        self.implicit = watch.implicit(self.name, state.tensors, outs)
+        state.implicit = [obj for obj, _ in self.implicit]
+        for key, why in self.baked.items():
+          if key < 0: raise JitError(f"jit {self.name}: {self.live_names[key]} (read from host state) was used as a plain number ({why}); "
+                                     f"a replay could not give it a new value")
         self.changes, changed = state.changes()   # arguments changed in place, .grads set: outputs after the returned ones
-        engine.realize(outs + changed)
+        engine.realize(outs + [t for t in changed if not jit_args.views_a_buffer(t.node)])   # a slice stays one (replays keep its layout)
     finally: _capturing = None
     return jit_args.rebuild(template, iter(outs)), template, outs + changed
 
@@ -116,7 +141,11 @@ class Replay:
     self.other_labels, self.labels = labels, jit_args.tensor_labels(self.others, labels)
     (self.grad_args, entry_grads), self.changes = grad_args, cap.changes   # see jit_state.py
     self.labels += [f"{self.labels[i]}.grad" for i in self.grad_args]
-    tensors = list(tensors) + entry_grads
+    self.implicit = [obj for obj, _ in cap.implicit]   # what the function changed that it was not passed, in changes' order
+    self.implicit_values = [obj for obj, node in cap.implicit if node is not None]   # bound per call as inputs
+    self.labels += [f"a tensor of shape {t.shape} reached through a closure or self" for t in self.implicit_values]
+    tensors = list(tensors) + entry_grads + self.implicit_values
+    inputs = list(inputs) + [node for _, node in cap.implicit if node is not None]
     self.plain = all(o is jit_args.TENSOR for o in self.others)   # Tensors only, by position: checked without flattening
     self.specs = [jit_args.spec(t, n) for t, n in zip(tensors, inputs)]
     slots = _Slots()
@@ -129,7 +158,7 @@ class Replay:
     first_with: dict[int, int] = {}
     for i, n in enumerate(inputs):
       buf = n.src[0].arg
-      if id(buf) in made: raise JitError(f"jit {name}: the function writes into its argument {labels[i]}, which a replay cannot do")
+      if id(buf) in made: raise JitError(f"jit {name}: the function writes into its argument {self.labels[i]}, which a replay cannot do")
       if id(buf) in first_with:
         self.aliases.append((i, first_with[id(buf)]))
         self.input_slots.append(None)
@@ -181,6 +210,8 @@ class Replay:
     traced = [(i, [(j, v.source) for j, v in enumerate(values) if type(v) in TRACED]) for i, (_, _, values) in enumerate(cap.launches)]
     self.traced = [(i, found) for i, found in traced if found]
     self.stale: set = set()   # launches whose batch runner holds older words than self.words
+    self.hooks = cap.hooks
+    self.live = [(i, found) for i, found in self.traced if any(k < 0 for _, src in found for k in src.arguments())]
 
   def _build_batches(self, graph_mode: bool):
     """Consecutive launches on one device, as (runner, first, end, [(launch in batch, picker)] for launches that
@@ -283,18 +314,27 @@ class Replay:
         raise JitError(f"jit {self.name}: argument {label} is {got!r}, captured with {want!r}; the function used its value as a "
                        f"plain number ({self.baked[n]}), so that value is baked into the captured kernels. Use it only in Tensor ops "
                        f"and + - * / // % ** on it, pass it as a Tensor, or use one jitted function per value")
+    self._evaluate(self.traced, numbers)
+    self.numbers, self.others = numbers, others
+
+  def _evaluate(self, traced: list, numbers: list) -> None:
+    """The scalar words of the launches `traced` ([(launch, [(scalar, its Scalar)])]) for these number arguments and
+    the live numbers' values now; launches whose words changed go stale."""
     memo: dict = {}
-    for i, found in self.traced:
+    for i, found in traced:
       values, dtypes = self.values[i], self.launches[i][0].meta.scalar_dtypes
       for j, source in found: values[j] = cast_number(source.evaluate(numbers, memo), dtypes[j])
       if (words := scalar_words(dtypes, values)) != self.words[i]:
         self.words[i] = words
         self.stale.add(i)
-    self.numbers, self.others = numbers, others
 
   def __call__(self, args, kwargs):
     tensors = self._tensors(args, kwargs)
+    if self.hooks or self.live:   # host bookkeeping first, then the live numbers it moves (an optimizer's step count)
+      for hook in self.hooks: hook()
+      self._evaluate(self.live, self.numbers)
     args_only, tensors = tensors, jit_state.with_grads(tensors, self.grad_args, self.name) if self.grad_args or self.changes else tensors
+    if self.implicit_values: tensors = list(tensors) + self.implicit_values
     h = self.handles[:]
     bound: list = []
     for i, t in enumerate(tensors):
@@ -337,7 +377,8 @@ class Replay:
       print(f"jit {self.name}: replayed {len(self.launches)} kernels in {n_graphs} graph{'s' if n_graphs != 1 else ''}"
             + (f"; one by one: {self.graph_off}" if self.graph_off else ""))
     n = len(self.outputs) - sum(1 for kind, _ in self.changes if kind != "no grad")   # the returned ones, then the changed state
-    if self.changes: jit_state.apply(self.changes, args_only, [self._result(k, results, bound) for k in range(n, len(self.outputs))])
+    if self.changes:
+      jit_state.apply(self.changes, list(args_only) + self.implicit, [self._result(k, results, bound) for k in range(n, len(self.outputs))])
     if self.template is jit_args.TENSOR: return self._result(0, results, bound)
     return jit_args.rebuild(self.template, iter([self._result(k, results, bound) for k in range(n)]), self.numbers)
 

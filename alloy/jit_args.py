@@ -85,6 +85,10 @@ def bound_buffer(t: Tensor) -> Node:
   if n.op is Op.BUFFER: n = t.node = engine.buffer_view(n.arg, n.shape)
   return n
 
+def views_a_buffer(n: Node) -> bool:
+  """Whether n reads a buffer through a view (any layout): a computed value."""
+  return n.op is Op.VIEW and n.src[0].op is Op.BUFFER
+
 def spec(t: Tensor, n: Node) -> tuple:
   return (n.shape, n.dtype, t.device, n.arg, n.src[0].arg.size)
 

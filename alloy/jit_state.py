@@ -4,10 +4,19 @@ parameter update, `p -= lr * p.grad`), and the `.grad` of its leaf arguments (se
 
 A leaf argument's `.grad` present at the call is an input as well (backward adds into it): it is bound per call, so
 it must be present on every replay exactly when it was at capture.
+
+Tensors the function changes in place without being passed them (a module's weights and an optimizer's state,
+reached through a closure or `self`) are *implicit* state: the value each had when the call began must be a computed
+buffer (it is then bound per replay, as an argument is, from the tensor's value then), and the replay rebinds it to
+its new value. The jit holds them (strongly) as long as its capture lives. Leaves reached that way get their .grad
+set per replay as backward left it; backward may not add into a .grad such a leaf already had (a replay could not
+bind it): zero the grads inside the step (opt.zero_grad()) or after it.
 """
 from __future__ import annotations
 import weakref
-from alloy import autograd
+from alloy import autograd, jit_args
+from alloy.ir.ops import Op
+from alloy.engine import realize as engine
 from alloy.engine.watch import Watcher
 
 class State:
@@ -16,10 +25,11 @@ class State:
     self.tensors = tensors
     self.nodes = [t.node for t in tensors]
     self.grads = [_grad_node(t) for t in tensors]
+    self.implicit: list = []   # Tensors and Leaves the function changed without being passed them (Watch.implicit)
 
   def changes(self) -> tuple[list, list]:
-    """([(kind, argument index)], [the new Tensors]): kind "value" (the argument itself), "grad" (its .grad, a new
-    Tensor) or "no grad" (its .grad set to None: no Tensor)."""
+    """([(kind, index)], [the new Tensors]): kind "value" (the argument itself), "grad" (its .grad, a new Tensor)
+    or "no grad" (its .grad set to None: no Tensor); an index past the arguments is one of the implicit state."""
     kinds, new = [], []
     for i, t in enumerate(self.tensors):
       if t.node is not self.nodes[i]:
@@ -28,6 +38,10 @@ class State:
       if g is not self.grads[i]:
         if g is None: kinds.append(("no grad", i))
         else: kinds.append(("grad", i)); new.append(t.grad)
+    for k, obj in enumerate(self.implicit, len(self.tensors)):
+      if not isinstance(obj, autograd.Leaf): kinds.append(("value", k)); new.append(obj)
+      elif obj.grad is None: kinds.append(("no grad", k))
+      else: kinds.append(("grad", k)); new.append(obj.grad)
     return kinds, new
 
 def _grad_node(t):
@@ -64,30 +78,45 @@ def check_no_new_grads(tensors: list, which: list, name: str) -> None:
                      f"Keep .grad present (or absent) across calls as it was on the captured call")
 
 class Watch(Watcher):
-  """What a captured function changes in place or gives a .grad (weakly: a temporary that is gone is fine)."""
+  """What a captured function changes in place or gives a .grad, told before each change (the watchers' `changed`):
+  per object (weakly: a temporary that is gone is fine) its value (a Leaf: its .grad) before the first change, in order."""
   def __init__(self): self.seen: dict = {}
-  def changed(self, obj) -> None: self.seen.setdefault(id(obj), weakref.ref(obj))
-  def check(self, name: str, tensors: list, outs: list) -> None: check_changed(name, self.seen, tensors, outs)
+  def changed(self, obj) -> None:
+    seen = self.seen.get(id(obj))
+    if seen is None or seen[0]() is not obj:
+      self.seen[id(obj)] = (weakref.ref(obj), obj.grad if isinstance(obj, autograd.Leaf) else obj.node)
 
-def check_changed(name: str, changed: dict, tensors: list, outs: list) -> None:
-  """What the function changed must be its arguments (or what it returns): a replay cannot change anything else."""
-  from alloy.jit import JitError
-  mine = {id(t) for t in tensors} | {id(t._ag) for t in tensors if t._ag is not None} | {id(t) for t in outs}
-  for k, ref in changed.items():
-    if k in mine or (obj := ref()) is None: continue   # gone: a temporary of the function
-    if isinstance(obj, autograd.Leaf):
-      raise JitError(f"jit {name}: backward sets the .grad of a tensor that is not an argument (reached through a closure or self); "
-                     f"a replay would not set it: pass the parameters as arguments")
-    raise JitError(f"jit {name}: the function changes in place a tensor of shape {obj.shape} that is not an argument (reached through a "
-                   f"closure or self); a replay would not change it: pass it as an argument")
+  def implicit(self, name: str, tensors: list, outs: list) -> list:
+    """[(Tensor, its node at the call) or (Leaf, None)]: what the function changed besides its arguments and what it
+    returns, still alive; refused where a replay could not bind it (see the module docstring)."""
+    from alloy.jit import JitError
+    mine = {id(t) for t in tensors} | {id(t._ag) for t in tensors if t._ag is not None} | {id(t) for t in outs}
+    found = []
+    for k, (ref, entry) in self.seen.items():
+      if k in mine or (obj := ref()) is None: continue   # gone: a temporary of the function
+      if isinstance(obj, autograd.Leaf):
+        if entry is not None:
+          raise JitError(f"jit {name}: backward adds into the .grad a tensor reached through a closure or self had when the call began; "
+                         f"a replay could not bind it: clear the grads inside the function before backward (opt.zero_grad()), "
+                         f"or after the update, or pass the tensor as an argument")
+        found.append((obj, None))
+      elif jit_args.views_a_buffer(entry): found.append((obj, entry))
+      elif entry.op is Op.BUFFER: found.append((obj, engine.buffer_view(entry.arg, entry.shape)))
+      else:
+        raise JitError(f"jit {name}: the function changes in place a tensor of shape {obj.shape} that is not an argument (reached through "
+                       f"a closure or self) and whose value was not computed when the call began (made inside the function, or changed "
+                       f"lazily before it); a replay could not bind it: realize it before the call, or pass it as an argument")
+    return found
 
-def apply(kinds: list, tensors: list, new: list) -> None:
-  """Rebind the arguments (and their .grad) to a replay's new values."""
+def apply(kinds: list, targets: list, new: list) -> None:
+  """Rebind the arguments and the implicit state (and their .grad) to a replay's new values; targets: the Tensor
+  arguments, then the implicit Tensors and Leaves."""
   it = iter(new)
   for kind, i in kinds:
-    t = tensors[i]
+    t = targets[i]
     if kind == "value":
       t.node = next(it).node
       autograd.bump(t)
-    elif kind == "grad": t._ag.grad = next(it)
-    else: t._ag.grad = None
+    else:
+      leaf = t if isinstance(t, autograd.Leaf) else t._ag
+      leaf.grad = next(it) if kind == "grad" else None

@@ -5,7 +5,9 @@ At capture the jit passes each int, float and bool argument in as a Scalar. Pyth
 unary - and +, abs(), with plain numbers or other Scalars) gives a Scalar that remembers how it was computed from the
 arguments; a Tensor op taking a Scalar makes a constant whose value is a traced number (TracedFloat, TracedInt) naming
 it, which the schedule always makes a kernel argument. A replay computes each such argument again from the call's own
-numbers (Scalar.evaluate), so a new learning rate or step count replays the captured kernels.
+numbers (Scalar.evaluate), so a new learning rate or step count replays the captured kernels. A *live* Scalar
+(Scalar.live, made by jit.live) is a number the function reads from host state, such as an optimizer's learning rate
+and step count: a replay calls its reader again.
 
 Any other use of a Scalar's value (float(), int(), an index or a size, a comparison, bool(), hashing, NumPy) gives the
 plain number and *bakes* the arguments it came from: the capture depends on their values in a way it cannot replay,
@@ -46,13 +48,19 @@ class Scalar:
   @staticmethod
   def argument(value, index: int, baked: dict) -> "Scalar": return Scalar(value, None, (), index, baked)
 
+  @staticmethod
+  def live(read, key: int, baked: dict) -> "Scalar":
+    """A number the captured function reads from host state (jit.live): read() now, and again on every replay. Its
+    key (negative, unlike an argument's number) names it in `baked`."""
+    return Scalar(read(), read, (), key, baked)
+
   def arguments(self) -> set:
-    """The numbers of the arguments this Scalar is computed from."""
-    if self.op is None: return {self.index}
+    """The numbers of the arguments (negative: the live numbers) this Scalar is computed from."""
+    if self.op is None or not self.operands: return {self.index}
     return set().union(*[o.arguments() for o in self.operands if type(o) is Scalar])
 
   def evaluate(self, values: list, memo: dict):
-    """This Scalar's value for the argument numbers `values`."""
+    """This Scalar's value for the argument numbers `values` (a live number: its read() now, once per memo)."""
     if self.op is None: return values[self.index]
     if (hit := memo.get(id(self))) is None:
       hit = memo[id(self)] = self.op(*[o.evaluate(values, memo) if type(o) is Scalar else o for o in self.operands])

@@ -77,7 +77,7 @@ def print_table(rows: list[dict], columns: list[str], unit_of: dict, ours: str =
   head = f"{'workload':34s} {'unit':7s} {ours:>10s} " + " ".join(f"{c:>10s} {'ratio':>7s}" for c in others)
   print(head); print("-" * len(head))
   for r in rows:
-    higher_better = r["unit"] in ("GB/s", "GFLOP/s", "TFLOP/s")
+    higher_better = r["unit"] in ("GB/s", "GFLOP/s", "TFLOP/s", "tok/s")
     line = f"{r['workload']:34s} {r['unit']:7s} {_fmt(r.get(ours)):>10s} "
     for c in others:
       mine, theirs = r.get(ours), r.get(c)

@@ -4,7 +4,8 @@ with AdamW, holding a fixed 20% out for testing; prints a progress bar, the loss
   python examples/train_digits.py [--epochs N] [--batch-size B] [--lr LR] [--seed S]      (DEV=CPU / CUDA / METAL)
   python examples/train_digits.py --devices CPU:0,CPU:1      (or --devices 2: data parallel over the default kind's first 2)
 
-The training step runs eagerly: optimizer.step() under @alloy.jit needs in-place updates (see README)."""
+The training step (zero_grad, forward, backward, AdamW update) runs under @alloy.jit: captured on its second call,
+replayed as device graphs after (the scheduler's lr reaches the replays as a kernel argument)."""
 from __future__ import annotations
 import argparse, time
 import numpy as np
@@ -47,15 +48,19 @@ def train(epochs: int = 6, batch_size: int = 64, lr: float = 3e-3, seed: int = 0
   opt = optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
   sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
   losses, start = [], time.perf_counter()
+
+  @alloy.jit
+  def train_step(xb, yb):
+    opt.zero_grad()
+    loss = F.cross_entropy(model(xb), yb)
+    loss.backward()
+    opt.step()
+    return loss.detach()
   for epoch in range(epochs):
     loader = DataLoader((x_train, y_train), batch_size=batch_size, shuffle=True, drop_last=True, seed=seed + epoch, device=device)
     total = alloy.zeros(1, device=device) if device else alloy.zeros(1)
     for xb, yb in tqdm(loader, desc=f"epoch {epoch + 1}/{epochs}", leave=False, disable=not progress):
-      loss = F.cross_entropy(model(xb), yb)
-      opt.zero_grad()
-      loss.backward()
-      opt.step()
-      total = (total + loss.detach()).realize()
+      total = (total + train_step(xb, yb)).realize()
     sched.step()
     losses.append(total.item() / len(loader))
     print(f"epoch {epoch + 1:2d}  loss {losses[-1]:.4f}  lr {sched.get_last_lr()[0]:.2e}")

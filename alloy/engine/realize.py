@@ -33,7 +33,9 @@ def realize_later(t) -> None:
   _pending[id(t)] = weakref.ref(t)
 
 def _take_pending() -> list:
-  out = [t for t in (ref() for ref in _pending.values()) if t is not None]
+  # a view of a buffer is computed already (an optimizer's parameters are slices of its update's vector): realizing it
+  # would copy it
+  out = [t for t in (ref() for ref in _pending.values()) if t is not None and not (t.node.op is Op.VIEW and t.node.src[0].op is Op.BUFFER)]
   _pending.clear()
   return out
 

@@ -5,6 +5,7 @@ import sys
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.runtime.buffer import Buffer
+from alloy.engine.values import values
 
 def _refcounts(objs: tuple) -> list[int]:
   return [sys.getrefcount(o) for o in objs]
@@ -36,6 +37,7 @@ class Results:
     for k in range(len(entries) - 1, -1, -1):
       if _refcounts(entry := entries[k]) == self.unheld:
         if k != len(entries) - 1: entries.append(entries.pop(k))   # most recently used last
+        for view in entry[2:]: values.forget(view)   # a copy a strided view was realized into holds the old values
         return entry
     buf = Buffer(self.device, self.size, self.dtype)
     base = Node(Op.BUFFER, (), buf, self.dtype, (self.size,))

@@ -31,6 +31,10 @@ class Values:
       if (e := table.get(k)) is not None and e[0] is ref: del table[k]
     table[k] = (weakref.ref(n, gone), self.generation, view)
 
+  def forget(self, n: Node) -> None:
+    """n counts as not computed (its buffer is about to hold other values)."""
+    self.table.pop(id(n), None)
+
   def __len__(self) -> int: return len(self.table)
 
   @contextlib.contextmanager

@@ -27,7 +27,8 @@ class Watcher:
   def rng_key(self, key) -> None:
     """A random key Tensor was made (a replay refreshes it)."""
   def changed(self, obj) -> None:
-    """A Tensor was changed in place, or backward set a leaf's .grad (its autograd Leaf)."""
+    """A Tensor is about to be changed in place, or backward is about to set a leaf's .grad (its autograd Leaf): told
+    before, so the watcher still sees the old value (the jit's capture keeps it)."""
 
 EVENTS = ("launch", "stage", "compiled", "commit", "host_read", "rng_key", "changed")
 

@@ -1,7 +1,6 @@
 """Adam and AdamW (amsgrad optional) with torch.optim's update: the moments as it computes them (a lerp for the
 first, multiply-add for the second), bias corrections folded into the step size and the denominator."""
 from __future__ import annotations
-import math
 from alloy.optim.optimizer import Optimizer
 
 class Adam(Optimizer):
@@ -34,7 +33,7 @@ class Adam(Optimizer):
       v = new_state["max_exp_avg_sq"] = state["max_exp_avg_sq"].maximum(v)
     elif "max_exp_avg_sq" in state: new_state["max_exp_avg_sq"] = state["max_exp_avg_sq"]
     step_size = lr / (1 - beta1 ** step)
-    denom = v.sqrt() / math.sqrt(1 - beta2 ** step) + eps
+    denom = v.sqrt() / (1 - beta2 ** step) ** 0.5 + eps   # ** 0.5, not math.sqrt: under @jit step is a traced number
     return values - m / denom * step_size, new_state
 
 class AdamW(Adam):

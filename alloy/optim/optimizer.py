@@ -6,21 +6,26 @@ device's binding limit; a parameter of ALONE_FROM elements or more is a chunk of
 concatenation costs a select per part and element, which only pays for small tensors), and each chunk is one flat
 vector: the update reads the chunk's values, gradients and state
 as one concatenation and writes one new flat vector per quantity (one kernel each: the parameters, and each state
-tensor). All chunks realize together, then every parameter and state tensor is rebound to its slice of the new
-vectors (parameter.rebind); while they stay those slices, the next step reads the vectors themselves (only the
-gradients are concatenated). State stays on the device; the host never reads a value.
+tensor). All chunks realize together, then every parameter and state tensor takes its slice of the new vectors in
+place (Tensor.copy_); while they stay those slices, the next step reads the vectors themselves (only the gradients
+are concatenated). State stays on the device; the host never reads a value.
 
 The hyper-parameters and the step-dependent factors (learning rate, bias corrections) are Python numbers in the
 update's expression, which the schedule lifts into kernel arguments: a learning-rate schedule or Adam's step count
 reuses the compiled kernels. An update keeps its distinct numbers within the schedule's MAX_KERNEL_VARS (8) per
 kernel by folding them on the host first (Adam's lr / bias_correction1, for one).
+
+Under @jit a whole step is captured: the parameters and state are changed in place, which the capture records as
+state a replay rebinds (jit_state.py), the learning rate and the step count are live numbers (jit.live: each replay
+reads the group's lr and the step count again, so a scheduler's new lr reaches the replayed kernels), and counting
+the step is a replay hook (jit.on_replay). A capture of a parameter's first step (which creates its state) is refused.
+Hyper-parameters other than lr (betas, eps, weight decay, momentum) are baked into a capture.
 """
 from __future__ import annotations
 from alloy.tensor import Tensor, cat
 from alloy.autograd import no_grad, enable_grad
 from alloy.engine.realize import realize as realize_all
-from alloy.nn.parameter import rebind
-from alloy.jit import JitError, capturing
+from alloy.jit import JitError, capturing, live, on_replay
 
 PARAMS_PER_KERNEL = 8
 ALONE_FROM = 1 << 16   # a parameter of this many elements or more is a chunk of its own
@@ -38,11 +43,13 @@ def flat(tensors: list[Tensor], like: list[Tensor] | None = None) -> Tensor:
   return parts[0] if len(parts) == 1 else cat(parts)
 
 def unflat(vector: Tensor, like: list[Tensor]) -> list[Tensor]:
-  """Slices of vector shaped as the tensors of `like` (flat's inverse)."""
+  """Slices of vector shaped as the tensors of `like` (flat's inverse), each a value of its own rather than a view
+  of the vector (an in-place change of a view would write through to the vector)."""
   out, start = [], 0
   for t in like:
     n = t.numel()
-    out.append(vector.shrink(((start, start + n),)).reshape(t.shape))
+    part = vector.shrink(((start, start + n),)).reshape(t.shape)
+    out.append(part._new(part.node))
     start += n
   return out
 
@@ -88,9 +95,6 @@ class Optimizer:
 
   def step(self, closure=None):
     """One update of every parameter that has a gradient; closure, if given, recomputes and returns the loss first."""
-    if capturing():
-      raise JitError(f"{type(self).__name__}.step() inside @jit is not supported yet: parameters are updated by rebinding them to new "
-                     "buffers, and a replay would read them as they were at capture; call step() outside the jitted function")
     loss = None
     if closure is not None:
       with enable_grad(): loss = closure()
@@ -100,22 +104,33 @@ class Optimizer:
         for chunk in self._chunks(group):
           key = tuple(id(p) for p in chunk)
           step = self.state.get(chunk[0], {}).get("step", 0) + 1
+          if step == 1 and capturing():
+            raise JitError(f"{type(self).__name__}.step(): the first step of a parameter creates its state, which a @jit replay cannot "
+                           f"repeat; take one step before the capture (a jitted function runs normally on its first call)")
           state = {name: self._vector(key, name, [self._state_tensor(p, name) for p in chunk], chunk) for name in self.state_names}
           grads = flat([p.grad.cast(p.dtype) if p.grad.dtype is not p.dtype else p.grad for p in chunk])
-          new_values, new_state = self.update(group, step, self._vector(key, None, chunk, chunk), grads, state, step == 1)
-          pending.append((chunk, step, new_values, new_state))
-      realize_all([t for _, _, v, s in pending for t in (v, *s.values())])
+          for p in chunk: self.state.setdefault(p, {})["step"] = step
+          on_replay(lambda chunk=chunk: self._count_step(chunk))
+          hyper = {**group, "lr": live(lambda group=group: group["lr"], "the learning rate")}
+          count = live(lambda p=chunk[0]: self.state[p]["step"], "the step count")
+          new_values, new_state = self.update(hyper, count, self._vector(key, None, chunk, chunk), grads, state, step == 1)
+          pending.append((chunk, new_values, new_state))
+      realize_all([t for _, v, s in pending for t in (v, *s.values())])
       self._vectors = {}
-      for chunk, step, new_values, new_state in pending:
+      for chunk, new_values, new_state in pending:
         key = tuple(id(p) for p in chunk)
         for name, vector in ((None, new_values), *new_state.items()):
           parts = unflat(vector, chunk)
-          self._vectors[(key, name)] = (vector, tuple(t.node for t in parts))
           for p, part in zip(chunk, parts):
-            if name is None: rebind(p, part)
-            else: self.state.setdefault(p, {})[name] = part
-        for p in chunk: self.state.setdefault(p, {})["step"] = step
+            if name is None: p.copy_(part)
+            elif (old := self.state[p].get(name)) is not None: old.copy_(part)
+            else: self.state[p][name] = part
+          self._vectors[(key, name)] = (vector, tuple(t.node for t in parts))
     return loss
+
+  def _count_step(self, chunk: list) -> None:
+    """What a replayed step does on the host: count the step of each parameter of the chunk."""
+    for p in chunk: self.state[p]["step"] += 1
 
   def state_dict(self) -> dict:
     """torch.optim's layout: {'state': {index: {name: tensor, 'step': int}}, 'param_groups': [{..., 'params': [index]}]},

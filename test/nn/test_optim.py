@@ -46,10 +46,12 @@ def test_trajectory_matches_torch(device, dtype, name, kw):
     _loss(alloy, ap, xa).backward(); _loss(torch, tp, xt).backward()
     ao.step(); to.step()
   tol = dict(atol=1e-10, rtol=1e-10) if dtype == "float64" else dict(atol=2e-5, rtol=2e-5)
-  for a, t in zip(ap, tp): assert_close(a.numpy(), t.detach().numpy(), **tol)
+  def close(got, want):   # float32: a small entry's error scales with its tensor's largest (a momentum buffer: ~7 after 6 steps)
+    assert_close(got, want, **(tol if dtype == "float64" else dict(atol=2e-5 * max(1.0, float(np.abs(want).max())), rtol=2e-5)))
+  for a, t in zip(ap, tp): close(a.numpy(), t.detach().numpy())
   for a, t in zip(ap, tp):   # the state too: torch's names and values
     for k, v in to.state[t].items():
-      if k != "step": assert_close(ao.state[a][k].numpy(), v.numpy(), **tol)
+      if k != "step": close(ao.state[a][k].numpy(), v.numpy())
     assert ao.state[a]["step"] == 6
 
 def _count_launches(fn):
@@ -111,20 +113,6 @@ def test_errors():
   with pytest.raises(ValueError, match="Nesterov momentum requires"): optim.SGD([w], lr=0.1, nesterov=True)
   with pytest.raises(TypeError, match="only optimize Tensors"): optim.SGD([np.ones(2)], lr=0.1)
 
-def test_step_inside_jit_raises_until_in_place_updates():
-  w = Tensor(np.ones(3, np.float32), requires_grad=True)
-  opt = optim.SGD([w], lr=0.1)
-  @alloy.jit
-  def train_step(x):
-    opt.zero_grad()
-    loss = (w * x).sum()
-    loss.backward()
-    opt.step()
-    return loss
-  x = Tensor(np.full(3, 2.0, np.float32))
-  train_step(x)   # the first call runs eagerly
-  with pytest.raises(alloy.JitError, match=r"SGD.step\(\) inside @jit is not supported yet"): train_step(x)
-
 def test_large_parameters_alone_and_values_changed_between_steps(device):
   """A parameter past ALONE_FROM is its own chunk; a value given between steps (load_state_dict) is read, not last
   step's vector."""
@@ -137,7 +125,7 @@ def test_large_parameters_alone_and_values_changed_between_steps(device):
   for i in range(4):
     if i == 2:
       fresh = rng.standard_normal(7).astype(np.float32)
-      alloy.nn.parameter.rebind(ap[1], Tensor(fresh, device=device))
+      with alloy.no_grad(): ap[1].copy_(Tensor(fresh, device=device))
       with torch.no_grad(): tp[1].copy_(torch.tensor(fresh))
     for p, q in zip(ap, tp):
       g = np.cos(np.arange(p.numel(), dtype=np.float32) * (i + 1))
