@@ -45,6 +45,13 @@ def time_kernel(device_name: str, inputs: list, out: tuple, kernel: tuple, scala
 # ---- the child process: messages are length-prefixed pickles on stdin / a private copy of stdout
 _LEN = struct.Struct("<Q")
 
+def _readable(f, seconds: float) -> bool:
+  """Whether f has data within seconds. poll, not select: select refuses descriptors past 1023, which a long-running
+  process reaches (the software Metal device's shared-memory buffers, the test suite's files)."""
+  poller = select.poll()
+  poller.register(f, select.POLLIN | select.POLLHUP)
+  return bool(poller.poll(max(seconds, 0.0) * 1000))
+
 def _send(f, obj) -> None:
   data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
   f.write(_LEN.pack(len(data)) + data)
@@ -104,7 +111,7 @@ class ChildTimer:
     deadline = time.monotonic() + timeout
     while True:
       left = deadline - time.monotonic()
-      if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+      if left <= 0 or not _readable(self.proc.stdout, left):
         self.proc.kill()   # our own child, by its handle: a kernel stuck in a loop does not read its stdin
         self.proc.wait()
         self.proc = None

@@ -150,3 +150,20 @@ def test_timing_child_is_kept_between_searches(fresh_cache, monkeypatch):
   assert entries[1]["search_s"] < entries[0]["search_s"], entries
   kept.stdin.close()   # this test's own child: it ends on the closed pipe
   kept.wait(timeout=10)
+
+def test_timing_child_reply_waits_past_descriptor_1023():
+  """The timing child's reply is awaited with poll: select refused descriptors past 1023, which a long-running
+  process reaches (BEAM then searched nothing)."""
+  import os, resource, subprocess
+  from alloy.engine.search_worker import _readable
+  if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 1200: pytest.skip("the descriptor limit is below 1200")
+  held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+  try:
+    proc = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdout.fileno() > 1023
+    assert not _readable(proc.stdout, 0.05)
+    proc.stdin.write(b"x"); proc.stdin.flush()
+    assert _readable(proc.stdout, 5.0)
+    proc.kill(); proc.wait()
+  finally:
+    for fd in held: os.close(fd)
