@@ -30,16 +30,20 @@ class Allocator:
   def copyout(self, dst: memoryview, handle: Any) -> None: raise NotImplementedError
 
 class LRUAllocator(Allocator):
-  """Keeps freed buffers by size and hands them out again; frees the cache when memory runs out."""
-  def __init__(self, max_cached_bytes: int = 1 << 30):
+  """Keeps freed buffers by size and hands them out again; frees the cache when memory runs out. At most
+  max_cached_bytes and max_cached_buffers stay cached (a buffer may hold more than memory: the software Metal
+  device's each hold a file descriptor, and many distinct sizes would run a process out of them)."""
+  def __init__(self, max_cached_bytes: int = 1 << 30, max_cached_buffers: int = 4096):
     self.cache: collections.OrderedDict[int, list] = collections.OrderedDict()
     self.cached_bytes, self.max_cached_bytes = 0, max_cached_bytes
+    self.cached_buffers, self.max_cached_buffers = 0, max_cached_buffers
     self.keep = getenv("ALLOY_LRU", 1) != 0   # read once: every free would pay for the environment lookup
     self.cache_lock = threading.Lock()
   def alloc(self, nbytes: int) -> Any:
     with self.cache_lock:   # threads share the cache: a handle must go to one of them
       if (handles := self.cache.get(nbytes)):
         self.cached_bytes -= nbytes
+        self.cached_buffers -= 1
         handle = handles.pop()
         if not handles: del self.cache[nbytes]
         return handle
@@ -56,15 +60,17 @@ class LRUAllocator(Allocator):
         handles.append(handle)
         self.cache.move_to_end(nbytes)
       self.cached_bytes += nbytes
-      while self.cached_bytes > self.max_cached_bytes:   # evict the least recently freed sizes
-        size, handles = next(iter(self.cache.items()))
+      self.cached_buffers += 1
+      while self.cached_bytes > self.max_cached_bytes or self.cached_buffers > self.max_cached_buffers:
+        size, handles = next(iter(self.cache.items()))   # evict the least recently freed sizes
         evicted.append((handles.pop(), size))
         self.cached_bytes -= size
+        self.cached_buffers -= 1
         if not handles: del self.cache[size]
     for h, size in evicted: self._free(h, size)
   def free_cache(self) -> None:
     with self.cache_lock:
-      cached, self.cache, self.cached_bytes = self.cache, collections.OrderedDict(), 0
+      cached, self.cache, self.cached_bytes, self.cached_buffers = self.cache, collections.OrderedDict(), 0, 0
     for size, handles in cached.items():
       for h in handles: self._free(h, size)
 

@@ -602,3 +602,18 @@ def test_cxx_sources_compile_without_warnings(tmp_path, source):
     cmd = [compiler.compiler(), *compiler.RUNTIME_FLAGS, "-o", str(tmp_path / "rt.so"), str(compiler.HERE / source), "-ldl"]
   r = subprocess.run([*cmd, "-Wall", "-Wextra", "-Werror"], capture_output=True, text=True)
   assert r.returncode == 0, r.stderr
+
+def test_many_buffers_do_not_run_out_of_descriptors():
+  """Each software buffer holds a memfd: the device raises the soft descriptor limit, and the allocator keeps few of
+  them cached, so buffers of many distinct sizes (each cached apart) stay within a 1024-descriptor process."""
+  import resource
+  import alloy
+  from alloy.runtime.metal.allocator import SOFTWARE_CACHED_BUFFERS
+  dev = alloy.get_device("METAL")
+  if not dev.software: pytest.skip("a hardware Metal device")
+  soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+  assert soft == hard or soft >= 1 << 20 or hard == resource.RLIM_INFINITY
+  for i in range(3 * SOFTWARE_CACHED_BUFFERS):
+    x = alloy.Tensor(np.full(1000 + i, 1.5, np.float32), device="METAL")
+    del x
+  assert dev.allocator.cached_buffers <= SOFTWARE_CACHED_BUFFERS

@@ -4,6 +4,8 @@ from typing import TYPE_CHECKING
 from alloy.runtime.device import DeviceOutOfMemory, LRUAllocator
 if TYPE_CHECKING: from alloy.runtime.metal import MetalDevice
 
+SOFTWARE_CACHED_BUFFERS = 128
+
 class MetalAllocator(LRUAllocator):
   """Shared-storage MTLBuffers; the host reads and writes them through contents() after waiting.
   The LRU cache is shared by the device's threads: alloc and free hold the device's lock.
@@ -11,7 +13,8 @@ class MetalAllocator(LRUAllocator):
   cycle in one pass, so Buffer.__del__ can return a handle to the cache just before or after the handle's own
   finaliser closed its memory (`finalized`; PyObjC's buffers have no such attribute and no Python finaliser)."""
   def __init__(self, device: "MetalDevice"):
-    super().__init__()
+    # the software device's buffers each hold a descriptor (shared memory the worker maps): few cached
+    super().__init__(max_cached_buffers=SOFTWARE_CACHED_BUFFERS if device.software else 4096)
     self.device = device
   def alloc(self, nbytes: int):
     with self.device.lock:

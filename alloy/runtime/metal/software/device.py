@@ -9,7 +9,21 @@ from alloy.runtime.metal.software.errors import MetalCompileError, MetalError, M
 from alloy.runtime.metal.software.options import get_target
 from alloy.runtime.metal.software.resources import Buffer, ComputePipelineState, Library
 
+def raise_descriptor_limit() -> None:
+  """Each software buffer is a memfd the worker maps, so a buffer holds a file descriptor while it lives (and while
+  allocators keep it for reuse): the process's soft limit on descriptors is raised to its hard limit, as servers
+  holding many sockets do, so that a program with many live buffers does not run out at Linux's usual 1024."""
+  import resource
+  soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+  want = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+  if soft != resource.RLIM_INFINITY and soft < want:
+    try: resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    except (ValueError, OSError): pass   # a limit the kernel will not grant (nr_open): keep the soft one
+
 class SoftwareDevice(NSObject):
+  def __init__(self):
+    super().__init__()
+    raise_descriptor_limit()
   def name(self): return f"{get_target()} (software)"
   def registryID(self): return 0
   def hasUnifiedMemory(self): return True
