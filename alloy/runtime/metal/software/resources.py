@@ -2,7 +2,7 @@
 contents().as_buffer(n) is a zero-copy view), libraries (a C++ shared object from compiler.py), functions, compute
 pipeline states, and the compile-options / pipeline / indirect-command-buffer descriptors."""
 from __future__ import annotations
-import contextlib, ctypes, itertools, mmap, os
+import ctypes, itertools, mmap, os
 from typing import TYPE_CHECKING
 from alloy.runtime.metal.software import compiler
 from alloy.runtime.metal.software.base import (MAX_BUFFER_BINDINGS, MAX_THREADS_PER_THREADGROUP, MTLLanguageVersion3_1, MTLMathModeFast,
@@ -87,9 +87,10 @@ class Buffer(NSObject):
     fd = getattr(self, "_fd", None)
     if fd is None: return
     self._fd = None
-    with contextlib.suppress(Exception):
+    try:
       os.close(fd)
       HOST.buffer_freed(self._id)
+    except Exception: pass   # no worker any more; or at interpreter exit, when module globals (os, HOST) are gone
 
 class Function(NSObject):
   def __init__(self, library: "Library", name: str): self._library, self._name = library, name
