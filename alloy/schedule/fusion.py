@@ -178,12 +178,15 @@ def _schedule(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, li
     changed = False
     users: dict[int, set] = {}
     for root_id in list(cut):
-      root = nodes[root_id]
-      for red, view, has_view in _reduces_in_kernel(root, cut):
-        if id(red) in cut: continue
-        users.setdefault(id(red), set()).add(root_id)
-        if not _fusable_reduce(red, view, _kernel_root(root), has_view):
-          cut.add(id(red)); changed = True
+      consumers = [nodes[root_id]]
+      while consumers:   # the kernel's root, then each reduction fused into it: the reductions inside a fused one
+        consumer = consumers.pop()   # are checked against it (else a matmul fused into a loss's sum ran once per row)
+        for red, view, has_view in _reduces_in_kernel(consumer, cut):
+          if id(red) in cut: continue
+          users.setdefault(id(red), set()).add(root_id)
+          if not _fusable_reduce(red, view, _kernel_root(consumer), has_view):
+            cut.add(id(red)); changed = True
+          else: consumers.append(red)
     for red_id, roots in users.items():
       if len(roots) > 1 and red_id not in cut: cut.add(red_id); changed = True
   # 2. build an AST per cut node, children first

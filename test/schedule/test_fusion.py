@@ -104,3 +104,18 @@ def test_signature_table_reset_only_misses(rng, monkeypatch):
   cached = _cached(fusion)
   np.testing.assert_allclose((a * 7 + 2).numpy(), x * 7 + 2, rtol=1e-6)
   assert _cached(fusion) == cached + 1
+
+def test_reductions_inside_a_fused_reduction_are_checked_against_it(device, rng):
+  """A matmul whose result another matmul reads (through the broadcast of its rows) gets its own kernel also when the
+  consumer is itself fused into a further reduction (a loss's sum): it was fused, and recomputed once per output
+  element (an MLP's cross-entropy loss ran for minutes). Softmax's row max stays inside the row's kernel."""
+  from alloy.schedule.fusion import schedule
+  x, w1, w2 = (Tensor(rand_np(rng, s), device=device).realize() for s in ((8, 16), (16, 32), (32, 4)))
+  for e in ((x @ w1).relu() @ w2, ((x @ w1).relu() @ w2).sum(), ((x @ w1).relu() @ w2).log_softmax(-1).mean()):
+    kernels = schedule([e.node])
+    assert len(kernels) == 2 and kernels[0][1].root.shape == (8, 32, 1), [k[1].root.shape for k in kernels]
+  assert len(schedule([(x @ w1).softmax(-1).node])) == 1
+  h = np.maximum(x.numpy().astype(np.float64) @ w1.numpy(), 0) @ w2.numpy()
+  h = h - h.max(-1, keepdims=True)
+  want = (h - np.log(np.exp(h).sum(-1, keepdims=True))).mean()
+  np.testing.assert_allclose(((x @ w1).relu() @ w2).log_softmax(-1).mean().numpy(), want, rtol=1e-4)
