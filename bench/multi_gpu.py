@@ -26,9 +26,9 @@ from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import device_available
 
 def gpu_count() -> int:
-  if not device_available("CUDA"): return 0
-  from cuda.bindings import driver
-  return driver.cuDeviceGetCount()[1]
+  if not device_available("CUDA"): return 0   # (alloy.runtime.cuda needs cuda-bindings to import)
+  from alloy.runtime.cuda import device_count
+  return device_count()
 
 def sync(devices) -> None:
   for d in devices: alloy.get_device(d).synchronize()

@@ -38,6 +38,10 @@ def unavailable_reason() -> str:
 
 def is_available() -> bool: return not unavailable_reason()
 
+def device_count() -> int:
+  """The GPUs the driver reports: CUDA:0 .. CUDA:n-1 (0 where CUDA cannot run here)."""
+  return 0 if unavailable_reason() else check(cu.cuDeviceGetCount(), "cuDeviceGetCount")
+
 class CUDADevice(Device):
   renderer = CUDARenderer()   # this instance's: PTX first where nvJitLink assembles it (see __init__)
   caps = DeviceCaps(threads=True, codegen_loops=True)   # PTX goes to ptxas, which neither unrolls nor steps pointers
