@@ -123,13 +123,16 @@ class GPT2LMHeadModel(nn.Module):
     self.config = config or GPT2Config()
     self.transformer = Transformer(self.config)
 
-  def forward(self, ids: Tensor, start=0, cache: KVCache | None = None) -> Tensor:
+  def forward(self, ids: Tensor, start=0, cache: KVCache | None = None, logits_to_keep: int = 0) -> Tensor:
+    """logits_to_keep: as transformers' argument, the logits of only the last that many positions (0: all). A prompt's
+    next token needs the last position's: the others cost a (B, L, vocab) matmul that nothing reads."""
     t = self.transformer
     L = ids.shape[1]
     if cache is None and not isinstance(start, int): raise TypeError("GPT2: a runtime position needs a KV cache")
     positions = Tensor.arange(L, dtype=alloy.int32, device=ids.device).reshape(1, L) + start
     x = _rows(t.wte.weight, ids) + _rows(t.wpe.weight, positions)
     for k, block in enumerate(t.h): x = block(x, start, cache.layers[k] if cache is not None else None)
+    if logits_to_keep: x = x[:, -logits_to_keep:]
     return t.ln_f(x) @ t.wte.weight.T   # the lm_head is tied to the token embedding
 
   def load_hf(self, path: str) -> "GPT2LMHeadModel":

@@ -50,6 +50,24 @@ def _fusable_reduce(reduce: Node, view: Node | None, consumer_root: Node, path_h
     if not varies[a]: seen_broadcast = True
   return True
 
+def is_contraction(red: Node) -> bool:
+  """A matmul-shaped reduction: a sum of products of two operands, each broadcast along an output axis the other
+  varies along (A[m, k] * B[k, n]), not a row's dot product. Its own kernel whenever its consumer is a reduction:
+  nested in one (a softmax's max and sum over attention scores, a loss's sum) it is recomputed for each and loses the
+  matmul tiling and the matrix engines; an elementwise consumer still fuses into it as its epilogue."""
+  if red.arg[0] is not Op.ADD: return False
+  body = red.src[0]
+  while body.op is Op.CAST: body = body.src[0]
+  if body.op is not Op.MUL: return False
+  kept = [a for a in range(len(body.shape)) if a not in red.arg[1] and body.shape[a] != 1]
+  def broadcast_axes(x: Node) -> set:
+    while x.op is Op.CAST: x = x.src[0]
+    if x.op is not Op.VIEW: return set()
+    strides = x.arg.views[-1].strides
+    return {a for a in kept if strides[a] == 0}
+  a, b = broadcast_axes(body.src[0]), broadcast_axes(body.src[1])
+  return bool(a) and bool(b) and a != b
+
 # ---- constants as kernel arguments
 MAX_KERNEL_VARS = 8        # lifted constants per kernel (at most 16 int32 words); the ones beyond stay literal
 _PLAIN = (float, int, bool)
@@ -184,7 +202,8 @@ def _schedule(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, li
         for red, view, has_view in _reduces_in_kernel(consumer, cut):
           if id(red) in cut: continue
           users.setdefault(id(red), set()).add(root_id)
-          if not _fusable_reduce(red, view, _kernel_root(consumer), has_view):
+          inside_reduction = _kernel_root(consumer).op is Op.REDUCE
+          if not _fusable_reduce(red, view, _kernel_root(consumer), has_view) or (inside_reduction and is_contraction(red)):
             cut.add(id(red)); changed = True
           else: consumers.append(red)
     for red_id, roots in users.items():

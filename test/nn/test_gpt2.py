@@ -38,6 +38,8 @@ def test_logits_match_transformers(tmp_path, device):
   with alloy.no_grad(): got = model(alloy.Tensor(ids.astype(np.int32), device=device)).numpy()
   assert got.shape == want.shape
   assert _relative(got, want) < 1e-4, _relative(got, want)
+  with alloy.no_grad(): last = model(alloy.Tensor(ids.astype(np.int32), device=device), logits_to_keep=3).numpy()
+  assert last.shape == (2, 3, SMALL["vocab_size"]) and _relative(last, want[:, -3:]) < 1e-4
   # the same logits through the KV cache: the prompt, then token by token
   cache = m.KVCache(model.config, 2, 16, device=device)
   with alloy.no_grad():

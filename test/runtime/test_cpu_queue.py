@@ -399,7 +399,8 @@ def test_parallel_range_comes_from_the_binary(k):
 def test_parallel_kernel_runs_on_the_whole_team(dev, k):
   thread = buf(dev, np.zeros(64, np.int64))
   k.who([thread], global_size=QUEUED)
-  assert len(set(read(dev, thread, np.int64))) == min(team_size(), 2)   # 8+ slices of 1 ms: every thread takes some
+  # 8+ slices of 1 ms: more than one thread takes some (on many cores not every one need)
+  assert min(team_size(), 2) <= len(set(read(dev, thread, np.int64))) <= team_size()
 
 @pytest.mark.parametrize("r", COVERS)
 def test_parallel_kernel_runs_each_index_once(dev, k, r):

@@ -108,13 +108,23 @@ def test_signature_table_reset_only_misses(rng, monkeypatch):
 def test_reductions_inside_a_fused_reduction_are_checked_against_it(device, rng):
   """A matmul whose result another matmul reads (through the broadcast of its rows) gets its own kernel also when the
   consumer is itself fused into a further reduction (a loss's sum): it was fused, and recomputed once per output
-  element (an MLP's cross-entropy loss ran for minutes). Softmax's row max stays inside the row's kernel."""
+  element (an MLP's cross-entropy loss ran for minutes). And a matmul read by a reduction is its own kernel
+  (schedule.fusion.is_contraction): attention's scores nested in softmax's max and sum were recomputed for each."""
   from alloy.schedule.fusion import schedule
   x, w1, w2 = (Tensor(rand_np(rng, s), device=device).realize() for s in ((8, 16), (16, 32), (32, 4)))
-  for e in ((x @ w1).relu() @ w2, ((x @ w1).relu() @ w2).sum(), ((x @ w1).relu() @ w2).log_softmax(-1).mean()):
-    kernels = schedule([e.node])
-    assert len(kernels) == 2 and kernels[0][1].root.shape == (8, 32, 1), [k[1].root.shape for k in kernels]
-  assert len(schedule([(x @ w1).softmax(-1).node])) == 1
+  assert [k[1].root.shape for k in schedule([((x @ w1).relu() @ w2).node])] == [(8, 32, 1), (8, 4)]
+  for e in (((x @ w1).relu() @ w2).sum(), ((x @ w1).relu() @ w2).log_softmax(-1).mean()):
+    shapes = [k[1].root.shape for k in schedule([e.node])]
+    assert shapes[0] == (8, 32, 1) and shapes[1][:2] == (8, 4) and len(shapes) >= 3, shapes
+  assert [k[1].root.shape for k in schedule([(x @ w1).softmax(-1).node])][0] == (8, 32, 1)
+  assert len(schedule([(x * 2).softmax(-1).node])) == 1 and len(schedule([(x * x).sum(-1).node])) == 1   # not matmuls
+  assert len(schedule([((x @ w1) * 2 + 1).relu().node])) == 1   # an elementwise epilogue still fuses
+  q, k = (Tensor(rand_np(rng, (2, 3, 8, 4)), device=device) for _ in range(2))
+  att = ((q @ k.transpose(-1, -2)) * 0.5).softmax(-1)
+  assert len(schedule([att.node])) == 2
+  sq = q.numpy().astype(np.float64) @ k.numpy().transpose(0, 1, 3, 2) * 0.5
+  want_att = np.exp(sq - sq.max(-1, keepdims=True))
+  np.testing.assert_allclose(att.numpy(), want_att / want_att.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
   h = np.maximum(x.numpy().astype(np.float64) @ w1.numpy(), 0) @ w2.numpy()
   h = h - h.max(-1, keepdims=True)
   want = (h - np.log(np.exp(h).sum(-1, keepdims=True))).mean()
