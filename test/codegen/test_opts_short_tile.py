@@ -9,13 +9,7 @@ import alloy.nn.functional as F
 from alloy.codegen.opts import choose_opts, SHORT_TILE_COLS, TILE_ROWS
 from alloy.codegen.transforms import upcast
 from alloy.schedule.fusion import schedule
-
-def _conv2d_np(x, w):
-  pad = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
-  out = np.zeros((x.shape[0], w.shape[0]) + x.shape[2:])
-  for i in range(x.shape[2]):
-    for j in range(x.shape[3]): out[:, :, i, j] = np.einsum("nckl,ockl->no", pad[:, :, i:i + 3, j:j + 3], w)
-  return out
+from conftest import conv2d_3x3_np
 
 def test_conv_over_4x4_maps_gets_the_short_tile():
   rng = np.random.default_rng(0)
@@ -27,12 +21,12 @@ def test_conv_over_4x4_maps_gets_the_short_tile():
   shape = ast.root.shape
   inner, channels = max(a for a, s in enumerate(shape) if s > 1), shape.index(32)
   assert upcast(inner, SHORT_TILE_COLS) in opts and upcast(channels, TILE_ROWS) in opts, (shape, opts)
-  np.testing.assert_allclose(y.numpy(), _conv2d_np(x, w), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(y.numpy(), conv2d_3x3_np(x, w), rtol=1e-4, atol=1e-4)
 
 CODE = """
 import sys, numpy as np, alloy
-sys.path.insert(0, "test/codegen")
-from test_opts_short_tile import _conv2d_np
+sys.path.insert(0, "test")
+from conftest import conv2d_3x3_np
 from alloy import Tensor
 import alloy.nn.functional as F
 dev = alloy.get_device("CPU")
@@ -40,7 +34,7 @@ assert dev.target.endswith("+avx2"), dev.target
 rng = np.random.default_rng(1)
 for shape, oc in (((8, 16, 4, 4), 32), ((3, 5, 4, 12), 24), ((2, 4, 2, 4), 8)):
   x, w = rng.standard_normal(shape).astype(np.float32), rng.standard_normal((oc, shape[1], 3, 3)).astype(np.float32)
-  np.testing.assert_allclose(F.conv2d(Tensor(x), Tensor(w), padding=1).numpy(), _conv2d_np(x, w), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(F.conv2d(Tensor(x), Tensor(w), padding=1).numpy(), conv2d_3x3_np(x, w), rtol=1e-4, atol=1e-4)
 print("ok")
 """
 

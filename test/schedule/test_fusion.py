@@ -2,7 +2,7 @@
 import numpy as np
 from alloy import Tensor
 from alloy.engine import realize as engine
-from conftest import rand_np, assert_close
+from conftest import rand_np, assert_close, conv2d_3x3_np
 
 def kernels_for(fn) -> int:
   before = engine.kernels_launched
@@ -120,14 +120,6 @@ def test_reductions_inside_a_fused_reduction_are_checked_against_it(device, rng)
   want = (h - np.log(np.exp(h).sum(-1, keepdims=True))).mean()
   np.testing.assert_allclose(((x @ w1).relu() @ w2).log_softmax(-1).mean().numpy(), want, rtol=1e-4)
 
-def _conv2d_np(x, w):
-  """3x3, padding 1, in float64."""
-  pad = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
-  out = np.zeros((x.shape[0], w.shape[0]) + x.shape[2:])
-  for i in range(x.shape[2]):
-    for j in range(x.shape[3]): out[:, :, i, j] = np.einsum("nckl,ockl->no", pad[:, :, i:i + 3, j:j + 3], w)
-  return out
-
 def test_convolution_broadcast_in_its_consumer_gets_its_own_kernel(device, rng):
   """A convolution's sum of products that its consumer broadcasts over further axes (max-pool's backward over its
   2x2 window) is cut into its own kernel, where it gets a register tile: fused, it was the consumer's scalar loop
@@ -141,7 +133,7 @@ def test_convolution_broadcast_in_its_consumer_gets_its_own_kernel(device, rng):
   kernels = schedule([e.node])   # the convolution, the product (and on the CPU the padded input first)
   assert kernels[-2][1].root.op.name == "REDUCE" and kernels[-1][1].root.op.name == "MUL", [k[1].root for k in kernels]
   assert len(schedule([tx.softmax(-1).node])) == 1
-  assert_close(e.numpy(), _conv2d_np(x, w)[..., None] * g, "float64", rtol=1e-4, atol=1e-4)
+  assert_close(e.numpy(), conv2d_3x3_np(x, w)[..., None] * g, "float64", rtol=1e-4, atol=1e-4)
   try: import torch
   except ImportError: return
   # max-pool's backward of a convolution, its input's gradient through a second one: against torch's autograd
