@@ -48,6 +48,14 @@ def rand_np(rng, shape, dtype="float32", low=-2.0, high=2.0):
 
 TOL = {"float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2), "float32": (1e-5, 1e-5), "float64": (1e-10, 1e-10)}
 
+def conv2d_3x3_np(x, w):
+  """The reference conv2d, 3x3 kernel, padding 1, stride 1, in float64."""
+  pad = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+  out = np.zeros((x.shape[0], w.shape[0]) + x.shape[2:])
+  for i in range(x.shape[2]):
+    for j in range(x.shape[3]): out[:, :, i, j] = np.einsum("nckl,ockl->no", pad[:, :, i:i + 3, j:j + 3], w)
+  return out
+
 def assert_close(got, want, dtype="float32", atol=None, rtol=None):
   a, r = TOL.get(str(dtype), (0, 0))
   got, want = np.asarray(got), np.asarray(want)

@@ -24,6 +24,7 @@ CPU_LANES = 8                 # independent accumulators / unrolled outputs: cov
 # accumulators, 2 panel loads and a broadcast per row step: 1024^3 ~100 -> ~300 GFLOP/s on the same VM; 6 x 32,
 # 4 x 64 and 16 x 16 measured no faster)
 TILE_ROWS, TILE_COLS = 8, 8
+SHORT_TILE_COLS = 4          # columns of the tile of an innermost axis shorter than TILE_COLS
 TILE_OUTER_MIN = 8            # column tiles needed to put their loop outermost (it is the one split across cores)
 GPU_TILE = (4, 4)             # GPU register tile: rows x columns of outputs per thread
 GPU_TILE_MIN_THREADS = 1 << 12  # tiles at least: fewer threads than this leave a big GPU idle
@@ -91,6 +92,10 @@ def _cpu_opts(root: Node, caps: DeviceCaps) -> list[Opt]:
     tile = _register_tile(root, inner, fits, TILE_ROWS, cols)
     if tile is not None and (cols == TILE_COLS or _vector_columns(root, tile, caps)): break
     tile = None
+  if not upcast and inner is not None and shape[inner] % SHORT_TILE_COLS == 0 and stash is None:
+    # an innermost axis too short for 8 lanes (a small image's row in a convolution): a tile of rows x 4
+    # columns, each column step one 4-lane load shared by the tile's rows
+    tile = _register_tile(root, inner, fits, TILE_ROWS, SHORT_TILE_COLS)
   unroll, streams = CPU_LANES * 4, False   # one lane: 4 vectors of accumulators keep 4 loads in flight
   if tile is None and inner is not None: upcast, unroll, streams = _lanes_by_layout(root, inner, upcast, unroll, fits, caps)
   if tile is not None:

@@ -2,7 +2,7 @@
 import numpy as np
 from alloy import Tensor
 from alloy.engine import realize as engine
-from conftest import rand_np, assert_close
+from conftest import rand_np, assert_close, conv2d_3x3_np
 
 def kernels_for(fn) -> int:
   before = engine.kernels_launched
@@ -129,3 +129,28 @@ def test_reductions_inside_a_fused_reduction_are_checked_against_it(device, rng)
   h = h - h.max(-1, keepdims=True)
   want = (h - np.log(np.exp(h).sum(-1, keepdims=True))).mean()
   np.testing.assert_allclose(((x @ w1).relu() @ w2).log_softmax(-1).mean().numpy(), want, rtol=1e-4)
+
+def test_convolution_broadcast_in_its_consumer_gets_its_own_kernel(device, rng):
+  """A convolution's sum of products that its consumer broadcasts over further axes (max-pool's backward over its
+  2x2 window) is cut into its own kernel, where it gets a register tile: fused, it was the consumer's scalar loop
+  (digits CNN: conv2's input gradient inside max-pool's backward, 1.5 ms of a 4.3 ms step). Softmax's row max, not
+  a product of two operands, stays fused."""
+  import alloy.nn.functional as F
+  from alloy.schedule.fusion import schedule
+  x, w, g = rand_np(rng, (4, 3, 8, 8)), rand_np(rng, (8, 3, 3, 3)), rand_np(rng, (4, 8, 8, 8, 2))
+  tx, tw, tg = (Tensor(v, device=device).realize() for v in (x, w, g))
+  e = F.conv2d(tx, tw, padding=1).reshape(4, 8, 8, 8, 1).expand(4, 8, 8, 8, 2) * tg
+  kernels = schedule([e.node])   # the convolution, the product (and on the CPU the padded input first)
+  assert kernels[-2][1].root.op.name == "REDUCE" and kernels[-1][1].root.op.name == "MUL", [k[1].root for k in kernels]
+  assert len(schedule([tx.softmax(-1).node])) == 1
+  assert_close(e.numpy(), conv2d_3x3_np(x, w)[..., None] * g, "float64", rtol=1e-4, atol=1e-4)
+  try: import torch
+  except ImportError: return
+  # max-pool's backward of a convolution, its input's gradient through a second one: against torch's autograd
+  x2, w2, g2 = rand_np(rng, (4, 8, 8, 8)), rand_np(rng, (16, 8, 3, 3)), rand_np(rng, (4, 16, 4, 4))
+  ax, aw = Tensor(x2, device=device, requires_grad=True), Tensor(w2, device=device, requires_grad=True)
+  (F.max_pool2d(F.conv2d(ax, aw, padding=1), 2) * Tensor(g2, device=device)).sum().backward()
+  px, pw = torch.tensor(x2, requires_grad=True), torch.tensor(w2, requires_grad=True)
+  (torch.nn.functional.max_pool2d(torch.nn.functional.conv2d(px, pw, padding=1), 2) * torch.tensor(g2)).sum().backward()
+  assert_close(ax.grad.numpy(), px.grad.numpy(), rtol=1e-4, atol=1e-4)
+  assert_close(aw.grad.numpy(), pw.grad.numpy(), rtol=1e-4, atol=1e-4)
