@@ -26,7 +26,7 @@ from __future__ import annotations
 import weakref
 import numpy as np
 from alloy import dtype as dt, autograd
-from alloy.engine import realize as engine
+from alloy import realize_tensors
 from alloy.engine.watch import watchers
 from alloy.scalar import plain
 
@@ -123,7 +123,7 @@ def assign(t, new, what: str, cast_any: bool = False, keep_grad: bool = False, f
     assign(base, _write_back(current(base), how, args, new), what, True, keep_grad or how == "detach", t)
   if watchers.on_changed: watchers.changed(t)   # before the change: the jit's capture keeps the value t had
   t.node = new.node
-  engine.realize_later(t)   # computed with the next realize: a loop of in-place updates starts from computed values
+  realize_tensors.realize_later(t)   # computed with the next realize: a loop of in-place updates starts from computed values
   if autograd.is_grad_enabled() and not keep_grad:
     if new._ag is None and t._ag is not None:   # a value that no longer depends on the graph (fill_): it keeps requiring grad
       new = autograd.record(new._new(new.node), autograd.no_gradient_rule, (autograd.snapshot(t),))

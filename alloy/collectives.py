@@ -19,7 +19,8 @@ one output at a time, so a collective of the gradients of every output has nothi
 """
 from __future__ import annotations
 from alloy import autograd
-from alloy.engine.realize import buffer_of, buffer_view, realize
+from alloy.engine.realize import buffer_view
+from alloy.realize_tensors import buffer_of, realize
 from alloy.runtime import collective as runtime
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import canonical_device

@@ -25,7 +25,7 @@ from alloy import autograd, collectives
 from alloy.multi import ShardedTensor, devices_of
 from alloy.nn.module import Module
 from alloy.nn.norm import BatchNorm1d, BatchNorm2d, BatchNorm3d
-from alloy.engine.realize import realize
+from alloy.realize_tensors import realize
 from alloy.tensor import Tensor, cat
 
 class PerShard(Module):

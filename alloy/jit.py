@@ -33,7 +33,7 @@ from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import get_device
-from alloy.engine import realize as engine
+from alloy import realize_tensors
 from alloy.engine.results import Results
 from alloy.engine.backpressure import throttle
 from alloy.engine import search
@@ -108,7 +108,7 @@ class _Capture(Watcher):
           if key < 0: raise JitError(f"jit {self.name}: {self.live_names[key]} (read from host state) was used as a plain number ({why}); "
                                      f"a replay could not give it a new value")
         self.changes, changed = state.changes()   # arguments changed in place, .grads set: outputs after the returned ones
-        engine.realize(outs + [t for t in changed if not jit_args.views_a_buffer(t.node)])   # a slice stays one (replays keep its layout)
+        realize_tensors.realize(outs + [t for t in changed if not jit_args.views_a_buffer(t.node)])   # a slice stays one (replays keep its layout)
     finally: _capturing = None
     return jit_args.rebuild(template, iter(outs)), template, outs + changed
 
@@ -453,7 +453,7 @@ class Jit:
       ret = self.fn(*args, **kwargs)
       outs: list = []
       jit_args.template(ret, outs)
-      engine.realize(outs + state.changes()[1])
+      realize_tensors.realize(outs + state.changes()[1])
       return ret
     cap = _Capture(self.name)
     ret, template, outs = cap.run(self.fn, args, kwargs, state)

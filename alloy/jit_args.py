@@ -6,6 +6,7 @@ import operator
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.engine import realize as engine
+from alloy import realize_tensors
 from alloy.scalar import Scalar
 from alloy.tensor import Tensor
 
@@ -80,7 +81,7 @@ def bound_buffer(t: Tensor) -> Node:
   """t's node as a view of a buffer (any layout), realizing t first when it is lazy."""
   n = t.node
   if n.op is Op.VIEW and n.src[0].op is Op.BUFFER: return n
-  engine.realize([t])
+  realize_tensors.realize([t])
   n = t.node
   if n.op is Op.BUFFER: n = t.node = engine.buffer_view(n.arg, n.shape)
   return n

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import numpy as np
 from alloy import collectives
-from alloy.engine.realize import realize
+from alloy.realize_tensors import realize
 from alloy.runtime.registry import canonical_device, default_device
 from alloy.tensor import Tensor, broadcast_shape, cat, norm_axis
 

@@ -15,7 +15,8 @@ from alloy import dtype as dt
 from alloy.tensor import Tensor
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import canonical_device, default_device
-from alloy.engine.realize import buffer_of, buffer_view
+from alloy.engine.realize import buffer_view
+from alloy.realize_tensors import buffer_of
 
 # alloy dtype -> the safetensors header's dtype code, and back
 CODES = {dt.bool_: "BOOL", dt.uint8: "U8", dt.int8: "I8", dt.int16: "I16", dt.uint16: "U16", dt.int32: "I32", dt.uint32: "U32",

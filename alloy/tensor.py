@@ -19,7 +19,8 @@ from alloy.ir.view import ShapeTracker, View
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import canonical_device, default_device, unsupported_dtype
 from alloy.runtime.transfer import copy_buffer
-from alloy.engine.realize import buffer_view as _buffer_view, buffer_of, realize as _realize
+from alloy.engine.realize import buffer_view as _buffer_view
+from alloy.realize_tensors import buffer_of, realize as _realize
 from alloy.engine.watch import watchers
 from alloy import dlpack, autograd
 from alloy.assign import note_view

@@ -21,7 +21,7 @@ import numpy as np
 import alloy
 from alloy import Tensor, nn, optim
 import alloy.nn.functional as F
-from alloy.engine import realize as engine
+from alloy.realize_tensors import realize
 from common import median_time, print_table
 
 try: import torch
@@ -51,7 +51,7 @@ def _train_rows(device: str, compile_too: bool, notes: list) -> list:
         loss.backward()
         # the loss with the gradients, as PyTorch computes it: realized alone after the update, the schedule fuses the
         # whole MLP forward into one serial kernel for the scalar (minutes on the CPU; a schedule bug, see the report)
-        engine.realize([loss] + [p.grad for p in model.parameters()])
+        realize([loss] + [p.grad for p in model.parameters()])
         opt.step()
         return loss.detach()
       fn = alloy.jit(step) if jitted else step

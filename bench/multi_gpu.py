@@ -20,7 +20,7 @@ import alloy
 from alloy import nn, optim
 import alloy.nn.functional as F
 from alloy.data_parallel import DataParallel
-from alloy.engine.realize import buffer_of
+from alloy.realize_tensors import buffer_of
 from alloy.runtime import collective
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import device_available

@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
 import alloy
 from alloy import Tensor
-from alloy.engine import realize as engine
+from alloy.realize_tensors import realize
 import alloy.nn.functional as F
 from common import median_time, print_table
 
@@ -26,7 +26,7 @@ def _alloy_step(loss_fn, params: list, device):
     for p in params: p.grad = None
     loss = loss_fn()
     loss.backward()
-    engine.realize([loss] + [p.grad for p in params])
+    realize([loss] + [p.grad for p in params])
     dev.synchronize()
   return step
 

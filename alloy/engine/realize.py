@@ -6,7 +6,7 @@ time that graph was seen on the device: the compiled kernel, where its inputs an
 its output buffers. What watchers, DEBUG or BEAM ask for goes through run_schedule, the general path.
 """
 from __future__ import annotations
-import collections, functools, math, sys, threading, time, weakref
+import collections, functools, math, sys, threading, time
 from alloy.helpers import DEBUG, prod
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
@@ -23,21 +23,6 @@ from alloy.engine.values import values
 from alloy.engine.watch import watchers
 
 kernels_launched = 0
-
-# Tensors changed in place since the last realize (alloy/assign.py tells realize_later): computed along with the next
-# realize, so a loop of in-place updates (a training loop reading only its loss) starts each step from computed values
-_pending: dict = {}
-
-def realize_later(t) -> None:
-  """Compute t (weakly held) along with the next realize."""
-  _pending[id(t)] = weakref.ref(t)
-
-def _take_pending() -> list:
-  # a view of a buffer is computed already (an optimizer's parameters are slices of its update's vector): realizing it
-  # would copy it
-  out = [t for t in (ref() for ref in _pending.values()) if t is not None and not (t.node.op is Op.VIEW and t.node.src[0].op is Op.BUFFER)]
-  _pending.clear()
-  return out
 
 def buffer_view(buf: Buffer, shape) -> Node:
   """The node reading a whole buffer as a tensor of `shape`."""
@@ -144,11 +129,10 @@ class Plan:
 _plans: dict = {}   # device name -> {one_kernel's number -> Plan}
 PLANS_PER_DEVICE = 4096
 
-def _eager(t):
-  """Realize t through its plan if its graph is one kernel (True), else leave it to the general path: None, or the
-  structure of the base it walked, for the general path's schedule."""
+def _eager(node: Node, device: str):
+  """node's value through its plan if its graph is one kernel (the node it becomes), else leave it to the general
+  path: None, or the structure of the base it walked, for the general path's schedule. The caller holds node once."""
   global kernels_launched
-  node, device = t.node, t.device
   base = _peel_reshape(node) if node.op is Op.VIEW else node   # a contiguous reshape: its base computed, viewed
   if base is not node and values.table and values.get(base, device) is not base: return None   # computed: a view of it
   walked, kernel = one_kernel(base)
@@ -175,10 +159,12 @@ def _eager(t):
   ck.runner(handles, scalars, *plan.dims)
   kernels_launched += 1
   plan.pressure.launched(plan.nbytes)
-  t.node = view if base is node else reshaped[0] if reshaped and plan.reshaped == node.shape else buffer_view(out, node.shape)
+  done = view if base is node else reshaped[0] if reshaped and plan.reshaped == node.shape else buffer_view(out, node.shape)
   del order, walked
-  if sys.getrefcount(base) > 3: values.set(base, view)   # held elsewhere (here: node or this frame, base, the argument)
-  return True
+  # held elsewhere, its value is worth remembering: beyond the caller's (where base is node), realize_one's node, this
+  # frame's node and base, and the argument
+  if sys.getrefcount(base) > (5 if base is node else 3): values.set(base, view)
+  return done
 
 def _peel_reshape(n: Node) -> Node:
   """A contiguous reshape of a computed node needs no copy: realize the node, view its buffer."""
@@ -186,33 +172,38 @@ def _peel_reshape(n: Node) -> Node:
     n = n.src[0]
   return n
 
-def realize(tensors) -> None:
-  if _pending: tensors = list(tensors) + _take_pending()
+def realize_one(node: Node, device: str) -> Node:
+  """The node holding node's value (a view of a buffer) on device, through the eager path where it applies. The caller
+  holds node once (its tensor), and rebinds it to the answer."""
   walked = None
-  if len(tensors) == 1 and watchers.quiet and not DEBUG:
-    t = tensors[0]
-    if values.table: t.node = values.get(t.node, t.device)
-    if is_buffer_view(t.node) or (not beam_width() and (walked := _eager(t)) is True): return
-  by_device: dict[str, list] = {}
-  for t in tensors:
-    n = values.get(t.node, t.device)
-    t.node = n
-    if is_buffer_view(n): continue
-    by_device.setdefault(t.device, []).append(t)
-  for device_name, ts in by_device.items():
-    bases = [values.get(_peel_reshape(t.node), device_name) for t in ts]
-    run_schedule(bases, device_name, walked if walked is not None and walked[0][-1] is bases[0] else None)
-    for t, b in zip(ts, bases):
-      buf_node = values.get(b, device_name)
-      t.node = buf_node if b is t.node else buffer_view(buf_node.src[0].arg, t.shape)
+  if watchers.quiet and not DEBUG:
+    if values.table: node = values.get(node, device)
+    if is_buffer_view(node): return node
+    if not beam_width() and (walked := _eager(node, device)).__class__ is Node: return walked
+  return realize_nodes([(node, device)], walked)[0]
 
-def buffer_of(t) -> Buffer:
-  """The contiguous buffer holding exactly t's elements, realizing (and copying) as needed. Used to read on the host."""
-  if watchers.on_host_read: watchers.host_read(t)
-  realize([t])
-  n = t.node
-  if not is_buffer_view(n):   # a view of part of a buffer, or strided: copy it into a buffer of its own
+def realize_nodes(items: list, walked: tuple | None = None) -> list[Node]:
+  """For each (node, device name): the node holding its value, a view of a buffer. A device's nodes are scheduled
+  together; walked is the eager path's walk of the first node's base, reused where it is that base."""
+  done: list = [None] * len(items)
+  by_device: dict[str, list] = {}
+  for i, (node, device) in enumerate(items):
+    n = done[i] = values.get(node, device)
+    if not is_buffer_view(n): by_device.setdefault(device, []).append(i)
+  for device_name, idx in by_device.items():
+    bases = [values.get(_peel_reshape(done[i]), device_name) for i in idx]
+    run_schedule(bases, device_name, walked if walked is not None and walked[0][-1] is bases[0] else None)
+    for i, b in zip(idx, bases):
+      buf_node = values.get(b, device_name)
+      done[i] = buf_node if b is done[i] else buffer_view(buf_node.src[0].arg, done[i].shape)
+  return done
+
+def stored(node: Node, device: str) -> Node:
+  """node computed (realize_one) and, where it is a view of part of a buffer or strided, copied into a buffer of its
+  own: the node reading exactly its elements from one contiguous buffer."""
+  n = realize_one(node, device)
+  if not is_buffer_view(n):
     copy = Node(Op.CONTIGUOUS, (n,), None, n.dtype, n.shape)
-    run_schedule([copy], t.device)
-    t.node = n = values.get(copy, t.device)
-  return n.src[0].arg
+    run_schedule([copy], device)
+    n = values.get(copy, device)
+  return n

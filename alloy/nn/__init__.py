@@ -6,8 +6,8 @@ from alloy.nn.module import Module
 from alloy.nn.containers import Sequential, ModuleList, ModuleDict
 from alloy.nn.linear import Linear, Identity
 from alloy.nn.flatten import Flatten, Unflatten
-from alloy.nn.activation import (ReLU, GELU, SiLU, Sigmoid, Tanh, Softmax, LogSoftmax, LeakyReLU, ELU, SELU, Softplus, Hardtanh, ReLU6,
-                                 Mish, Hardswish, Hardsigmoid)
+from alloy.nn.activation import (ReLU, GELU, SiLU, Sigmoid, Tanh, Softmax, LogSoftmax, LeakyReLU, ELU, SELU, CELU, Softplus, Hardtanh, ReLU6,
+                                 Threshold, Mish, Hardswish, Hardsigmoid)
 from alloy.nn.conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from alloy.nn.norm import BatchNorm1d, BatchNorm2d, BatchNorm3d, LayerNorm, GroupNorm, RMSNorm
 from alloy.nn.sparse import Embedding

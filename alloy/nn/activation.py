@@ -1,13 +1,24 @@
-"""The activation modules: ReLU, GELU, SiLU, Sigmoid, Tanh, Softmax, LogSoftmax over the Tensor methods, and
-LeakyReLU, ELU, SELU, Softplus, Hardtanh, ReLU6, Mish, Hardswish, Hardsigmoid over nn.functional. `inplace` is
-accepted and means nothing: every result is a new value."""
+"""The activation modules: GELU, Sigmoid, Tanh, Softmax, LogSoftmax over the Tensor methods, and ReLU, SiLU,
+LeakyReLU, ELU, SELU, CELU, Softplus, Hardtanh, ReLU6, Threshold, Mish, Hardswish, Hardsigmoid over nn.functional.
+`inplace=True` is PyTorch's: the input itself takes the result and is returned (nn.functional's maybe_in_place),
+refused on a leaf that requires grad while grad mode is on."""
 from __future__ import annotations
 from alloy.nn.module import Module
 from alloy.nn import functional as F
 
-class ReLU(Module):
-  def __init__(self, inplace: bool = False): super().__init__()
-  def forward(self, x): return x.relu()
+class InPlaceActivation(Module):
+  """A module whose functional takes inplace=; repr shows it where it is set, as PyTorch's does."""
+  def __init__(self, inplace: bool = False):
+    super().__init__()
+    self.inplace = inplace
+  def extra_repr(self): return ", ".join(self.repr_fields() + (["inplace=True"] if self.inplace else []))
+  def repr_fields(self) -> list[str]: return []
+
+class ReLU(InPlaceActivation):
+  def forward(self, x): return F.relu(x, self.inplace)
+
+class SiLU(InPlaceActivation):
+  def forward(self, x): return F.silu(x, self.inplace)
 
 class GELU(Module):
   def __init__(self, approximate: str = "none"):
@@ -16,10 +27,6 @@ class GELU(Module):
     self.approximate = approximate
   def forward(self, x): return x.gelu(approximate=self.approximate)
   def extra_repr(self): return f"approximate={self.approximate!r}"
-
-class SiLU(Module):
-  def __init__(self, inplace: bool = False): super().__init__()
-  def forward(self, x): return x.silu()
 
 class Sigmoid(Module):
   def forward(self, x): return x.sigmoid()
@@ -38,18 +45,25 @@ class Softmax(Module):
 class LogSoftmax(Softmax):
   def forward(self, x): return x.log_softmax(self.dim)
 
-class LeakyReLU(Module):
+class LeakyReLU(InPlaceActivation):
   def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
-    super().__init__()
+    super().__init__(inplace)
     self.negative_slope = negative_slope
-  def forward(self, x): return F.leaky_relu(x, self.negative_slope)
-  def extra_repr(self): return f"negative_slope={self.negative_slope}"
+  def forward(self, x): return F.leaky_relu(x, self.negative_slope, self.inplace)
+  def repr_fields(self): return [f"negative_slope={self.negative_slope}"]
 
-class ELU(Module):
+class ELU(InPlaceActivation):
   def __init__(self, alpha: float = 1.0, inplace: bool = False):
-    super().__init__()
+    super().__init__(inplace)
     self.alpha = alpha
-  def forward(self, x): return F.elu(x, self.alpha)
+  def forward(self, x): return F.elu(x, self.alpha, self.inplace)
+  def repr_fields(self): return [f"alpha={self.alpha}"]
+
+class CELU(ELU):
+  def forward(self, x): return F.celu(x, self.alpha, self.inplace)
+
+class SELU(InPlaceActivation):
+  def forward(self, x): return F.selu(x, self.inplace)
 
 class Softplus(Module):
   def __init__(self, beta: float = 1.0, threshold: float = 20.0):
@@ -57,23 +71,32 @@ class Softplus(Module):
     self.beta, self.threshold = beta, threshold
   def forward(self, x): return F.softplus(x, self.beta, self.threshold)
 
-class Hardtanh(Module):
+class Hardtanh(InPlaceActivation):
   def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
-    super().__init__()
+    super().__init__(inplace)
+    if min_val > max_val: raise ValueError(f"Hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
     self.min_val, self.max_val = min_val, max_val
-  def forward(self, x): return F.hardtanh(x, self.min_val, self.max_val)
+  def forward(self, x): return F.hardtanh(x, self.min_val, self.max_val, self.inplace)
+  def repr_fields(self): return [f"min_val={self.min_val}", f"max_val={self.max_val}"]
 
 class ReLU6(Hardtanh):
-  def __init__(self, inplace: bool = False): super().__init__(0.0, 6.0)
+  def __init__(self, inplace: bool = False): super().__init__(0.0, 6.0, inplace)
+  def repr_fields(self): return []
 
-class Mish(Module):
-  def forward(self, x): return F.mish(x)
+class Threshold(InPlaceActivation):
+  def __init__(self, threshold: float, value: float, inplace: bool = False):
+    super().__init__(inplace)
+    self.threshold, self.value = threshold, value
+  def forward(self, x): return F.threshold(x, self.threshold, self.value, self.inplace)
+  def repr_fields(self): return [f"threshold={self.threshold}", f"value={self.value}"]
 
-class Hardswish(Module):
-  def forward(self, x): return F.hardswish(x)
+class Mish(InPlaceActivation):
+  def forward(self, x): return F.mish(x, self.inplace)
 
-class Hardsigmoid(Module):
-  def forward(self, x): return F.hardsigmoid(x)
+class Hardswish(InPlaceActivation):
+  def forward(self, x): return F.hardswish(x, self.inplace)
+  def extra_repr(self): return ""   # PyTorch's repr leaves inplace out of these two
 
-class SELU(Module):
-  def forward(self, x): return F.selu(x)
+class Hardsigmoid(InPlaceActivation):
+  def forward(self, x): return F.hardsigmoid(x, self.inplace)
+  def extra_repr(self): return ""

@@ -24,7 +24,7 @@ Hyper-parameters other than lr (betas, eps, weight decay, momentum) are baked in
 from __future__ import annotations
 from alloy.tensor import Tensor, cat
 from alloy.autograd import no_grad, enable_grad
-from alloy.engine.realize import realize as realize_all
+from alloy.realize_tensors import realize as realize_all
 from alloy.jit import JitError, capturing, live, on_replay
 
 PARAMS_PER_KERNEL = 8

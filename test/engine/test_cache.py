@@ -51,7 +51,7 @@ def test_new_kernels_of_one_schedule_compile_side_by_side(rng, monkeypatch):
   import numpy as np
   import pytest
   from alloy import Tensor
-  from alloy.engine.realize import realize
+  from alloy.realize_tensors import realize
   from alloy.runtime.device import CompileError
   from alloy.runtime.registry import get_device, default_device
   dev = get_device(default_device())

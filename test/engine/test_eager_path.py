@@ -48,6 +48,15 @@ def test_a_node_held_twice_is_computed_once(device):
   gc.collect()
   assert len(values) < n or n == 0   # the entry goes with its node
 
+def test_a_node_held_once_is_not_remembered(device):
+  """The eager path remembers a value only where someone else holds its node: one tensor's node leaves the table as
+  it was (the other direction is test_a_node_held_twice_is_computed_once)."""
+  x = Tensor(np.arange(6, dtype=np.float32), device=device).realize()
+  (x * 3).realize()
+  n = len(values)
+  (x * 5).realize()
+  assert len(values) == n
+
 def test_values_forgetting_makes_every_node_count_as_not_computed(device):
   x = Tensor(np.arange(6, dtype=np.float32), device=device).realize()
   y, z = x + 5, x + 5

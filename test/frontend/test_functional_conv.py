@@ -7,6 +7,7 @@ import alloy.nn.functional as F
 from alloy.functional import conv as conv_module
 from alloy.functional.conv import lane_device
 from alloy.engine import realize
+from alloy import realize_tensors
 from alloy.schedule.fusion import schedule
 from test_autograd import numeric_grad
 
@@ -129,7 +130,7 @@ def test_conv_backward_kernels(device):
   out = F.conv2d(x, w, b, padding=1).relu().sum()
   out.backward()
   before = realize.kernels_launched
-  realize.realize([x.grad, w.grad, b.grad])
+  realize_tensors.realize([x.grad, w.grad, b.grad])
   # the forward (never realized here), the relu mask's gradient, the input gradient, the weight gradient and its
   # view as the weight's layout, the bias gradient; on the CPU also the padded copies the input gradient and the
   # matmul-shaped weight gradient read (x and the output gradient, each laid out once)

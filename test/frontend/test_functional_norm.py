@@ -5,7 +5,7 @@ import numpy as np, pytest
 import alloy
 from alloy import Tensor
 import alloy.nn.functional as F
-from alloy.engine import realize
+from alloy.realize_tensors import realize
 from functional_check import rand, against_torch, finite_differences
 
 torch = pytest.importorskip("torch")
@@ -167,7 +167,7 @@ def test_layer_norm_gradients_realized_together(device):
   x, w, b, probe = rand(rng, 64, 32), rand(rng, 32), rand(rng, 32), rand(rng, 64, 32)
   xs = [Tensor(a, device=device, requires_grad=True) for a in (x, w, b)]
   (F.layer_norm(xs[0], (32,), xs[1], xs[2]) * Tensor(probe, device=device)).sum().backward()
-  realize.realize([t.grad for t in xs])
+  realize([t.grad for t in xs])
   ts = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
   (TF.layer_norm(ts[0], (32,), ts[1], ts[2]) * torch.tensor(probe)).sum().backward()
   for a, t in zip(xs, ts): np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-4)

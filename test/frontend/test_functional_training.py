@@ -2,7 +2,7 @@
 cross-entropy) trained for a few SGD steps lands on the parameters PyTorch reaches from the same start."""
 import numpy as np, pytest
 from alloy import Tensor
-from alloy.engine import realize
+from alloy.realize_tensors import realize
 import alloy.nn.functional as F
 from functional_check import rand
 
@@ -30,7 +30,7 @@ def test_cnn_sgd_steps_match_torch(device):
   for x, y in data:
     loss = F.cross_entropy(_model(F, Tensor(x, device=device), ap, arm, arv), Tensor(y, device=device), label_smoothing=0.1)
     loss.backward()
-    realize.realize([p.grad for p in ap])
+    realize([p.grad for p in ap])
     ap = [Tensor((p - p.grad * 0.1).numpy(), device=device, requires_grad=True) for p in ap]
     tloss = TF.cross_entropy(_model(TF, torch.tensor(x), tp, trm, trv), torch.tensor(y), label_smoothing=0.1)
     tloss.backward()

@@ -178,3 +178,40 @@ def test_loss_modules_match_torch(name, kw):
   want = getattr(torch.nn, name)(**kw)(torch.tensor(x), torch.tensor(target)).numpy()
   assert_close(got, want, atol=1e-5, rtol=1e-5)
   with pytest.raises(ValueError, match="reduction must be"): nn.MSELoss(reduction="avg")
+
+IN_PLACE = [("ReLU", {}), ("SiLU", {}), ("LeakyReLU", dict(negative_slope=0.2)), ("ELU", dict(alpha=0.7)), ("CELU", dict(alpha=1.3)),
+            ("SELU", {}), ("Hardtanh", dict(min_val=-0.5, max_val=0.8)), ("ReLU6", {}), ("Threshold", dict(threshold=0.3, value=-2.0)),
+            ("Mish", {}), ("Hardswish", {}), ("Hardsigmoid", {})]
+
+@pytest.mark.parametrize("name,kw", IN_PLACE)
+def test_in_place_activation_modules_match_torch(device, name, kw):
+  """inplace=True: the module returns its input changed, and gradients flow through the change as in PyTorch."""
+  x, w = np.random.default_rng(2).uniform(-8, 8, (4, 7)).astype(np.float32), _x(4, 7, seed=3)
+  mine, theirs = getattr(nn, name)(**kw, inplace=True), getattr(torch.nn, name)(**kw, inplace=True)
+  assert repr(mine) == repr(theirs)
+  xa, xt = Tensor(x, device=device, requires_grad=True), torch.tensor(x, requires_grad=True)
+  ta, tt = xa * 1.5, xt * 1.5                 # non-leaves: in place is allowed
+  assert mine(ta) is ta and theirs(tt) is tt
+  (ta * Tensor(w, device=device)).sum().backward()
+  (tt * torch.tensor(w)).sum().backward()
+  assert_close(ta.numpy(), tt.detach().numpy(), atol=1e-5, rtol=1e-4)
+  assert_close(xa.grad.numpy(), xt.grad.numpy(), atol=1e-5, rtol=1e-4)
+  plain = getattr(nn, name)(**kw)             # without inplace the input keeps its value
+  t = Tensor(x, device=device)
+  assert plain(t) is not t
+  np.testing.assert_array_equal(t.numpy(), x)
+
+@pytest.mark.parametrize("name,kw", [("ReLU", {}), ("LeakyReLU", {}), ("Hardtanh", {}), ("Threshold", dict(threshold=0.0, value=1.0))])
+def test_in_place_activation_module_on_a_leaf_is_refused(device, name, kw):
+  xa, xt = Tensor(np.ones(4, np.float32), device=device, requires_grad=True), torch.ones(4, requires_grad=True)
+  with pytest.raises(RuntimeError, match="a leaf tensor that requires grad"): getattr(nn, name)(**kw, inplace=True)(xa)
+  with pytest.raises(RuntimeError, match="leaf Variable that requires grad"): getattr(torch.nn, name)(**kw, inplace=True)(xt)
+  with alloy.no_grad(): getattr(nn, name)(**kw, inplace=True)(xa)   # allowed without grad mode, as in PyTorch
+
+def test_sequential_with_in_place_relu_trains_as_torch(device):
+  """Linear -> ReLU(inplace=True) -> Linear: the in-place ReLU changes the first Linear's output (a non-leaf), and every
+  parameter's gradient is PyTorch's."""
+  torch.manual_seed(0)
+  theirs = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(inplace=True), torch.nn.Linear(8, 3))
+  mine = _pair(nn.Sequential(nn.Linear(6, 8), nn.ReLU(inplace=True), nn.Linear(8, 3)), theirs, device)
+  _check(mine, theirs, _x(5, 6), device)

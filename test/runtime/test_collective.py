@@ -7,7 +7,7 @@ from alloy import Tensor
 from alloy.runtime import collective
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import device_available
-from alloy.engine.realize import buffer_of
+from alloy.realize_tensors import buffer_of
 
 CPUS = ["CPU", "CPU:1", "CPU:2"]
 
@@ -66,7 +66,7 @@ def test_cpu_collectives_wait_for_queued_work():
   rng = np.random.default_rng(1)
   xs = [rng.uniform(-1, 1, (256, 256)).astype(np.float32) for _ in CPUS]
   ts = [(Tensor(x, device=dev) @ Tensor(x, device=dev)).exp().sum(1) for x, dev in zip(xs, CPUS)]
-  from alloy.engine.realize import realize
+  from alloy.realize_tensors import realize
   realize(ts)   # queued, not waited for
   ins = [buffer_of(t) for t in ts]
   outs = [Buffer(dev, 256, dt.float32) for dev in CPUS]

@@ -84,7 +84,7 @@ def test_schedule_cache_tells_aliasing_apart(rng):
 
 def test_several_targets_keep_their_places(rng):
   # one realize of two results, in both orders: the cached schedule must hand each its own buffer
-  from alloy.engine.realize import realize
+  from alloy.realize_tensors import realize
   x = rng.uniform(1, 2, (4, 5)).astype(np.float32)
   a = Tensor(x).realize()
   for _ in range(2):   # the second round runs from the schedule cache

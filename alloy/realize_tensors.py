@@ -1,0 +1,40 @@
+"""Realizing Tensors: the front end's side of the engine's interface. The engine (engine/realize.py) takes nodes with
+their device and hands back the nodes holding their values (views of buffers); here each tensor is rebound to its
+answer. The tensors changed in place since the last realize (assign.py tells realize_later) are kept here too, and
+computed along with the next realize, so a loop of in-place updates (a training loop reading only its loss) starts
+each step from computed values."""
+from __future__ import annotations
+import weakref
+from alloy.ir.ops import Op
+from alloy.runtime.buffer import Buffer
+from alloy.engine import realize as engine
+from alloy.engine.watch import watchers
+
+_pending: dict = {}   # id -> weak reference of each tensor changed in place, not yet computed
+
+def realize_later(t) -> None:
+  """Compute t (weakly held) along with the next realize."""
+  _pending[id(t)] = weakref.ref(t)
+
+def _take_pending() -> list:
+  # a view of a buffer is computed already (an optimizer's parameters are slices of its update's vector): realizing it
+  # would copy it
+  out = [t for t in (ref() for ref in _pending.values()) if t is not None and not (t.node.op is Op.VIEW and t.node.src[0].op is Op.BUFFER)]
+  _pending.clear()
+  return out
+
+def realize(tensors) -> None:
+  """Compute the tensors, each device's together, and rebind each one to the node holding its value."""
+  if _pending: tensors = list(tensors) + _take_pending()
+  if len(tensors) == 1:
+    t = tensors[0]
+    t.node = engine.realize_one(t.node, t.device)
+    return
+  for t, n in zip(tensors, engine.realize_nodes([(t.node, t.device) for t in tensors])): t.node = n
+
+def buffer_of(t) -> Buffer:
+  """The contiguous buffer holding exactly t's elements, realizing (and copying) as needed. Used to read on the host."""
+  if watchers.on_host_read: watchers.host_read(t)
+  if _pending: realize([t])
+  t.node = n = engine.stored(t.node, t.device)
+  return n.src[0].arg
