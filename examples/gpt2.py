@@ -47,7 +47,8 @@ class Generator:
       for k, v in self.cache.layers:
         with alloy.no_grad(): k.zero_(); v.zero_()
     with alloy.no_grad():
-      return pick(self.model(Tensor(prompt.astype(np.int32), device=device), 0, self.cache, logits_to_keep=1)[:, -1], self.top_k, self.temperature).realize()
+      logits = self.model(Tensor(prompt.astype(np.int32), device=device), 0, self.cache, logits_to_keep=1)
+      return pick(logits[:, -1], self.top_k, self.temperature).realize()
 
   def generate(self, prompt: np.ndarray, max_new_tokens: int, progress: bool = False) -> np.ndarray:
     """prompt (B, L) token ids -> (B, L + max_new_tokens)."""
