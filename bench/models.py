@@ -49,8 +49,7 @@ def _train_rows(device: str, compile_too: bool, notes: list) -> list:
         opt.zero_grad()
         loss = F.cross_entropy(model(xa), ya)
         loss.backward()
-        # the loss with the gradients, as PyTorch computes it: realized alone after the update, the schedule fuses the
-        # whole MLP forward into one serial kernel for the scalar (minutes on the CPU; a schedule bug, see the report)
+        # the loss with the gradients, as PyTorch computes it (not recomputed from the updated parameters afterwards)
         realize([loss] + [p.grad for p in model.parameters()])
         opt.step()
         return loss.detach()

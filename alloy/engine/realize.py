@@ -179,7 +179,7 @@ def realize_one(node: Node, device: str) -> Node:
   if watchers.quiet and not DEBUG:
     if values.table: node = values.get(node, device)
     if is_buffer_view(node): return node
-    if not beam_width() and (walked := _eager(node, device)).__class__ is Node: return walked
+    if not beam_width() and isinstance(walked := _eager(node, device), Node): return walked
   return realize_nodes([(node, device)], walked)[0]
 
 def realize_nodes(items: list, walked: tuple | None = None) -> list[Node]:
