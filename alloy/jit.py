@@ -29,7 +29,7 @@ JIT=0 turns capture off, JIT=2 captures but replays launch by launch (no graphs)
 from __future__ import annotations
 import functools, inspect, time
 from alloy.helpers import DEBUG, getenv
-from alloy.ir.node import Node
+from alloy.ir.node import Node, views_a_buffer
 from alloy.ir.ops import Op
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import get_device
@@ -108,7 +108,7 @@ class _Capture(Watcher):
           if key < 0: raise JitError(f"jit {self.name}: {self.live_names[key]} (read from host state) was used as a plain number ({why}); "
                                      f"a replay could not give it a new value")
         self.changes, changed = state.changes()   # arguments changed in place, .grads set: outputs after the returned ones
-        realize_tensors.realize(outs + [t for t in changed if not jit_args.views_a_buffer(t.node)])   # a slice stays one (replays keep its layout)
+        realize_tensors.realize(outs + [t for t in changed if not views_a_buffer(t.node)])   # a slice stays one (replays keep its layout)
     finally: _capturing = None
     return jit_args.rebuild(template, iter(outs)), template, outs + changed
 
@@ -339,7 +339,7 @@ class Replay:
     bound: list = []
     for i, t in enumerate(tensors):
       n = t.node
-      if n.op is not Op.VIEW or n.src[0].op is not Op.BUFFER: n = jit_args.bound_buffer(t)
+      if not views_a_buffer(n): n = jit_args.bound_buffer(t)
       if (n.shape, n.dtype, t.device, n.arg, n.src[0].arg.size) != self.specs[i]: raise self._input_error(i, t, n)
       bound.append(n)
       if (s := self.input_slots[i]) is not None: h[s] = n.src[0].arg.handle

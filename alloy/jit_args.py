@@ -3,7 +3,7 @@ Tensors and everything else, checked against the capture's, and the returned str
 Python numbers traced as Scalars. Also how a captured launch picks its buffers."""
 from __future__ import annotations
 import operator
-from alloy.ir.node import Node
+from alloy.ir.node import Node, views_a_buffer
 from alloy.ir.ops import Op
 from alloy.engine import realize as engine
 from alloy import realize_tensors
@@ -80,15 +80,11 @@ def template(obj, tensors: list):
 def bound_buffer(t: Tensor) -> Node:
   """t's node as a view of a buffer (any layout), realizing t first when it is lazy."""
   n = t.node
-  if n.op is Op.VIEW and n.src[0].op is Op.BUFFER: return n
+  if views_a_buffer(n): return n
   realize_tensors.realize([t])
   n = t.node
   if n.op is Op.BUFFER: n = t.node = engine.buffer_view(n.arg, n.shape)
   return n
-
-def views_a_buffer(n: Node) -> bool:
-  """Whether n reads a buffer through a view (any layout): a computed value."""
-  return n.op is Op.VIEW and n.src[0].op is Op.BUFFER
 
 def spec(t: Tensor, n: Node) -> tuple:
   return (n.shape, n.dtype, t.device, n.arg, n.src[0].arg.size)

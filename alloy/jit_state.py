@@ -14,7 +14,8 @@ bind it): zero the grads inside the step (opt.zero_grad()) or after it.
 """
 from __future__ import annotations
 import weakref
-from alloy import autograd, jit_args
+from alloy import autograd
+from alloy.ir.node import views_a_buffer
 from alloy.ir.ops import Op
 from alloy.engine import realize as engine
 from alloy.engine.watch import Watcher
@@ -100,7 +101,7 @@ class Watch(Watcher):
                          f"a replay could not bind it: clear the grads inside the function before backward (opt.zero_grad()), "
                          f"or after the update, or pass the tensor as an argument")
         found.append((obj, None))
-      elif jit_args.views_a_buffer(entry): found.append((obj, entry))
+      elif views_a_buffer(entry): found.append((obj, entry))
       elif entry.op is Op.BUFFER: found.append((obj, engine.buffer_view(entry.arg, entry.shape)))
       else:
         raise JitError(f"jit {name}: the function changes in place a tensor of shape {obj.shape} that is not an argument (reached through "

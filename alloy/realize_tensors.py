@@ -5,7 +5,7 @@ computed along with the next realize, so a loop of in-place updates (a training 
 each step from computed values."""
 from __future__ import annotations
 import weakref
-from alloy.ir.ops import Op
+from alloy.ir.node import views_a_buffer
 from alloy.runtime.buffer import Buffer
 from alloy.engine import realize as engine
 from alloy.engine.watch import watchers
@@ -19,7 +19,7 @@ def realize_later(t) -> None:
 def _take_pending() -> list:
   # a view of a buffer is computed already (an optimizer's parameters are slices of its update's vector): realizing it
   # would copy it
-  out = [t for t in (ref() for ref in _pending.values()) if t is not None and not (t.node.op is Op.VIEW and t.node.src[0].op is Op.BUFFER)]
+  out = [t for t in (ref() for ref in _pending.values()) if t is not None and not views_a_buffer(t.node)]
   _pending.clear()
   return out
 

@@ -73,3 +73,7 @@ class Node:
     return f"Node({self.op.name}, {self.dtype.name}, {self.shape}{', ' + str(self.arg) if self.op not in (Op.BUFFER, Op.VIEW) else ''})"
 
   def toposort(self) -> list["Node"]: return toposort(self, lambda n: reversed(n.src))
+
+def views_a_buffer(n: Node) -> bool:
+  """Whether n reads a buffer through a view (any layout): a computed value."""
+  return n.op is Op.VIEW and n.src[0].op is Op.BUFFER
