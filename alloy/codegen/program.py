@@ -90,6 +90,10 @@ INDEX_OPS = ("add", "mul", "mad", "div", "mod", "lt", "ge", "and")
 # (hoist.py) and to drop where unused; a PTR that a STEP moves is not among them (it changes in its loop)
 PURE = frozenset({Kind.IALU, Kind.CONST, Kind.CAST, Kind.PTR})
 
+def stepped_pointers(instrs) -> set:
+  """id() of each PTR that a STEP moves (strength.py): a variable of its own, where another address is a value."""
+  return {id(ins.src[0]) for ins in instrs if ins.op is Kind.STEP}
+
 class Instr:
   """One instruction: what `dtype`, `src` (the instructions it reads) and `arg` hold depends on its kind, `op`
   (see Kind). Compared by identity; a plain class with slots, as lowering makes many."""

@@ -24,6 +24,13 @@ __device__ inline float alloy_bfloat16_to_float(__nv_bfloat16 x) { return __bflo
 __device__ inline __nv_bfloat16 alloy_float_to_bfloat16(float x) { return __float2bfloat16_rn(x); }
 """
 
+def mma(r, t, ins):
+  """The tensor-core tile (renderer/cuda_mma.py) into a zeroed array of accumulators."""
+  spec, tile = ins.arg
+  acc = t.new("acc")
+  t.named(ins, acc, f"float {acc}[{tile.accumulators}];", f"for (int i = 0; i < {tile.accumulators}; i++) {acc}[i] = 0.0f;",
+          mma_call(spec, tile, *t.args(ins), acc))
+
 class CUDARenderer(CStyleRenderer):
   language = "cuda"
   type_names = {"bool": "bool", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "uint16": "uint16_t",
@@ -41,17 +48,7 @@ class CUDARenderer(CStyleRenderer):
       spec, shape = mma.arg
       tile = [MMA_PRELUDE, f'extern "C" __device__ int alloy_dynamic_shared_bytes = {shape.shared_bytes(spec.operand_dtype.itemsize)};']
     return ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE] + tile
-  def own_instruction(self, ins, names: dict, dtypes: dict, new) -> list[str] | None:
-    if ins.op is Kind.MMA:   # the tensor-core tile (renderer/cuda_mma.py) into a zeroed array of accumulators
-      spec, tile = ins.arg
-      acc = names[id(ins)] = new("acc")
-      a, b, a_off, b_off, m0, n0 = (names[id(s)] for s in ins.src)
-      return [f"float {acc}[{tile.accumulators}];", f"for (int i = 0; i < {tile.accumulators}; i++) {acc}[i] = 0.0f;",
-              mma_call(spec, tile, a, b, a_off, b_off, m0, n0, acc)]
-    if ins.op is Kind.GEP and ins.src[0].op is Kind.MMA:
-      names[id(ins)], dtypes[id(ins)] = f"{names[id(ins.src[0])]}[{ins.arg}]", ins.dtype
-      return []
-    return None
+  kinds = {**CStyleRenderer.kinds, Kind.MMA: mma}
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str:
     # Given only the block size, NVRTC's ptxas held row kernels to 32 registers (full occupancy) even where more
     # pay: softmax rows ran at 2.8 TB/s with 32 and 3.77 with 55 on an H200. Asking for 512/threads resident blocks

@@ -43,6 +43,13 @@ inline float alloy_erf(float x) {
 
 MAX_BINDINGS = 31   # buffer bindings of a Metal kernel
 
+def mma(r, t, ins):
+  """The simdgroup-matrix tile (renderer/metal_simdgroup.py) into an array of accumulators."""
+  spec, tile = ins.arg
+  if tile.instruction != SIMDGROUP_8X8: raise ValueError(f"Metal has no {tile.instruction} tiles (its own: {SIMDGROUP_8X8})")
+  acc = t.new("acc")
+  t.named(ins, acc, *simdgroup_lines(spec, tile, r.tname(spec.operand_dtype), *t.args(ins), acc))
+
 class MetalRenderer(CStyleRenderer):
   language = "metal"
   type_names = {"bool": "bool", "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort",
@@ -56,16 +63,7 @@ class MetalRenderer(CStyleRenderer):
     if d.name not in self.type_names: raise TypeError(f"Metal has no {d.name}: the METAL device cannot compute in {d.name}")
     return self.type_names[d.name]
   def preamble(self, prog: LinearProgram) -> list[str]: return [METAL_PRELUDE]
-  def own_instruction(self, ins, names: dict, dtypes: dict, new) -> list[str] | None:
-    if ins.op is Kind.MMA:   # the simdgroup-matrix tile (renderer/metal_simdgroup.py) into an array of accumulators
-      spec, tile = ins.arg
-      if tile.instruction != SIMDGROUP_8X8: raise ValueError(f"Metal has no {tile.instruction} tiles (its own: {SIMDGROUP_8X8})")
-      acc = names[id(ins)] = new("acc")
-      return simdgroup_lines(spec, tile, self.tname(spec.operand_dtype), *(names[id(s)] for s in ins.src), acc)
-    if ins.op is Kind.GEP and ins.src[0].op is Kind.MMA:
-      names[id(ins)], dtypes[id(ins)] = f"{names[id(ins.src[0])]}[{ins.arg}]", ins.dtype
-      return []
-    return None
+  kinds = {**CStyleRenderer.kinds, Kind.MMA: mma}
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str:
     specials = ["uint3 gid [[threadgroup_position_in_grid]]", "uint3 lid [[thread_position_in_threadgroup]]",
                 "uint3 lsize [[threads_per_threadgroup]]"]
