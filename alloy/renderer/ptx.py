@@ -479,9 +479,8 @@ class _Kernel:
     self.shared.append(f"\t.shared .align 16 .b8 {name}[{size * _SHARED[reg_class(ins.dtype)][0]}];")
     self.name(ins, name)
   def if_open(self, ins) -> None:
-    c, end = ins.src[0], self.label()
-    if c.op is not Kind.CONST: self.emit(f"@!{self.value(c)} bra {end};")
-    elif not c.arg: self.emit(f"bra {end};")
+    end = self.label()
+    self.emit(f"@!{self.value(ins.src[0])} bra {end};")
     self.ifs.append(end)
   def store(self, ins) -> None:
     ptr, val = ins.src
@@ -498,11 +497,6 @@ class _Kernel:
     lanes = [self.reg(reg_class(ins.dtype)) for _ in range(width)]
     self.emit(f"ld.{self.space(ptr)}.v{width}.{_mem_type(ins.dtype)} {{{', '.join(lanes)}}}, [{self.address(ptr, offset)}];")
     self.name(ins, lanes)
-  def guard(self, ins) -> str | bool:
-    """A LOAD's valid: a predicate register, or True."""
-    if len(ins.src) == 1: return True
-    valid = ins.src[1]
-    return True if valid.op is Kind.CONST and valid.arg else self.value(valid)
   def update(self, ins) -> None:
     a = self.names[id(ins.src[0])]
     self.alu(ins.arg, ins.dtype, [a, self.value(ins.src[1])], ins.dtype, out=a)
@@ -525,7 +519,7 @@ class _Kernel:
            Kind.VAR: lambda k, ins: k.name(ins, k.scalar(ins.arg, ins.dtype)), Kind.SPECIAL: special, Kind.LOCAL: local,
            Kind.RANGE: range_open, Kind.ENDRANGE: lambda k, ins: k.range_close(), Kind.IF: if_open,
            Kind.ENDIF: lambda k, ins: k.out.append(f"{k.ifs.pop()}:"),
-           Kind.LOAD: lambda k, ins: k.name(ins, k.load(ins.src[0], ins.arg, k.guard(ins), ins.dtype)), Kind.STORE: store,
+           Kind.LOAD: lambda k, ins: k.name(ins, k.load(ins.src[0], ins.arg, len(ins.src) == 1 or k.value(ins.src[1]), ins.dtype)), Kind.STORE: store,
            Kind.ALU: elementwise, Kind.CAST: lambda k, ins: k.name(ins, k.cast(k.value(ins.src[0]), ins.src[0].dtype, ins.dtype)),
            Kind.BITCAST: lambda k, ins: k.name(ins, k.bitcast(k.value(ins.src[0]), ins.src[0].dtype, ins.dtype)),
            Kind.ACC: acc, Kind.UPDATE: update, Kind.GROUP_REDUCE: lambda k, ins: k.group_reduce(ins),
