@@ -333,7 +333,7 @@ class Lowerer:
     for p, d in zip(self.params, self.buffer_dtypes): p.dtype = d or dt.uint8
     meta = KernelMeta(name=kernel_name(self.ast), global_size=opts.global_size, local_size=opts.local_size,
                       flops=estimate_flops(self.ast), bytes=estimate_bytes(self.ast), opts=opts.applied,
-                      scalar_dtypes=self.ast.scalar_dtypes)
+                      scalar_dtypes=self.ast.scalar_dtypes, min_blocks=opts.resident_blocks())
     return LinearProgram(instrs, meta, self.buffer_dtypes)
 
   def _output_flat(self, idx) -> sym.Expr:

@@ -118,6 +118,7 @@ class KernelMeta:
   target: str = ""
   outs: int = 1
   scalar_dtypes: tuple = ()  # the dtype of each scalar argument (VAR), passed as int32 words (see scalar_words)
+  min_blocks: int = 1   # threadgroups a multiprocessor should have room for: bounds the registers a thread takes (plan.py)
 
 @dataclass
 class LinearProgram:

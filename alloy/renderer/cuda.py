@@ -50,14 +50,8 @@ class CUDARenderer(CStyleRenderer):
     return ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE] + tile
   kinds = {**CStyleRenderer.kinds, Kind.MMA: mma}
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str:
-    # Given only the block size, NVRTC's ptxas held row kernels to 32 registers (full occupancy) even where more
-    # pay: softmax rows ran at 2.8 TB/s with 32 and 3.77 with 55 on an H200. Asking for 512/threads resident blocks
-    # per SM (a quarter of the threads, at most 128 registers each) lets it take what the kernel needs.
-    threads = prog.meta.local_size[0]
-    blocks = max(1, 512 // threads)
-    if (mma := next((ins for ins in prog.instrs if ins.op is Kind.MMA), None)) is not None:
-      blocks = 1 if mma.arg[1].accumulators > 64 else 2   # a tensor-core tile's accumulators are its registers
-    return f'extern "C" __global__ void __launch_bounds__({threads}, {blocks}) {name}({", ".join(params)})'
+    meta = prog.meta
+    return f'extern "C" __global__ void __launch_bounds__({meta.local_size[0]}, {meta.min_blocks}) {name}({", ".join(params)})'
   def param_decl(self, slot: int, d: DType, written: bool) -> str:
     return f"{'' if written else 'const '}{self.tname(d)}* __restrict__ data{slot}"
   def special(self, kind: str, wide: bool = False) -> str:

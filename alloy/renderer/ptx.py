@@ -409,8 +409,8 @@ class _Kernel:
     regs = [f"\t.reg .{cls} %{_REG_PREFIX[cls]}<{n}>;" for cls, n in self.counts.items() if n]
     return "\n".join([f".version {ptx_version(self.arch)}", f".target {self.arch}", ".address_size 64", "",
                       f".visible .entry {prog.meta.name}(", ",\n".join(self.params), ")",
-                      # as the CUDA C renderer's __launch_bounds__: room for the registers the kernel needs
-                      f".maxntid {threads}, 1, 1", f".minnctapersm {min(32, max(1, 512 // threads))}", "{",
+                      # as the CUDA C renderer's __launch_bounds__ (plan.py's choice), at most 32 as it always was
+                      f".maxntid {threads}, 1, 1", f".minnctapersm {min(32, prog.meta.min_blocks)}", "{",
                       *regs, *self.shared, *self.head, *self.out, "\tret;", "}", ""])
 
   def range_open(self, ins) -> None:
