@@ -1,9 +1,12 @@
 """PTX for the CUDA device: the linear program straight to NVIDIA's virtual ISA, with no C++ compiler in the way.
 
-Longer than the house's 400 lines: it only prints (index arithmetic, hoisting, pointer stepping and unrolling are
-codegen passes: codegen/passes.py), but PTX has no expressions and no types beyond register widths, so most kinds
-print as several instructions per value class (the casts, floor division, 8-bit wrapping, 16-bit float rounding and
-the group reduction's shuffles below), and a split would separate each kind's text from the register classes it needs.
+A printer: `_Kernel.kinds` says what each instruction kind prints and OPS, FLOAT_OPS, FLOAT32_OPS and BOOL_OPS what
+each elementwise op prints for its operands' class; index arithmetic, hoisting, pointer stepping, unrolling, constant
+guards and the occupancy asked for are codegen's (codegen/passes.py, plan.py). What it does beyond a lookup is PTX's
+own: virtual registers by value class, byte addresses, and the group reduction's fixed routine (as the C renderers').
+Longer than the house's 400 lines: PTX has no expressions and no types beyond register widths, so most kinds print as
+several instructions per value class (the casts, floor division, 8-bit wrapping, 16-bit float rounding and the
+shuffles below), and a split would separate each kind's text from the register classes it needs.
 
 A new CUDA C kernel costs NVRTC's front end, NVVM (with libdevice linked in) and ptxas: 27-47 ms on an H200 host.
 PTX skips all but ptxas (nvJitLink, 8-9 ms): a first realize of a new kernel took 14.1 ms against 45.2 ms through
@@ -111,14 +114,15 @@ def _extreme(k, op: Op, out: str, s: list[str], sd: DType) -> None:
   k.emit(f"setp.{'gt' if op is Op.MAX else 'lt'}.{t} {p}, {a}, {b};", f"setp.nan.{t} {q}, {a}, {a};", f"or.pred {p}, {p}, {q};",
          f"selp.{t} {out}, {a}, {b}, {p};")
 
+def _floor(k, op: Op, out: str, s: list[str], sd: DType) -> None: k.floor_div_mod(op, out, *s, sd)
+
 # every numeric dtype's
 OPS = {Op.ADD: line("add.{t} {o}, {a}, {b};"), Op.SUB: line("sub.{t} {o}, {a}, {b};"), Op.MUL: line("mul{lo}.{t} {o}, {a}, {b};"),
        Op.AND: line("and.b{bits} {o}, {a}, {b};"), Op.OR: line("or.b{bits} {o}, {a}, {b};"), Op.XOR: line("xor.b{bits} {o}, {a}, {b};"),
        Op.SHL: _shift, Op.SHR: _shift, Op.CMPLT: line("setp.lt.{t} {o}, {a}, {b};"), Op.CMPLE: line("setp.le.{t} {o}, {a}, {b};"),
        Op.CMPEQ: line("setp.eq.{t} {o}, {a}, {b};"), Op.CMPNE: line("setp.{ne}.{t} {o}, {a}, {b};"), Op.WHERE: _where,
        Op.NEG: line("neg.{signed} {o}, {a};"), Op.NOT: line("not.b{bits} {o}, {a};"), Op.MAX: _extreme, Op.MIN: _extreme,
-       Op.DIV: line("div{rn}.{t} {o}, {a}, {b};"), Op.IDIV: lambda k, op, out, s, sd: k.floor_div_mod(op, out, *s, sd),
-       Op.MOD: lambda k, op, out, s, sd: k.floor_div_mod(op, out, *s, sd),
+       Op.DIV: line("div{rn}.{t} {o}, {a}, {b};"), Op.IDIV: _floor, Op.MOD: _floor,
        Op.ABS: lambda k, op, out, s, sd: line("mov.b{bits} {o}, {a};" if sd.is_unsigned else "abs.{signed} {o}, {a};")(k, op, out, s, sd)}
 # float dtypes' own; float32's math that PTX has no instruction for is ptx_math.py's
 FLOAT_OPS = {**OPS, Op.RECIP: line("rcp.rn.{t} {o}, {a};"), Op.SQRT: line("sqrt.rn.{t} {o}, {a};"),
@@ -179,7 +183,7 @@ class _Kernel:
     self.emit(f"cvt.u64.u32 {out}, {r};" if wide else f"cvt.u32.u64 {out}, {r};")
     return out
   def to_int32(self, r: str, d: DType) -> str:
-    """C's (int) of a value used as an index."""
+    """The value widened to a 32-bit register (what a shuffle moves)."""
     cls = reg_class(d)
     if cls == "b32": return r
     out = self.reg("b32")
@@ -440,7 +444,8 @@ class _Kernel:
     return out
 
   def pointer(self, ins) -> str:
-    """A PTR: base + index * element size (a fresh register where a STEP moves it)."""
+    """A PTR: base + index * element size (a fresh register where a STEP moves it); PTX addresses bytes, so the scaling
+    is the printer's, as C's pointer arithmetic is the C compiler's."""
     buf, index = ins.src
     size = max(1, ins.dtype.itemsize) if buf.op is Kind.PARAM else _SHARED[reg_class(ins.dtype)][0]
     base = self.value(buf)
