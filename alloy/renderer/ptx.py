@@ -153,7 +153,6 @@ class _Kernel:
     self.names: dict[int, object] = {}   # id(instr) -> register (a list of registers for a vector load)
     self.vars: dict[str, str] = {}       # thread index variables -> their register (a group reduction names its lane)
     self.labels = 0
-    self.written = {ins.src[0].src[0].arg for ins in prog.instrs if ins.op in (Kind.STORE, Kind.VSTORE)}
     self.stepped = stepped_pointers(prog.instrs)
     self.params: list[str] = []
     self.ifs: list[str] = []   # the end label of each open if
@@ -253,7 +252,7 @@ class _Kernel:
     """Where loads through ptr go: through the read-only cache unless the kernel writes its buffer."""
     buf = ptr.src[0]
     if buf.op is Kind.LOCAL: return "shared"
-    return "global" if buf.arg in self.written else "global.nc"
+    return "global" if buf.arg == 0 else "global.nc"   # slot 0, the output, is the buffer a kernel writes (Kind.PARAM)
 
   def load(self, ptr, offset: int, valid, d: DType) -> str:
     cls, out = reg_class(d), self.reg(reg_class(d))
