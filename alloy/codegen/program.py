@@ -53,8 +53,11 @@ Kind.CAST = Kind("CAST", dtype="the target dtype", src="(value,)", arg="None")
 Kind.BITCAST = Kind("BITCAST", dtype="the target dtype (same size)", src="(value,)", arg="None")
 Kind.ACC = Kind("ACC", dtype="the accumulator's dtype", src="()", arg="its initial value (the reduction's identity)")
 Kind.UPDATE = Kind("UPDATE", dtype="the accumulator's dtype", src="(ACC, value)", arg="ir.ops.Op: acc = op(acc, value)")
-Kind.GROUP_REDUCE = Kind("GROUP_REDUCE", dtype="the accumulator's dtype", src="(ACC, LOCAL scratch of a slot per thread)",
-                         arg="(ir.ops.Op, width, the lane variable's name): every thread's acc becomes the op over the group's accs")
+# ---- a threadgroup's threads together (lower.py's grouped reduction)
+Kind.SHUFFLE = Kind("SHUFFLE", dtype="the value's dtype (at most DeviceCaps.shuffle_bytes wide)", src="(value,)",
+                    arg="offset (int): the value in SIMD lane lane^offset of this thread's SIMD group, all of whose lanes run it")
+Kind.BARRIER = Kind("BARRIER", dtype="None", src="()",
+                    arg="None: every thread of the threadgroup waits here; their LOCAL writes before it are seen after it")
 Kind.STORE = Kind("STORE", dtype="None", src="(PARAM or LOCAL, value) (lowered: (PTR, value))",
                   arg="(flat, valid); valid is always true (lowered: offset)")
 # ---- integer index arithmetic and addresses (codegen/index.py, strength.py)

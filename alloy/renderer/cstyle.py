@@ -98,12 +98,6 @@ FLOAT_FUNCS = {Op.EXP: "exp", Op.EXP2: "exp2", Op.LOG: "log", Op.LOG2: "log2", O
                Op.TANH: "tanh", Op.SQRT: "sqrt", Op.ERF: "erf", Op.FLOOR: "floor", Op.CEIL: "ceil", Op.ROUND: "rint",
                Op.TRUNC: "trunc", Op.POW: "pow"}
 
-def _group_reduce(r, t, ins):
-  op, width, lane = ins.arg
-  acc = t[ins] = t[ins.src[0]]
-  def combine(a, b): return r.rounded(r.alu(op, [a, b], ins.dtype), ins.dtype)
-  t.emit(*r.group_reduce(acc, combine, ins.dtype, lane, width, t[ins.src[1]]))
-
 def _pointer(r, t, ins):   # an address is an expression where it is used, unless a STEP moves it
   base, index = ins.src
   address = t[base] if index.op is Kind.CONST and index.arg == 0 else f"({t[base]}+{t[index]})"
@@ -169,7 +163,8 @@ class CStyleRenderer:
     Kind.BITCAST: scalar(lambda r, t, ins: r.bitcast(t[ins.src[0]], ins.src[0].dtype, ins.dtype)),
     Kind.ACC: scalar(lambda r, t, ins: r.const(ins.arg, ins.dtype), "acc"),
     Kind.UPDATE: lambda r, t, ins: t.emit(f"{t[ins.src[0]]} = {r.rounded(r.alu(ins.arg, t.args(ins), ins.dtype), ins.dtype)};"),
-    Kind.GROUP_REDUCE: _group_reduce,
+    Kind.SHUFFLE: scalar(lambda r, t, ins: f"({r.vtype(ins.dtype)}){r.shuffle_xor(t[ins.src[0]], str(ins.arg), ins.dtype)}"),
+    Kind.BARRIER: lambda r, t, ins: t.emit(r.barrier),
     Kind.STORE: lambda r, t, ins: t.emit(r.store(t[ins.src[0]], str(ins.arg), t[ins.src[1]], ins.src[0].dtype)),
     Kind.IALU: scalar(lambda r, t, ins: r.index_ops[ins.arg].format(*t.args(ins))),
     Kind.PTR: _pointer,
@@ -232,22 +227,9 @@ class CStyleRenderer:
     """An array in fast memory of the kernel's own: shared by a threadgroup on GPUs, the thread's on the CPU."""
     raise NotImplementedError
   barrier = ""   # a statement all threads of a group wait at, their shared-memory writes visible after it
-  def shuffle_xor(self, value: str, offset: str, d: DType) -> str | None:
-    """The value of `value` in the SIMD lane `offset` away (lane ^ offset), or None where d has no shuffle."""
+  def shuffle_xor(self, value: str, offset: str, d: DType) -> str:
+    """The value of `value` in the SIMD lane `offset` away (lane ^ offset)."""
     raise NotImplementedError
-  def group_reduce(self, acc: str, combine, d: DType, lane: str, width: int, scratch: str) -> list[str]:
-    """Lines that leave the combination of acc over all `width` threads of the group in every thread's acc;
-    combine(a, b) renders one combining step. SIMD groups are 32 lanes. (A fixed routine printed whole, as the
-    tensor-core tile is: its loops and slots are the language's, not the program's.)"""
-    if (shuffled := self.shuffle_xor(acc, "o", d)) is None:   # no shuffle: every thread posts its value, reads all
-      return [f"{scratch}[{lane}] = {acc};", self.barrier, f"{acc} = {scratch}[0];",
-              f"for (int w = 1; w < {width}; w++) {acc} = {combine(acc, f'{scratch}[w]')};"]
-    # butterfly shuffles leave each SIMD group's result in all its lanes; one lane per group posts it, all read all
-    t = self.vtype(d)
-    lines = [f"for (int o = 16; o > 0; o >>= 1) {{ {t} other = ({t}){shuffled}; {acc} = {combine(acc, 'other')}; }}"]
-    if width <= 32: return lines
-    return lines + [f"if (({lane} & 31) == 0) {scratch}[{lane} >> 5] = {acc};", self.barrier,
-                    f"{acc} = {scratch}[0];", f"for (int w = 1; w < {width // 32}; w++) {acc} = {combine(acc, f'{scratch}[w]')};"]
   def shuffle_operand(self, value: str, d: DType) -> str:
     """Bool and 8/16-bit integers travel through a shuffle as int."""
     return f"(int){value}" if d.is_bool or (d.is_int and d.itemsize < 4) else value

@@ -57,7 +57,7 @@ class CUDARenderer(CStyleRenderer):
   def special(self, kind: str, wide: bool = False) -> str:
     if wide and kind == "global": return "((int64_t)blockIdx.x*blockDim.x+threadIdx.x)"   # the product passes 2^32
     return {"global": "(int)(blockIdx.x*blockDim.x+threadIdx.x)", "group": "(int)blockIdx.x", "lane": "(int)threadIdx.x"}[kind]
-  def local_decl(self, name: str, d: DType, size: int) -> str: return f"__shared__ {self.vtype(d)} {name}[{size}];"
+  def local_decl(self, name: str, d: DType, size: int) -> str: return f"__shared__ {self.tname(d)} {name}[{size}];"
   barrier = "__syncthreads();"
   def shuffle_xor(self, value: str, offset: str, d: DType) -> str:
     return f"__shfl_xor_sync(0xffffffffu, {self.shuffle_operand(value, d)}, {offset})"

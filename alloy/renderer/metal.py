@@ -81,10 +81,10 @@ class MetalRenderer(CStyleRenderer):
   def special(self, kind: str, wide: bool = False) -> str:
     if wide and kind == "global": return "((long)gid.x*lsize.x+lid.x)"   # the product passes 2^32
     return {"global": "(int)(gid.x*lsize.x+lid.x)", "group": "(int)gid.x", "lane": "(int)lid.x"}[kind]
-  def local_decl(self, name: str, d: DType, size: int) -> str: return f"threadgroup {self.vtype(d)} {name}[{size}];"
+  def local_decl(self, name: str, d: DType, size: int) -> str: return f"threadgroup {self.tname(d)} {name}[{size}];"
   barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
-  def shuffle_xor(self, value: str, offset: str, d: DType) -> str | None:
-    if d.itemsize == 8: return None   # no 64-bit SIMD shuffles
+  def shuffle_xor(self, value: str, offset: str, d: DType) -> str:
+    if d.itemsize == 8: raise ValueError("Metal has no 64-bit SIMD shuffles (its caps say shuffle_bytes=4)")
     return f"simd_shuffle_xor({self.shuffle_operand(value, d)}, (ushort){offset})"
   def vec_type(self, d: DType, width: int) -> str: return f"{self.vector_names[d.name]}{width}"
   def vec_pointer(self, buf: str, idx: str, d: DType, width: int, writable: bool) -> str:

@@ -2,8 +2,8 @@
 
 A printer: `_Kernel.kinds` says what each instruction kind prints and OPS, FLOAT_OPS, FLOAT32_OPS and BOOL_OPS what
 each elementwise op prints for its operands' class; index arithmetic, hoisting, pointer stepping, unrolling, constant
-guards and the occupancy asked for are codegen's (codegen/passes.py, plan.py). What it does beyond a lookup is PTX's
-own: virtual registers by value class, byte addresses, and the group reduction's fixed routine (as the C renderers').
+guards, the occupancy asked for and a threadgroup's reduction are codegen's (codegen/passes.py, plan.py, lower.py).
+What it does beyond a lookup is PTX's own: virtual registers by value class, and byte addresses.
 Longer than the house's 400 lines: PTX has no expressions and no types beyond register widths, so most kinds print as
 several instructions per value class (the casts, floor division, 8-bit wrapping, 16-bit float rounding and the
 shuffles below), and a split would separate each kind's text from the register classes it needs.
@@ -32,8 +32,6 @@ class Unsupported(NotImplementedError):
 
 _HALVES = ("float16", "bfloat16")   # held in f32 registers, rounded to their precision after each op
 _REG_PREFIX = {"pred": "p", "b16": "h", "b32": "r", "b64": "rd", "f32": "f", "f64": "fd"}
-# how a register class's values sit in shared memory: (bytes, ld/st type); bool as a byte
-_SHARED = {"pred": (1, "u8"), "b16": (2, "b16"), "b32": (4, "b32"), "f32": (4, "f32"), "b64": (8, "b64"), "f64": (8, "f64")}
 
 def reg_class(d: DType) -> str:
   if d.is_bool: return "pred"
@@ -151,7 +149,6 @@ class _Kernel:
     self.loops: list = []       # each open loop: (counter register, first label, count, bits)
     self.shared: list[str] = []
     self.names: dict[int, object] = {}   # id(instr) -> register (a list of registers for a vector load)
-    self.vars: dict[str, str] = {}       # thread index variables -> their register (a group reduction names its lane)
     self.labels = 0
     self.stepped = stepped_pointers(prog.instrs)
     self.params: list[str] = []
@@ -361,45 +358,6 @@ class _Kernel:
     else: self.emit(f"cvt.u16.u32 {out}, {wide};")
     return out
 
-  def shared_access(self, kind: str, base: str, index: str | int, v: str, d: DType) -> None:
-    """ld or st of element `index` of a shared array of d's register values (bool as a byte)."""
-    cls = reg_class(d)
-    size, t = _SHARED[cls]
-    start = self.reg("b64")
-    self.emit(f"mov.u64 {start}, {base};")
-    addr = self.element(start, index, size)
-    if kind == "st": self.emit(f"st.shared.{t} [{addr}], {self.stored(v, d) if cls == 'pred' else v};")
-    elif cls != "pred": self.emit(f"ld.shared.{t} {v}, [{addr}];")
-    else:
-      raw = self.reg("b16")
-      self.emit(f"ld.shared.u8 {raw}, [{addr}];"); self.emit(f"setp.ne.s16 {v}, {raw}, 0;")
-
-  def group_reduce(self, ins) -> None:
-    """Combine the accumulator over the `width` threads of the block, the result in every thread's: butterfly shuffles
-    within each warp, then one value per warp through shared memory (a fixed routine, as the C renderers print it)."""
-    (op, width, lane), d = ins.arg, ins.dtype
-    acc, scratch, lane = self.names[id(ins.src[0])], self.names[id(ins.src[1])], self.vars[lane]
-    self.name(ins, acc)
-    def combine(other: str) -> None:
-      self.alu(op, d, [acc, other], d, out=acc)
-      if d.is_float and op not in (Op.MAX, Op.MIN): self.rounded(acc, d)
-    for offset in (16, 8, 4, 2, 1): combine(self.shuffle_xor(acc, d, offset))
-    if width <= 32: return
-    first, warp, lanes = self.reg("pred"), self.reg("b32"), self.reg("b32")
-    skip = self.label()
-    self.emit(f"and.b32 {lanes}, {lane}, 31;")
-    self.emit(f"setp.ne.s32 {first}, {lanes}, 0;")
-    self.emit(f"@{first} bra {skip};")
-    self.emit(f"shr.s32 {warp}, {lane}, 5;")
-    self.shared_access("st", scratch, warp, acc, d)
-    self.out.append(f"{skip}:")
-    self.emit("bar.sync 0;")
-    self.shared_access("ld", scratch, 0, acc, d)
-    for w in range(1, width // 32):
-      other = self.reg(reg_class(d))
-      self.shared_access("ld", scratch, w, other, d)
-      combine(other)
-
   # ---- the program
   def text(self) -> str:
     prog = self.prog
@@ -446,7 +404,7 @@ class _Kernel:
     """A PTR: base + index * element size (a fresh register where a STEP moves it); PTX addresses bytes, so the scaling
     is the printer's, as C's pointer arithmetic is the C compiler's."""
     buf, index = ins.src
-    size = max(1, ins.dtype.itemsize) if buf.op is Kind.PARAM else _SHARED[reg_class(ins.dtype)][0]
+    size = max(1, ins.dtype.itemsize)   # a LOCAL array holds its elements as a buffer does (bool as a byte)
     base = self.value(buf)
     if buf.op is Kind.LOCAL:
       start = self.reg("b64")
@@ -476,11 +434,10 @@ class _Kernel:
       if wide: self.emit(f"mad.wide.u32 {out}, {block}, {size}, {self.resized(thread, True)};")
       else: self.emit(f"mad.lo.s32 {out}, {block}, {size}, {thread};")
     else: self.emit(f"mov.u32 {out}, {'%ctaid.x' if kind == 'group' else '%tid.x'};")
-    self.vars[var.name] = out
     self.name(ins, out)
   def local(self, ins) -> None:
     name, size = ins.arg
-    self.shared.append(f"\t.shared .align 16 .b8 {name}[{size * _SHARED[reg_class(ins.dtype)][0]}];")
+    self.shared.append(f"\t.shared .align 16 .b8 {name}[{size * max(1, ins.dtype.itemsize)}];")
     self.name(ins, name)
   def if_open(self, ins) -> None:
     end = self.label()
@@ -526,6 +483,7 @@ class _Kernel:
            Kind.LOAD: lambda k, ins: k.name(ins, k.load(ins.src[0], ins.arg, len(ins.src) == 1 or k.value(ins.src[1]), ins.dtype)), Kind.STORE: store,
            Kind.ALU: elementwise, Kind.CAST: lambda k, ins: k.name(ins, k.cast(k.value(ins.src[0]), ins.src[0].dtype, ins.dtype)),
            Kind.BITCAST: lambda k, ins: k.name(ins, k.bitcast(k.value(ins.src[0]), ins.src[0].dtype, ins.dtype)),
-           Kind.ACC: acc, Kind.UPDATE: update, Kind.GROUP_REDUCE: lambda k, ins: k.group_reduce(ins),
+           Kind.ACC: acc, Kind.UPDATE: update, Kind.SHUFFLE: lambda k, ins: k.name(ins, k.shuffle_xor(k.value(ins.src[0]), ins.dtype, ins.arg)),
+           Kind.BARRIER: lambda k, ins: k.emit("bar.sync 0;"),
            Kind.IALU: lambda k, ins: k.name(ins, k.index_alu(ins)), Kind.PTR: lambda k, ins: k.name(ins, k.pointer(ins)), Kind.STEP: step,
            Kind.VLOAD: vload, Kind.VSTORE: vstore, Kind.GEP: lambda k, ins: k.name(ins, k.names[id(ins.src[0])][ins.arg])}
