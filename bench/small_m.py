@@ -45,5 +45,41 @@ def main():
     print(f"{name:38s} {flops / heur / 1e9:10.0f} {flops / beam / 1e9:10.0f} {flops / theirs / 1e9 if theirs else 0:10.0f}  "
           f"{heur_opts} | {beam_opts}", flush=True)
 
+def sweep():
+  """--sweep: forced transform lists on each decode shape (the register tile's shapes), timed by the device."""
+  import math
+  from alloy.schedule.fusion import schedule
+  from alloy.codegen.lower import lower
+  from alloy.codegen.opts import choose_opts
+  from alloy.codegen.plan import check
+  from alloy.codegen.transforms import describe, local, upcast, unroll
+  from alloy.engine.search_worker import time_kernel
+  device = alloy.default_device()
+  dev = alloy.get_device(device)
+  rng = np.random.default_rng(0)
+  for name, sa, sb, bt in SHAPES[:3] + [("decode attn c_proj 32x768 @ 768x768", (32, 768), (768, 768), False)]:
+    a = Tensor(rng.standard_normal(sa).astype(np.float32), device=device).realize()
+    b = Tensor(rng.standard_normal(sb).astype(np.float32), device=device).realize()
+    out = a @ b.transpose(-1, -2) if bt else a @ b
+    ((_, ast, inputs, _),) = schedule([out.node])
+    flops = 2 * math.prod(ast.shape) * sa[-1]
+    lists = [choose_opts(ast, dev.caps)]
+    for rows in (1, 2, 4, 8, 16, 32):
+      for cols in (1, 2, 4):
+        for threads in (32, 64, 128, 256):
+          for k in (None, 4):
+            lists.append([local(threads)] + ([upcast(0, rows)] if rows > 1 else []) + ([upcast(1, cols)] if cols > 1 else []) +
+                         ([unroll(k)] if k else []))
+    results = []
+    for opts in lists:
+      if check(ast, dev.caps, opts) is not None: continue
+      prog = lower(ast, dev.caps, opts)
+      binary = dev.compiler.compile_cached(dev.renderer.render(prog))
+      t, _ = time_kernel(device, [n.arg for n in inputs[1:]], (ast.root.dtype.name, math.prod(ast.shape)),
+                         (prog.meta.name, binary, prog.meta.global_size, prog.meta.local_size), (), 3, 1.0)
+      results.append((flops / t / 1e9, describe(opts)))
+    print(f"{name}: heuristics {results[0][1]} {results[0][0]:.0f} GFLOP/s; best: " +
+          ", ".join(f"{d} {g:.0f}" for g, d in sorted(results, reverse=True)[:6]), flush=True)
+
 if __name__ == "__main__":
-  main()
+  sweep() if "--sweep" in sys.argv else main()
