@@ -79,6 +79,7 @@ class _Capture(Watcher):
     self.hooks: list = []      # on_replay hooks, in order
     self.live_names: dict = {} # a live number's key (negative) -> what it is
     self.implicit: list = []   # (Tensor or Leaf, entry node) the function changed that it was not passed (jit_state.py)
+    self.view_links: list = [] # per returned Tensor, how it views an argument, the implicit state or another result
   def live(self, read, what: str):
     key = -1 - len(self.live_names)
     self.live_names[key] = what
@@ -104,6 +105,8 @@ class _Capture(Watcher):
         template = jit_args.template(ret, outs)
         self.implicit = watch.implicit(self.name, state.tensors, outs)
         state.implicit = [obj for obj, _ in self.implicit]
+        links = jit_state.view_links(outs, state.tensors + state.implicit)
+        self.view_links = links if any(links) else []
         for key, why in self.baked.items():
           if key < 0: raise JitError(f"jit {self.name}: {self.live_names[key]} (read from host state) was used as a plain number ({why}); "
                                      f"a replay could not give it a new value")
@@ -142,6 +145,7 @@ class Replay:
     (self.grad_args, entry_grads), self.changes = grad_args, cap.changes   # see jit_state.py
     self.labels += [f"{self.labels[i]}.grad" for i in self.grad_args]
     self.implicit = [obj for obj, _ in cap.implicit]   # what the function changed that it was not passed, in changes' order
+    self.view_links = cap.view_links
     self.implicit_values = [obj for obj, node in cap.implicit if node is not None]   # bound per call as inputs
     self.labels += [f"a tensor of shape {t.shape} reached through a closure or self" for t in self.implicit_values]
     tensors = list(tensors) + entry_grads + self.implicit_values
@@ -379,8 +383,10 @@ class Replay:
     n = len(self.outputs) - sum(1 for kind, _ in self.changes if kind != "no grad")   # the returned ones, then the changed state
     if self.changes:
       jit_state.apply(self.changes, list(args_only) + self.implicit, [self._result(k, results, bound) for k in range(n, len(self.outputs))])
-    if self.template is jit_args.TENSOR: return self._result(0, results, bound)
-    return jit_args.rebuild(self.template, iter([self._result(k, results, bound) for k in range(n)]), self.numbers)
+    outs = [self._result(k, results, bound) for k in range(n)]
+    if self.view_links: jit_state.link_views(self.view_links, outs, list(args_only) + self.implicit)
+    if self.template is jit_args.TENSOR: return outs[0]
+    return jit_args.rebuild(self.template, iter(outs), self.numbers)
 
   def _launch_observed(self, h, bound, results, keys) -> None:
     """Launch by launch, telling the watchers (the trace) about each, with device time when it is asked for."""

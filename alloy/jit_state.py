@@ -15,6 +15,7 @@ bind it): zero the grads inside the step (opt.zero_grad()) or after it.
 from __future__ import annotations
 import weakref
 from alloy import autograd
+from alloy.assign import note_view, rebind_views, view_again
 from alloy.ir.node import views_a_buffer
 from alloy.ir.ops import Op
 from alloy.engine import realize as engine
@@ -118,6 +119,36 @@ def apply(kinds: list, targets: list, new: list) -> None:
     if kind == "value":
       t.node = next(it).node
       autograd.bump(t)
+      rebind_views(t)   # views that outlive the call (made before it, returned by it) show the new value, as eagerly
     else:
       leaf = t if isinstance(t, autograd.Leaf) else t._ag
       leaf.grad = next(it) if kind == "grad" else None
+
+def view_links(outs: list, targets: list) -> list:
+  """Per returned Tensor: (("target" or "out", index), [(how, args) from the Tensor up to that base]) where it is a
+  view of an argument, of the implicit state or of another returned Tensor; with no steps where it is an argument
+  itself; else None."""
+  known = {id(t): ("out", k) for k, t in enumerate(outs)}
+  known.update({id(t): ("target", i) for i, t in enumerate(targets) if not isinstance(t, autograd.Leaf)})
+  links = []
+  for t in outs:
+    steps, x = [], t
+    while (at := known.get(id(x))) is None or (x is t and at[0] == "out"):
+      if (b := getattr(x, "_base", None)) is None: break
+      steps.append((b[1], b[2]))
+      x = b[0]
+    links.append((at, steps) if at is not None and (steps or at[0] == "target") else None)
+  return links
+
+def link_views(links: list, results: list, targets: list) -> None:
+  """A replay's returned Tensors as the capture's were (view_links): an argument returned is that argument, and a
+  view is made a view of its base again, so a later change of either reaches the other, as eagerly."""
+  for k, link in enumerate(links):
+    if link is not None and not link[1]: results[k] = targets[link[0][1]]
+  for t, link in zip(results, links):
+    if link is None or not link[1]: continue
+    (kind, i), steps = link
+    base = targets[i] if kind == "target" else results[i]
+    with autograd.no_grad():
+      for how, args in reversed(steps[1:]): base = view_again(base, how, args)
+    note_view(base, t, *steps[0])
