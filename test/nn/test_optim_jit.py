@@ -105,3 +105,63 @@ def test_capturing_a_first_step_is_refused():
     opt.step()
   train_step(Tensor(np.ones(3, np.float32)), False)
   with pytest.raises(JitError, match="the first step of a parameter creates its state"): train_step(Tensor(np.ones(3, np.float32)), True)
+
+def _adamw_steps(device, jitted: bool, read, monkeypatch=None):
+  """STEPS AdamW steps, eager or jitted; read(k, model, opt) after step k; the parameters after each step."""
+  model = _model(device)
+  opt = optim.AdamW(model.parameters(), lr=0.02, weight_decay=0.05)
+  def train_step(x, y):
+    opt.zero_grad()
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    opt.step()
+    return loss
+  step = alloy.jit(train_step) if jitted else train_step
+  trajectory = []
+  for k, (x, y) in enumerate(_data()):
+    xt, yt = Tensor(x, device=device), Tensor(y, device=device)
+    if jitted and k >= 2:
+      assert step.replay is not None
+      with monkeypatch.context() as m:
+        m.setattr(engine, "compile_kernel", lambda *a, **kw: pytest.fail("a replay compiled"))
+        step(xt, yt)
+    else: step(xt, yt)
+    read(k, model, opt)
+    trajectory.append([p.numpy().copy() for p in model.parameters()])
+  return trajectory, model
+
+def test_host_reads_between_replays(device, tmp_path, monkeypatch):
+  """Reading the parameters and the optimizer's state on the host (numpy(), state_dict(), alloy.save) between replays
+  keeps their memory layout (slices of the update's vectors): training goes on replaying, on the eager trajectory."""
+  eager, _ = _adamw_steps(device, False, lambda *a: None)
+  logged = []
+  def read(k, model, opt):
+    if k < 2: return   # the capture sees the slices; from then on reads would copy them into buffers of their own
+    logged.append([p.numpy().copy() for p in model.parameters()])
+    logged[-1] += [v.numpy() for v in model.state_dict().values()]
+    logged[-1] += [st[name].numpy() for st in opt.state_dict()["state"].values() for name in ("exp_avg", "exp_avg_sq")]
+    print(model[0].weight, opt.state[model[0].weight]["exp_avg"])
+    alloy.save(model, tmp_path / f"step{k}.safetensors")
+  jitted, model = _adamw_steps(device, True, read, monkeypatch)
+  for a, b in zip(jitted, eager):
+    for p, q in zip(a, b): assert_close(p, q, rtol=1e-5, atol=1e-6)
+  for k, values in enumerate(logged, 2):
+    for v, want in zip(values, jitted[k]): np.testing.assert_array_equal(v, want)   # what was read is what the step left
+    saved = alloy.load(tmp_path / f"step{k}.safetensors")
+    for name, want in zip(model.state_dict(), jitted[k]): np.testing.assert_array_equal(saved[name].numpy(), want)
+
+def test_views_of_parameters_follow_jitted_steps(device, monkeypatch):
+  """Views of the parameters made before the capture (a row, state_dict()'s detached tensors) show every step's
+  values, as they do eagerly and in PyTorch."""
+  views = {}
+  def read(k, model, opt):
+    if k == 0: views.update(row=model[0].weight[3], cols=model[2].weight.T[1:], sd=model.state_dict())
+    w0, w2 = model[0].weight.numpy(), model[2].weight.numpy()
+    np.testing.assert_array_equal(views["row"].numpy(), w0[3])
+    np.testing.assert_array_equal(views["cols"].numpy(), w2.T[1:])
+    for v, p in zip(views["sd"].values(), model.parameters()): np.testing.assert_array_equal(v.numpy(), p.numpy())
+  eager, _ = _adamw_steps(device, False, read)
+  views.clear()
+  jitted, _ = _adamw_steps(device, True, read, monkeypatch)
+  for a, b in zip(jitted, eager):
+    for p, q in zip(a, b): assert_close(p, q, rtol=1e-5, atol=1e-6)
