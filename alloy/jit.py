@@ -21,8 +21,9 @@ a closure or `self`, constants built inside) are bound as they were at capture: 
 between calls as arguments. Tensors the function changes in place (arguments, or reached through a closure or
 `self`: a module's weights, an optimizer's state), and the .grad of leaves, are state a replay carries over
 (jit_state.py): a training step `opt.zero_grad(); loss.backward(); opt.step()` is captured whole. Host-side numbers
-the function reads from such state (an optimizer's learning rate and step count) come in through `live`, and the
-host bookkeeping that goes with them through `on_replay`.
+the function reads from such state (an optimizer's hyper-parameters and step count) come in through `live`, the
+host bookkeeping that goes with them through `on_replay`, and host state that decides which kernels it makes (an
+optimizer's flags) through `guard`: a replay that finds it changed runs the function normally and captures again.
 
 JIT=0 turns capture off, JIT=2 captures but replays launch by launch (no graphs).
 """
@@ -62,6 +63,15 @@ def live(read, what: str = "a live number"):
   if _capturing is None: return read()
   return _capturing.live(read, what)
 
+def guard(read, what: str) -> None:
+  """Inside a capture: host state that decides which kernels the function makes (an optimizer's flags, whether its
+  momentum is 0): a replay calls read() first, and where its value is not the capture's the jitted function runs
+  normally and captures again. Outside a capture: nothing."""
+  if _capturing is not None: _capturing.guards.append((read, read(), what))
+
+class Recapture(Exception):
+  """A replay found a guarded value changed (jit.guard): the capture no longer makes the function's kernels."""
+
 def on_replay(hook) -> None:
   """Inside a capture: call hook() at the start of every replay, host bookkeeping the function did besides its
   kernels (an optimizer counting its steps). Outside a capture: nothing."""
@@ -77,6 +87,7 @@ class _Capture(Watcher):
     self.rng_keys: list = []   # the key Buffers, in the order they were made
     self.baked: dict = {}      # number argument -> how the function used its value as a plain number
     self.hooks: list = []      # on_replay hooks, in order
+    self.guards: list = []     # (read, its value at capture, what it is): see guard()
     self.live_names: dict = {} # a live number's key (negative) -> what it is
     self.implicit: list = []   # (Tensor or Leaf, entry node) the function changed that it was not passed (jit_state.py)
     self.view_links: list = [] # per returned Tensor, how it views an argument, the implicit state or another result
@@ -214,7 +225,7 @@ class Replay:
     traced = [(i, [(j, v.source) for j, v in enumerate(values) if type(v) in TRACED]) for i, (_, _, values) in enumerate(cap.launches)]
     self.traced = [(i, found) for i, found in traced if found]
     self.stale: set = set()   # launches whose batch runner holds older words than self.words
-    self.hooks = cap.hooks
+    self.hooks, self.guards = cap.hooks, cap.guards
     self.live = [(i, found) for i, found in self.traced if any(k < 0 for _, src in found for k in src.arguments())]
 
   def _build_batches(self, graph_mode: bool):
@@ -333,6 +344,8 @@ class Replay:
         self.stale.add(i)
 
   def __call__(self, args, kwargs):
+    for read, want, what in self.guards:   # before anything changes: a Recapture runs the call normally instead
+      if (got := read()) != want: raise Recapture(f"{what} is {got!r}, captured with {want!r}")
     tensors = self._tensors(args, kwargs)
     if self.hooks or self.live:   # host bookkeeping first, then the live numbers it moves (an optimizer's step count)
       for hook in self.hooks: hook()
@@ -443,7 +456,11 @@ class Jit:
     self.calls, self.replay = 0, None
 
   def __call__(self, *args, **kwargs):
-    if self.replay is not None and _capturing is None: return self.replay(args, kwargs)
+    if self.replay is not None and _capturing is None:
+      try: return self.replay(args, kwargs)
+      except Recapture as e:   # the function now makes other kernels: run it normally, capture on the next call
+        if DEBUG >= 1: print(f"jit {self.name}: {e}; capturing again")
+        self.reset()
     if self.beam is None: return self._run(args, kwargs)
     with search.beam(self.beam): return self._run(args, kwargs)   # the kernels it compiles are searched first
 

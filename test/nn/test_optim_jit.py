@@ -165,3 +165,75 @@ def test_views_of_parameters_follow_jitted_steps(device, monkeypatch):
   jitted, _ = _adamw_steps(device, True, read, monkeypatch)
   for a, b in zip(jitted, eager):
     for p, q in zip(a, b): assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+# hyper-parameters set between calls, before the step of that index (from 2 on, every call is a replay)
+CHANGES = [("SGD", dict(lr=0.05, momentum=0.9, dampening=0.1, weight_decay=0.01),
+            {2: dict(momentum=0.5), 3: dict(weight_decay=0.05, dampening=0.3), 5: dict(lr=0.02, momentum=0.95)}),
+           ("Adam", dict(lr=0.02, weight_decay=0.01), {2: dict(betas=(0.8, 0.99)), 4: dict(eps=1e-3, weight_decay=0.1)}),
+           ("AdamW", dict(lr=0.02, weight_decay=0.05), {3: dict(betas=(0.85, 0.95), weight_decay=0.2), 5: dict(eps=1e-2)})]
+
+def _changing(device, name, kw, changes, jitted: bool, monkeypatch=None, replays_only=True):
+  """The parameters after each step with the group's hyper-parameters set to `changes[k]` before step k."""
+  model = _model(device)
+  opt = getattr(optim, name)(model.parameters(), **kw)
+  def train_step(x, y):
+    opt.zero_grad()
+    ((model(x) - y) ** 2).mean().backward()
+    opt.step()
+  step = alloy.jit(train_step) if jitted else train_step
+  trajectory = []
+  def boom(*a, **kw): raise AssertionError("a replay scheduled or compiled")
+  for k, (x, y) in enumerate(_data()):
+    opt.param_groups[0].update(changes.get(k, {}))
+    xt, yt = Tensor(x, device=device), Tensor(y, device=device)
+    if jitted and k >= 2 and replays_only:
+      assert step.replay is not None
+      with monkeypatch.context() as m:
+        m.setattr(engine, "run_schedule", boom)
+        m.setattr(engine, "compile_kernel", boom)
+        step(xt, yt)
+    else: step(xt, yt)
+    trajectory.append([p.numpy().copy() for p in model.parameters()])
+  return trajectory, step
+
+def _torch_changing(name, kw, changes):
+  torch = pytest.importorskip("torch")
+  model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+  with torch.no_grad():
+    for p, w in zip(model.parameters(), _weights()): p.copy_(torch.tensor(w))
+  opt = getattr(torch.optim, name)(model.parameters(), **kw)
+  trajectory = []
+  for k, (x, y) in enumerate(_data()):
+    opt.param_groups[0].update(changes.get(k, {}))
+    opt.zero_grad()
+    ((model(torch.tensor(x)) - torch.tensor(y)) ** 2).mean().backward()
+    opt.step()
+    trajectory.append([p.detach().numpy().copy() for p in model.parameters()])
+  return trajectory
+
+@pytest.mark.parametrize("name,kw,changes", CHANGES, ids=[n for n, *_ in CHANGES])
+def test_hyperparameters_changed_between_replays(device, name, kw, changes, monkeypatch):
+  """Every number of a group is read again per replay: momentum, dampening, weight decay, betas and eps set between
+  calls reach the replayed kernels, which compile nothing, as they reach the eager steps (and torch.optim's)."""
+  eager, _ = _changing(device, name, kw, changes, jitted=False)
+  jitted, _ = _changing(device, name, kw, changes, jitted=True, monkeypatch=monkeypatch)
+  for a, b in zip(jitted, eager):
+    for p, q in zip(a, b): assert_close(p, q, rtol=1e-5, atol=1e-6)
+  if device == "CPU":
+    for a, b in zip(jitted, _torch_changing(name, kw, changes)):
+      for p, q in zip(a, b): assert_close(p, q, rtol=2e-5, atol=2e-5)
+  unchanged, _ = _changing(device, name, kw, {}, jitted=False)
+  assert not np.allclose(unchanged[-1][0], eager[-1][0], rtol=1e-5, atol=1e-6)   # the changes do change the trajectory
+
+# changes that make other kernels (momentum to or from 0, nesterov, maximize, amsgrad): the step is captured again
+RECAPTURED = [("SGD", dict(lr=0.05, momentum=0.9), {2: dict(nesterov=True), 3: dict(nesterov=False, momentum=0.0, weight_decay=0.1),
+                                                    5: dict(momentum=0.5, maximize=True)}),
+              ("Adam", dict(lr=0.02), {2: dict(weight_decay=0.1), 3: dict(maximize=True), 5: dict(amsgrad=True)})]
+
+@pytest.mark.parametrize("name,kw,changes", RECAPTURED, ids=[n for n, *_ in RECAPTURED])
+def test_structural_changes_capture_again(device, name, kw, changes):
+  eager, _ = _changing(device, name, kw, changes, jitted=False)
+  jitted, step = _changing(device, name, kw, changes, jitted=True, replays_only=False)
+  for a, b in zip(jitted, eager):
+    for p, q in zip(a, b): assert_close(p, q, rtol=1e-5, atol=1e-6)
+  assert step.replay is not None   # captured again after the last change
