@@ -27,11 +27,12 @@ def _model(device):
 OPTIMIZERS = [("AdamW", dict(lr=0.02, weight_decay=0.05)), ("Adam", dict(lr=0.02, amsgrad=True)),
               ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True))]
 
-def _run(device, name, kw, jitted: bool, monkeypatch=None):
-  """Per step the parameters after it, and the compiles after the capture; the lr falls every step (StepLR)."""
+def _steps(device, name, kw, jitted: bool, monkeypatch=None, before=None, after=None, replays: bool = True):
+  """STEPS training steps, eager or jitted (from the third call on, replays that schedule and compile nothing, where
+  `replays`): before(k, opt) ahead of step k, after(k, model, opt, loss) behind it; the parameters after each step,
+  the jitted step and the optimizer."""
   model = _model(device)
   opt = getattr(optim, name)(model.parameters(), **kw)
-  sched = optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.8)
   def train_step(x, y):
     opt.zero_grad()
     loss = ((model(x) - y) ** 2).mean()
@@ -39,41 +40,55 @@ def _run(device, name, kw, jitted: bool, monkeypatch=None):
     opt.step()
     return loss
   step = alloy.jit(train_step) if jitted else train_step
-  trajectory, losses, compiles = [], [], None
   def boom(*a, **kw): raise AssertionError("a replay scheduled or compiled")
+  trajectory = []
   for k, (x, y) in enumerate(_data()):
+    if before: before(k, opt)
     xt, yt = Tensor(x, device=device), Tensor(y, device=device)
-    if jitted and k >= 2:   # from here on every call is a replay: nothing is scheduled or compiled
+    if jitted and replays and k >= 2:   # from here on every call is a replay: nothing is scheduled or compiled
       assert step.replay is not None and step.replay.launches
-      compiles = compiles if compiles is not None else compiled.compiles
       with monkeypatch.context() as m:
         m.setattr(engine, "run_schedule", boom)
         m.setattr(engine, "compile_kernel", boom)
         loss = step(xt, yt)
     else: loss = step(xt, yt)
-    losses.append(loss.item())
-    sched.step()
+    if after: after(k, model, opt, loss)
     trajectory.append([p.numpy().copy() for p in model.parameters()])
+  return trajectory, step, opt
+
+def _run(device, name, kw, jitted: bool, monkeypatch=None):
+  """Per step the parameters after it and the loss; the lr falls every step (StepLR)."""
+  losses, compiles, sched = [], [], []
+  def before(k, opt):
+    if k == 0: sched.append(optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.8))
+    if k == 2: compiles.append(compiled.compiles)
+  def after(k, model, opt, loss):
+    losses.append(loss.item())
+    sched[0].step()
+  trajectory, step, opt = _steps(device, name, kw, jitted, monkeypatch, before, after)
   if jitted:
-    assert compiled.compiles == compiles, "a replay compiled a kernel"
+    assert compiled.compiles == compiles[0], "a replay compiled a kernel"
     assert any(g is not None for g, *_ in step.replay.graphs), step.replay.graph_off   # replayed as device graphs
-  assert all(opt.state[p]["step"] == STEPS for p in model.parameters())
-  assert all(p.grad is not None and p.is_leaf and p.requires_grad for p in model.parameters())
+  params = list(opt.param_groups[0]["params"])
+  assert all(opt.state[p]["step"] == STEPS for p in params)
+  assert all(p.grad is not None and p.is_leaf and p.requires_grad for p in params)
   return trajectory, losses, opt
 
-def _torch_run(name, kw):
+def _torch_run(name, kw, changes=None):
+  """torch.optim's trajectory: with StepLR, or with the group's hyper-parameters set to changes[k] before step k."""
   torch = pytest.importorskip("torch")
   model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
   with torch.no_grad():
     for p, w in zip(model.parameters(), _weights()): p.copy_(torch.tensor(w))
   opt = getattr(torch.optim, name)(model.parameters(), **kw)
-  sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.8)
+  sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.8) if changes is None else None
   trajectory = []
-  for x, y in _data():
+  for k, (x, y) in enumerate(_data()):
+    if changes is not None: opt.param_groups[0].update(changes.get(k, {}))
     opt.zero_grad()
     ((model(torch.tensor(x)) - torch.tensor(y)) ** 2).mean().backward()
     opt.step()
-    sched.step()
+    if sched: sched.step()
     trajectory.append([p.detach().numpy().copy() for p in model.parameters()])
   return trajectory
 
@@ -106,63 +121,42 @@ def test_capturing_a_first_step_is_refused():
   train_step(Tensor(np.ones(3, np.float32)), False)
   with pytest.raises(JitError, match="the first step of a parameter creates its state"): train_step(Tensor(np.ones(3, np.float32)), True)
 
-def _adamw_steps(device, jitted: bool, read, monkeypatch=None):
-  """STEPS AdamW steps, eager or jitted; read(k, model, opt) after step k; the parameters after each step."""
-  model = _model(device)
-  opt = optim.AdamW(model.parameters(), lr=0.02, weight_decay=0.05)
-  def train_step(x, y):
-    opt.zero_grad()
-    loss = ((model(x) - y) ** 2).mean()
-    loss.backward()
-    opt.step()
-    return loss
-  step = alloy.jit(train_step) if jitted else train_step
-  trajectory = []
-  for k, (x, y) in enumerate(_data()):
-    xt, yt = Tensor(x, device=device), Tensor(y, device=device)
-    if jitted and k >= 2:
-      assert step.replay is not None
-      with monkeypatch.context() as m:
-        m.setattr(engine, "compile_kernel", lambda *a, **kw: pytest.fail("a replay compiled"))
-        step(xt, yt)
-    else: step(xt, yt)
-    read(k, model, opt)
-    trajectory.append([p.numpy().copy() for p in model.parameters()])
-  return trajectory, model
+ADAMW = dict(lr=0.02, weight_decay=0.05)
 
 def test_host_reads_between_replays(device, tmp_path, monkeypatch):
   """Reading the parameters and the optimizer's state on the host (numpy(), state_dict(), alloy.save) between replays
   keeps their memory layout (slices of the update's vectors): training goes on replaying, on the eager trajectory."""
-  eager, _ = _adamw_steps(device, False, lambda *a: None)
-  logged = []
-  def read(k, model, opt):
+  eager, *_ = _steps(device, "AdamW", ADAMW, False)
+  logged, models = [], []
+  def read(k, model, opt, loss):
     if k < 2: return   # the capture sees the slices; from then on reads would copy them into buffers of their own
     logged.append([p.numpy().copy() for p in model.parameters()])
     logged[-1] += [v.numpy() for v in model.state_dict().values()]
     logged[-1] += [st[name].numpy() for st in opt.state_dict()["state"].values() for name in ("exp_avg", "exp_avg_sq")]
-    print(model[0].weight, opt.state[model[0].weight]["exp_avg"])
+    print(model[0].weight, opt.state[model[0].weight]["exp_avg"])   # a log line reads them too
     alloy.save(model, tmp_path / f"step{k}.safetensors")
-  jitted, model = _adamw_steps(device, True, read, monkeypatch)
+    models[:] = [model]
+  jitted, *_ = _steps(device, "AdamW", ADAMW, True, monkeypatch, after=read)
   for a, b in zip(jitted, eager):
     for p, q in zip(a, b): assert_close(p, q, rtol=1e-5, atol=1e-6)
   for k, values in enumerate(logged, 2):
     for v, want in zip(values, jitted[k]): np.testing.assert_array_equal(v, want)   # what was read is what the step left
     saved = alloy.load(tmp_path / f"step{k}.safetensors")
-    for name, want in zip(model.state_dict(), jitted[k]): np.testing.assert_array_equal(saved[name].numpy(), want)
+    for name, want in zip(models[0].state_dict(), jitted[k]): np.testing.assert_array_equal(saved[name].numpy(), want)
 
 def test_views_of_parameters_follow_jitted_steps(device, monkeypatch):
   """Views of the parameters made before the capture (a row, state_dict()'s detached tensors) show every step's
   values, as they do eagerly and in PyTorch."""
   views = {}
-  def read(k, model, opt):
+  def read(k, model, opt, loss):
     if k == 0: views.update(row=model[0].weight[3], cols=model[2].weight.T[1:], sd=model.state_dict())
     w0, w2 = model[0].weight.numpy(), model[2].weight.numpy()
     np.testing.assert_array_equal(views["row"].numpy(), w0[3])
     np.testing.assert_array_equal(views["cols"].numpy(), w2.T[1:])
     for v, p in zip(views["sd"].values(), model.parameters()): np.testing.assert_array_equal(v.numpy(), p.numpy())
-  eager, _ = _adamw_steps(device, False, read)
+  eager, *_ = _steps(device, "AdamW", ADAMW, False, after=read)
   views.clear()
-  jitted, _ = _adamw_steps(device, True, read, monkeypatch)
+  jitted, *_ = _steps(device, "AdamW", ADAMW, True, monkeypatch, after=read)
   for a, b in zip(jitted, eager):
     for p, q in zip(a, b): assert_close(p, q, rtol=1e-5, atol=1e-6)
 
@@ -172,44 +166,11 @@ CHANGES = [("SGD", dict(lr=0.05, momentum=0.9, dampening=0.1, weight_decay=0.01)
            ("Adam", dict(lr=0.02, weight_decay=0.01), {2: dict(betas=(0.8, 0.99)), 4: dict(eps=1e-3, weight_decay=0.1)}),
            ("AdamW", dict(lr=0.02, weight_decay=0.05), {3: dict(betas=(0.85, 0.95), weight_decay=0.2), 5: dict(eps=1e-2)})]
 
-def _changing(device, name, kw, changes, jitted: bool, monkeypatch=None, replays_only=True):
-  """The parameters after each step with the group's hyper-parameters set to `changes[k]` before step k."""
-  model = _model(device)
-  opt = getattr(optim, name)(model.parameters(), **kw)
-  def train_step(x, y):
-    opt.zero_grad()
-    ((model(x) - y) ** 2).mean().backward()
-    opt.step()
-  step = alloy.jit(train_step) if jitted else train_step
-  trajectory = []
-  def boom(*a, **kw): raise AssertionError("a replay scheduled or compiled")
-  for k, (x, y) in enumerate(_data()):
-    opt.param_groups[0].update(changes.get(k, {}))
-    xt, yt = Tensor(x, device=device), Tensor(y, device=device)
-    if jitted and k >= 2 and replays_only:
-      assert step.replay is not None
-      with monkeypatch.context() as m:
-        m.setattr(engine, "run_schedule", boom)
-        m.setattr(engine, "compile_kernel", boom)
-        step(xt, yt)
-    else: step(xt, yt)
-    trajectory.append([p.numpy().copy() for p in model.parameters()])
+def _changing(device, name, kw, changes, jitted: bool, monkeypatch=None, replays: bool = True):
+  """The parameters after each step with the group's hyper-parameters set to changes[k] before step k."""
+  trajectory, step, _ = _steps(device, name, kw, jitted, monkeypatch, before=lambda k, opt: opt.param_groups[0].update(changes.get(k, {})),
+                               replays=replays)
   return trajectory, step
-
-def _torch_changing(name, kw, changes):
-  torch = pytest.importorskip("torch")
-  model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
-  with torch.no_grad():
-    for p, w in zip(model.parameters(), _weights()): p.copy_(torch.tensor(w))
-  opt = getattr(torch.optim, name)(model.parameters(), **kw)
-  trajectory = []
-  for k, (x, y) in enumerate(_data()):
-    opt.param_groups[0].update(changes.get(k, {}))
-    opt.zero_grad()
-    ((model(torch.tensor(x)) - torch.tensor(y)) ** 2).mean().backward()
-    opt.step()
-    trajectory.append([p.detach().numpy().copy() for p in model.parameters()])
-  return trajectory
 
 @pytest.mark.parametrize("name,kw,changes", CHANGES, ids=[n for n, *_ in CHANGES])
 def test_hyperparameters_changed_between_replays(device, name, kw, changes, monkeypatch):
@@ -220,7 +181,7 @@ def test_hyperparameters_changed_between_replays(device, name, kw, changes, monk
   for a, b in zip(jitted, eager):
     for p, q in zip(a, b): assert_close(p, q, rtol=1e-5, atol=1e-6)
   if device == "CPU":
-    for a, b in zip(jitted, _torch_changing(name, kw, changes)):
+    for a, b in zip(jitted, _torch_run(name, kw, changes)):
       for p, q in zip(a, b): assert_close(p, q, rtol=2e-5, atol=2e-5)
   unchanged, _ = _changing(device, name, kw, {}, jitted=False)
   assert not np.allclose(unchanged[-1][0], eager[-1][0], rtol=1e-5, atol=1e-6)   # the changes do change the trajectory
@@ -233,7 +194,7 @@ RECAPTURED = [("SGD", dict(lr=0.05, momentum=0.9), {2: dict(nesterov=True), 3: d
 @pytest.mark.parametrize("name,kw,changes", RECAPTURED, ids=[n for n, *_ in RECAPTURED])
 def test_structural_changes_capture_again(device, name, kw, changes):
   eager, _ = _changing(device, name, kw, changes, jitted=False)
-  jitted, step = _changing(device, name, kw, changes, jitted=True, replays_only=False)
+  jitted, step = _changing(device, name, kw, changes, jitted=True, replays=False)
   for a, b in zip(jitted, eager):
     for p, q in zip(a, b): assert_close(p, q, rtol=1e-5, atol=1e-6)
   assert step.replay is not None   # captured again after the last change
