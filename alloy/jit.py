@@ -103,7 +103,7 @@ class _Capture(Watcher):
                    f"or a copy to another device) inside the captured function; a replay cannot repeat that. "
                    f"Return the tensor and read it after the call, or call the function without @jit")
 
-  def run(self, fn, args, kwargs, state: jit_state.State):
+  def run(self, fn, args, kwargs, state: jit_state.State, before: dict):
     watch = jit_state.Watch()   # what the function changes in place or gives a .grad: its arguments only
     global _capturing
     _capturing = self
@@ -114,7 +114,7 @@ class _Capture(Watcher):
         ret = fn(*jit_args.trace_numbers(args, self.baked, count), **jit_args.trace_numbers(kwargs, self.baked, count))
         outs: list = []
         template = jit_args.template(ret, outs)
-        self.implicit = watch.implicit(self.name, state.tensors, outs)
+        self.implicit = watch.implicit(self.name, state.tensors, outs, before)
         state.implicit = [obj for obj, _ in self.implicit]
         links = jit_state.view_links(outs, state.tensors + state.implicit)
         self.view_links = links if any(links) else []
@@ -438,6 +438,7 @@ class Jit:
     except (TypeError, ValueError): self.arg_names = []
     self.calls = 0
     self.replay: Replay | None = None
+    self.changed_before: dict = {}   # the tensors the first call changed in place, weakly (jit_state.Watch.alive)
 
   def __get__(self, obj, objtype=None):
     """A jitted method: one capture per instance (its weights are its own)."""
@@ -473,13 +474,15 @@ class Jit:
     inputs = [jit_args.bound_buffer(t) for t in tensors + entry_grads]
     state = jit_state.State(tensors)
     if self.calls == 1:
-      ret = self.fn(*args, **kwargs)
+      watch = jit_state.Watch()   # what it changes in place: changed again by the capture, a returned one is state
+      with watchers.watching(watch): ret = self.fn(*args, **kwargs)
+      self.changed_before = watch.alive()
       outs: list = []
       jit_args.template(ret, outs)
       realize_tensors.realize(outs + state.changes()[1])
       return ret
     cap = _Capture(self.name)
-    ret, template, outs = cap.run(self.fn, args, kwargs, state)
+    ret, template, outs = cap.run(self.fn, args, kwargs, state, self.changed_before)
     graph_mode = self.graph if self.graph is not None else JIT != 2
     self.replay = Replay(self.name, self.arg_names, args, kwargs, cap, template, outs, inputs, graph_mode, (grad_args, entry_grads))
     return ret

@@ -8,9 +8,13 @@ it must be present on every replay exactly when it was at capture.
 Tensors the function changes in place without being passed them (a module's weights and an optimizer's state,
 reached through a closure or `self`) are *implicit* state: the value each had when the call began must be a computed
 buffer (it is then bound per replay, as an argument is, from the tensor's value then), and the replay rebinds it to
-its new value. The jit holds them (strongly) as long as its capture lives. Leaves reached that way get their .grad
-set per replay as backward left it; backward may not add into a .grad such a leaf already had (a replay could not
-bind it): zero the grads inside the step (opt.zero_grad()) or after it.
+its new value. A Tensor it returns counts where the call before changed that same object in place (a cache it
+updates and returns), else it is a temporary the function made. The jit holds them (strongly) as long as its capture
+lives. Leaves reached that way get their .grad set per replay as backward left it; backward may not add into a .grad
+such a leaf already had (a replay could not bind it): zero the grads inside the step (opt.zero_grad()) or after it.
+
+A replay rebinds the live views of what it changes as assign does eagerly, and makes its returned Tensors what the
+capture's were (view_links): an argument returned is that argument, a view stays a view of its base.
 """
 from __future__ import annotations
 import weakref
@@ -88,11 +92,17 @@ class Watch(Watcher):
     if seen is None or seen[0]() is not obj:
       self.seen[id(obj)] = (weakref.ref(obj), obj.grad if isinstance(obj, autograd.Leaf) else obj.node)
 
-  def implicit(self, name: str, tensors: list, outs: list) -> list:
-    """[(Tensor, its node at the call) or (Leaf, None)]: what the function changed besides its arguments and what it
-    returns, still alive; refused where a replay could not bind it (see the module docstring)."""
+  def alive(self) -> dict:
+    """What was changed and is still alive, weakly, by id."""
+    return {k: ref for k, (ref, _) in self.seen.items() if ref() is not None}
+
+  def implicit(self, name: str, tensors: list, outs: list, before: dict) -> list:
+    """[(Tensor, its node at the call) or (Leaf, None)]: what the function changed besides its arguments, still alive;
+    refused where a replay could not bind it (see the module docstring). A returned Tensor counts only where the
+    call before changed that same object (alive(), `before`): else it is a temporary the function made."""
     from alloy.jit import JitError
-    mine = {id(t) for t in tensors} | {id(t._ag) for t in tensors if t._ag is not None} | {id(t) for t in outs}
+    made = {id(t) for t in outs if (ref := before.get(id(t))) is None or ref() is not t}
+    mine = {id(t) for t in tensors} | {id(t._ag) for t in tensors if t._ag is not None} | made
     found = []
     for k, (ref, entry) in self.seen.items():
       if k in mine or (obj := ref()) is None: continue   # gone: a temporary of the function

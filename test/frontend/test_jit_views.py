@@ -53,3 +53,23 @@ def test_a_returned_view_of_an_unchanged_argument_is_a_view(device):
   outs[-1].mul_(10)
   np.testing.assert_array_equal(x.numpy(), [1, 20, 30, 40])
   np.testing.assert_array_equal(outs[0].numpy(), [20, 30, 40])
+
+def test_returned_state_and_returned_temporaries(device):
+  """A tensor the function changes in place and returns is state (the caller's object, rebound per replay); one it
+  makes (from host data) and changes is a fresh temporary per call."""
+  def run(wrap):
+    cache = Tensor(np.zeros(4, np.float32), device=device).realize()
+    def f(x):
+      cache.add_(x)
+      local = Tensor(np.full(4, 10.0, np.float32), device=device)
+      local.sub_(x)
+      return cache, local
+    g, seen = wrap(f), []
+    for k in range(5):
+      c, local = g(Tensor(np.full(4, k + 1.0, np.float32), device=device))
+      seen.append((c is cache, cache.numpy(), c.numpy(), local.numpy()))
+    return seen
+  want, got = run(lambda f: f), run(jit)
+  for k, (w, g) in enumerate(zip(want, got)):
+    assert g[0] == w[0], f"call {k}: the returned cache is {'not ' if w[0] else ''}the caller's tensor"
+    for x, y in zip(g[1:], w[1:]): np.testing.assert_array_equal(x, y, err_msg=f"call {k}")
