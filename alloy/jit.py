@@ -23,7 +23,8 @@ between calls as arguments. Tensors the function changes in place (arguments, or
 (jit_state.py): a training step `opt.zero_grad(); loss.backward(); opt.step()` is captured whole. Host-side numbers
 the function reads from such state (an optimizer's hyper-parameters and step count) come in through `live`, the
 host bookkeeping that goes with them through `on_replay`, and host state that decides which kernels it makes (an
-optimizer's flags) through `guard`: a replay that finds it changed runs the function normally and captures again.
+optimizer's flags) through `guard`: a replay that finds it changed runs the function normally and captures again,
+as it does where state reached through a closure or `self` moved to another layout (a module's load_state_dict).
 
 JIT=0 turns capture off, JIT=2 captures but replays launch by launch (no graphs).
 """
@@ -347,17 +348,20 @@ class Replay:
     for read, want, what in self.guards:   # before anything changes: a Recapture runs the call normally instead
       if (got := read()) != want: raise Recapture(f"{what} is {got!r}, captured with {want!r}")
     tensors = self._tensors(args, kwargs)
+    state = self._state() if self.implicit_values else []   # before the hooks: a Recapture has changed nothing
     if self.hooks or self.live:   # host bookkeeping first, then the live numbers it moves (an optimizer's step count)
       for hook in self.hooks: hook()
       self._evaluate(self.live, self.numbers)
     args_only, tensors = tensors, jit_state.with_grads(tensors, self.grad_args, self.name) if self.grad_args or self.changes else tensors
-    if self.implicit_values: tensors = list(tensors) + self.implicit_values
     h = self.handles[:]
     bound: list = []
     for i, t in enumerate(tensors):
       n = t.node
       if not views_a_buffer(n): n = jit_args.bound_buffer(t)
       if (n.shape, n.dtype, t.device, n.arg, n.src[0].arg.size) != self.specs[i]: raise self._input_error(i, t, n)
+      bound.append(n)
+      if (s := self.input_slots[i]) is not None: h[s] = n.src[0].arg.handle
+    for i, n in enumerate(state, len(bound)):
       bound.append(n)
       if (s := self.input_slots[i]) is not None: h[s] = n.src[0].arg.handle
     for i, j in self.aliases:
@@ -400,6 +404,20 @@ class Replay:
     if self.view_links: jit_state.link_views(self.view_links, outs, list(args_only) + self.implicit)
     if self.template is jit_args.TENSOR: return outs[0]
     return jit_args.rebuild(self.template, iter(outs), self.numbers)
+
+  def _state(self) -> list:
+    """The implicit state's nodes, checked before anything changes: where one's layout moved since the capture (a
+    module's load_state_dict, a parameter realized into a buffer of its own, a lazy change between calls) or parts of
+    one buffer came apart, the function runs normally and captures again."""
+    first, nodes = len(self.specs) - len(self.implicit_values), []
+    for i, t in enumerate(self.implicit_values, first):
+      n = t.node if views_a_buffer(t.node) else jit_args.bound_buffer(t)
+      if (n.shape, n.dtype, t.device, n.arg, n.src[0].arg.size) != self.specs[i]: raise Recapture(str(self._input_error(i, t, n)))
+      nodes.append(n)
+    for i, j in self.aliases:
+      if j >= first and nodes[i - first].src[0].arg is not nodes[j - first].src[0].arg:
+        raise Recapture(f"{self.labels[j]} and {self.labels[i]} were one buffer at capture and differ now")
+    return nodes
 
   def _launch_observed(self, h, bound, results, keys) -> None:
     """Launch by launch, telling the watchers (the trace) about each, with device time when it is asked for."""

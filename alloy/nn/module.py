@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict, namedtuple
 from alloy.tensor import Tensor
 from alloy.nn.parameter import Parameter, rebind, retype
+from alloy.realize_tensors import realize
 from alloy.runtime.registry import canonical_device
 from alloy import dtype as dt
 
@@ -195,11 +196,13 @@ class Module:
       if unexpected: errors.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(repr(k) for k in unexpected))
       if missing: errors.insert(0, "Missing key(s) in state_dict: " + ", ".join(repr(k) for k in missing))
     if errors: raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
+    loaded = []
     for k, t in own.items():
       if k not in state_dict: continue
       v = state_dict[k]
       v = v.to(t.device) if isinstance(v, Tensor) else Tensor(v, device=t.device)
-      rebind(t, v.cast(t.dtype).contiguous() if v.dtype is not t.dtype else v)
+      loaded.append(rebind(t, v.cast(t.dtype).contiguous() if v.dtype is not t.dtype else v))
+    realize(loaded)   # computed now, as PyTorch copies (a @jit capture binds computed state)
     return IncompatibleKeys(missing, unexpected)
 
   # ---- printing

@@ -20,7 +20,8 @@ state a replay rebinds (jit_state.py), every number of a group (lr, momentum, be
 step count are live numbers (jit.live: each replay reads them again, so a scheduler's new lr or a weight decay set
 between calls reaches the replayed kernels, compiling nothing), and counting the step is a replay hook
 (jit.on_replay). What decides the update's code rather than its numbers (`structure`: the flags, whether momentum or
-weight decay is 0) is guarded (jit.guard): a replay that finds it changed runs the step normally and captures again.
+weight decay is 0) is guarded (jit.guard): a replay that finds it changed runs the step normally and captures again,
+as it does after add_param_group or load_state_dict (`generation`).
 A capture of a parameter's first step (which creates its state) is refused.
 """
 from __future__ import annotations
@@ -77,6 +78,7 @@ class Optimizer:
 
   def __init__(self, params, defaults: dict):
     self.defaults, self.state, self.param_groups = dict(defaults), {}, []
+    self.generation = 0   # counts add_param_group and load_state_dict, which a @jit capture of step() guards
     self._vectors: dict = {}   # (chunk, quantity) -> (its last flat vector, the nodes of its slices)
     if isinstance(params, Tensor): raise TypeError("params must be an iterable of Tensors or of dicts, got a Tensor (wrap it in a list)")
     groups = list(params)
@@ -100,6 +102,7 @@ class Optimizer:
       if v is required: raise ValueError(f"parameter group didn't specify a value of the required optimization parameter {k}")
     self.check_hyperparameters(filled)
     self.param_groups.append(filled)
+    self.generation += 1
 
   def check_hyperparameters(self, group: dict) -> None:
     if group.get("lr", 0) < 0: raise ValueError(f"Invalid learning rate: {group['lr']}")
@@ -116,6 +119,7 @@ class Optimizer:
       with enable_grad(): loss = closure()
     with no_grad():
       pending = []   # (params, step, new flat values, {name: new flat state}) per chunk
+      if capturing(): guard(lambda: self.generation, f"{type(self).__name__}'s groups and state (add_param_group, load_state_dict)")
       for i, group in enumerate(self.param_groups):
         if capturing():
           for name in self.structure(group):
@@ -184,8 +188,10 @@ class Optimizer:
             raise ValueError(f"load_state_dict: state {k!r} of parameter {i} has shape {tuple(t.shape)}, the parameter {tuple(p.shape)}")
           entry[k] = t.to(p.device).cast(p.dtype)
       self.state[p] = entry
+    realize_all([t for entry in self.state.values() for t in entry.values() if isinstance(t, Tensor)])   # computed now, as PyTorch copies
     for g, h in zip(groups, self.param_groups): h.update({k: v for k, v in g.items() if k != "params"})
     self._vectors = {}
+    self.generation += 1
 
   def _chunks(self, group: dict) -> list[list[Tensor]]:
     by_key: dict = {}

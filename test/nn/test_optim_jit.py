@@ -198,3 +198,24 @@ def test_structural_changes_capture_again(device, name, kw, changes):
   for a, b in zip(jitted, eager):
     for p, q in zip(a, b): assert_close(p, q, rtol=1e-5, atol=1e-6)
   assert step.replay is not None   # captured again after the last change
+
+def test_loading_state_between_replays_captures_again(device):
+  """A module's load_state_dict (parameters in buffers of their own), an optimizer's (new state tensors) and a lazy
+  change of a parameter between calls: the next call runs the step normally and captures again, on the eager
+  trajectory, where a replay would have read the old state or raised on the layout."""
+  saved = {}
+  def after(k, model, opt, loss):
+    if k == 1:   # copies: state_dict()'s tensors are views (the parameters') or the state itself, which go on changing
+      sd = opt.state_dict()
+      saved.update(model={n: v * 1 for n, v in model.state_dict().items()},
+                   opt={**sd, "state": {i: {n: v * 1 if isinstance(v, Tensor) else v for n, v in st.items()} for i, st in sd["state"].items()}})
+    if k == 2: model.load_state_dict(saved["model"])   # the next call runs normally, the one after captures
+    if k == 4:
+      opt.load_state_dict(saved["opt"])
+      with alloy.no_grad(): model[2].bias.add_(Tensor(np.full(4, 0.1, np.float32), device=device))
+  eager, *_ = _steps(device, "AdamW", ADAMW, False, after=after)
+  saved.clear()
+  jitted, step, _ = _steps(device, "AdamW", ADAMW, True, after=after, replays=False)
+  for a, b in zip(jitted, eager):
+    for p, q in zip(a, b): assert_close(p, q, rtol=1e-5, atol=1e-6)
+  assert step.replay is not None
