@@ -73,6 +73,11 @@ def guard(read, what: str) -> None:
 class Recapture(Exception):
   """A replay found a guarded value changed (jit.guard): the capture no longer makes the function's kernels."""
 
+def _changes(got, want) -> str:
+  """A guarded value now against the capture's (a dict: its entries that differ)."""
+  if type(got) is not dict or type(want) is not dict: return f"{want!r} -> {got!r}"
+  return ", ".join(f"{k} {want.get(k)!r} -> {got.get(k)!r}" for k in {**want, **got} if got.get(k) != want.get(k))
+
 def on_replay(hook) -> None:
   """Inside a capture: call hook() at the start of every replay, host bookkeeping the function did besides its
   kernels (an optimizer counting its steps). Outside a capture: nothing."""
@@ -346,7 +351,7 @@ class Replay:
 
   def __call__(self, args, kwargs):
     for read, want, what in self.guards:   # before anything changes: a Recapture runs the call normally instead
-      if (got := read()) != want: raise Recapture(f"{what} is {got!r}, captured with {want!r}")
+      if (got := read()) != want: raise Recapture(f"{what} changed since the capture: {_changes(got, want)}")
     tensors = self._tensors(args, kwargs)
     state = self._state() if self.implicit_values else []   # before the hooks: a Recapture has changed nothing
     if self.hooks or self.live:   # host bookkeeping first, then the live numbers it moves (an optimizer's step count)

@@ -121,9 +121,7 @@ class Optimizer:
       pending = []   # (params, step, new flat values, {name: new flat state}) per chunk
       if capturing(): guard(lambda: self.generation, f"{type(self).__name__}'s groups and state (add_param_group, load_state_dict)")
       for i, group in enumerate(self.param_groups):
-        if capturing():
-          for name in self.structure(group):
-            guard(lambda group=group, name=name: self.structure(group)[name], f"{type(self).__name__}'s {name} (parameter group {i})")
+        if capturing(): guard(lambda group=group: self.structure(group), f"{type(self).__name__}'s parameter group {i}")
         h = live_numbers(group)
         for chunk in self._chunks(group):
           key = tuple(id(p) for p in chunk)
