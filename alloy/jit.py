@@ -95,12 +95,14 @@ class _Capture(Watcher):
     self.hooks: list = []      # on_replay hooks, in order
     self.guards: list = []     # (read, its value at capture, what it is): see guard()
     self.live_names: dict = {} # a live number's key (negative) -> what it is
+    self.live_scalars: list = []   # the live Scalars, in key order
     self.implicit: list = []   # (Tensor or Leaf, entry node) the function changed that it was not passed (jit_state.py)
     self.view_links: list = [] # per returned Tensor, how it views an argument, the implicit state or another result
   def live(self, read, what: str):
     key = -1 - len(self.live_names)
     self.live_names[key] = what
-    return Scalar.live(read, key, self.baked)
+    self.live_scalars.append(s := Scalar.live(read, key, self.baked))
+    return s
   def launch(self, ck, buffers, elapsed, t_submit, consts=()) -> None:
     self.launches.append((ck, list(buffers), [c.arg for c in consts]))
   def rng_key(self, key: Tensor) -> None: self.rng_keys.append(key.node.src[0].arg)
@@ -232,7 +234,10 @@ class Replay:
     self.traced = [(i, found) for i, found in traced if found]
     self.stale: set = set()   # launches whose batch runner holds older words than self.words
     self.hooks, self.guards = cap.hooks, cap.guards
-    self.live = [(i, found) for i, found in self.traced if any(k < 0 for _, src in found for k in src.arguments())]
+    # per launch taking live numbers: the keys of those it takes; a replay evaluates it again where one of them moved
+    self.live = [(i, found, keys) for i, found in self.traced if (keys := {k for _, src in found for k in src.arguments() if k < 0})]
+    self.live_scalars = cap.live_scalars
+    self.live_last = [s.value for s in self.live_scalars]
 
   def _build_batches(self, graph_mode: bool):
     """Consecutive launches on one device, as (runner, first, end, [(launch in batch, picker)] for launches that
@@ -338,10 +343,21 @@ class Replay:
     self._evaluate(self.traced, numbers)
     self.numbers, self.others = numbers, others
 
-  def _evaluate(self, traced: list, numbers: list) -> None:
+  def _evaluate_live(self) -> None:
+    """The live numbers read again (after the hooks); the launches taking one that moved since the last call are
+    evaluated again."""
+    memo, moved = {}, set()
+    for k, s in enumerate(self.live_scalars):
+      memo[id(s)] = v = s.op()
+      if v != self.live_last[k] or v != v:
+        moved.add(s.index)
+        self.live_last[k] = v
+    if moved: self._evaluate([(i, found) for i, found, keys in self.live if not keys.isdisjoint(moved)], self.numbers, memo)
+
+  def _evaluate(self, traced: list, numbers: list, memo: dict | None = None) -> None:
     """The scalar words of the launches `traced` ([(launch, [(scalar, its Scalar)])]) for these number arguments and
-    the live numbers' values now; launches whose words changed go stale."""
-    memo: dict = {}
+    the live numbers' values now (memo: Scalar id -> value, those read already); launches whose words changed go stale."""
+    if memo is None: memo = {}
     for i, found in traced:
       values, dtypes = self.values[i], self.launches[i][0].meta.scalar_dtypes
       for j, source in found: values[j] = cast_number(source.evaluate(numbers, memo), dtypes[j])
@@ -356,7 +372,7 @@ class Replay:
     state = self._state() if self.implicit_values else []   # before the hooks: a Recapture has changed nothing
     if self.hooks or self.live:   # host bookkeeping first, then the live numbers it moves (an optimizer's step count)
       for hook in self.hooks: hook()
-      self._evaluate(self.live, self.numbers)
+      self._evaluate_live()
     args_only, tensors = tensors, jit_state.with_grads(tensors, self.grad_args, self.name) if self.grad_args or self.changes else tensors
     h = self.handles[:]
     bound: list = []
