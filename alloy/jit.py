@@ -24,12 +24,13 @@ between calls as arguments. Tensors the function changes in place (arguments, or
 the function reads from such state (an optimizer's hyper-parameters and step count) come in through `live`, the
 host bookkeeping that goes with them through `on_replay`, and host state that decides which kernels it makes (an
 optimizer's flags) through `guard`: a replay that finds it changed runs the function normally and captures again,
-as it does where state reached through a closure or `self` moved to another layout (a module's load_state_dict).
+as it does where state reached through a closure or `self` moved to another layout (a module's load_state_dict);
+the RECAPTURES_WARNED-th time it warns.
 
 JIT=0 turns capture off, JIT=2 captures but replays launch by launch (no graphs).
 """
 from __future__ import annotations
-import functools, inspect, time
+import functools, inspect, time, warnings
 from alloy.helpers import DEBUG, getenv
 from alloy.ir.node import Node, views_a_buffer
 from alloy.ir.ops import Op
@@ -48,6 +49,7 @@ from alloy import jit_args, jit_state
 
 JIT = getenv("JIT", 1)
 FIRST_BATCH, MAX_BATCH = 2, 1024   # graph batch sizes double from FIRST_BATCH up to MAX_BATCH launches
+RECAPTURES_WARNED = 8   # captures again after a Recapture before a warning says the replays are mostly lost
 
 class JitError(RuntimeError):
   """A jitted function was called in a way its capture cannot replay."""
@@ -478,6 +480,7 @@ class Jit:
     self.calls = 0
     self.replay: Replay | None = None
     self.changed_before: dict = {}   # the tensors the first call changed in place, weakly (jit_state.Watch.alive)
+    self.recaptures = 0
 
   def __get__(self, obj, objtype=None):
     """A jitted method: one capture per instance (its weights are its own)."""
@@ -500,6 +503,10 @@ class Jit:
       try: return self.replay(args, kwargs)
       except Recapture as e:   # the function now makes other kernels: run it normally, capture on the next call
         if DEBUG >= 1: print(f"jit {self.name}: {e}; capturing again")
+        self.recaptures += 1
+        if self.recaptures == RECAPTURES_WARNED:
+          warnings.warn(f"jit {self.name}: captured again {self.recaptures} times, each change costing two calls without replay (last: {e}); "
+                        f"keep what its guards and state layouts read fixed between calls (DEBUG=1 prints each reason)", stacklevel=2)
         self.reset()
     if self.beam is None: return self._run(args, kwargs)
     with search.beam(self.beam): return self._run(args, kwargs)   # the kernels it compiles are searched first

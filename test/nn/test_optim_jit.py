@@ -6,6 +6,7 @@ import numpy as np, pytest
 import alloy
 from alloy import Tensor, nn, optim, JitError
 from alloy.engine import compiled, realize as engine
+from alloy.jit import RECAPTURES_WARNED
 from conftest import assert_close
 
 STEPS = 7
@@ -219,3 +220,23 @@ def test_loading_state_between_replays_captures_again(device):
   for a, b in zip(jitted, eager):
     for p, q in zip(a, b): assert_close(p, q, rtol=1e-5, atol=1e-6)
   assert step.replay is not None
+
+def test_a_flag_changed_every_call_warns_once():
+  """Changes that make other kernels on every call: each call after one runs normally (on the eager trajectory), and
+  after RECAPTURES_WARNED of them one warning says the replays are lost."""
+  def run(jitted):
+    w = Tensor(np.linspace(-1, 1, 6).astype(np.float32), requires_grad=True)
+    opt = optim.SGD([w], lr=0.1, momentum=0.9)
+    def train_step(x):
+      opt.zero_grad()
+      ((w * x) ** 2).sum().backward()
+      opt.step()
+    step = alloy.jit(train_step) if jitted else train_step
+    for k in range(3 * (RECAPTURES_WARNED + 1)):
+      opt.param_groups[0]["nesterov"] = k % 6 >= 3   # three calls each way: a capture, then a replay that finds it changed
+      step(Tensor(np.full(6, 0.5, np.float32)))
+    return w.numpy()
+  want = run(False)
+  with pytest.warns(UserWarning, match="captured again 8 times") as caught: got = run(True)
+  assert len([w for w in caught if "captured again" in str(w.message)]) == 1
+  assert_close(got, want, rtol=1e-6, atol=1e-7)
