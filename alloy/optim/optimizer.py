@@ -62,11 +62,12 @@ def _numbers(v) -> bool: return _number(v) or (type(v) in (tuple, list) and len(
 
 def live_numbers(group: dict) -> dict:
   """The group's numbers (and tuples of numbers: betas) as live numbers (jit.live), its other entries as they are."""
-  def one(k, i=None):
-    if i is None: return live(lambda: group[k], f"the hyper-parameter {k!r}")
-    return live(lambda: group[k][i], f"the hyper-parameter {k!r}[{i}]")
-  return {k: v if k == "params" or not _numbers(v) else one(k) if _number(v) else type(v)(one(k, i) for i in range(len(v)))
-          for k, v in group.items()}
+  out = {}
+  for k, v in group.items():
+    if k == "params" or not _numbers(v): out[k] = v
+    elif _number(v): out[k] = live(lambda k=k: group[k], f"the hyper-parameter {k!r}")
+    else: out[k] = type(v)(live(lambda k=k, i=i: group[k][i], f"the hyper-parameter {k!r}[{i}]") for i in range(len(v)))
+  return out
 
 class Optimizer:
   """Holds param_groups (dicts of 'params' and hyper-parameters) and state (parameter -> dict); a subclass gives
