@@ -36,6 +36,11 @@ TINY_OUTPUTS, TINY_WORK = 16, 256   # a kernel this small is one thread with eve
 TENSOR_CORE_MIN = 16          # M, N and K at least: a thinner matmul wastes most of each 16x8x16 tile
 TENSOR_CORE_BIG_TILES = 96    # 128x128 threadgroups at least (about an H200's 132 SMs): else the 64x64 tile
 SIMDGROUP_BIG_TILES = 64      # Metal: 64x64 threadgroups at least (a few per GPU core of an M-series chip): else 32x32
+SIMT_HUGE_TILES = 384         # CUDA's 256 x 128 float32 tile: about three waves of an H200's 132 SMs (fewer: the tail costs)
+SIMT_MIN_ROWS = 64            # CUDA's float32 tiles: at least a small tile's rows (fewer: a decode step's rows, where a
+                              # few threadgroups would each walk all of K; the register tile or a group per row instead)
+FEW_ROWS_LOCAL = 64           # threads per group of a matmul of a few rows (_few_rows_opts; 32 to 256 within 5%)
+FEW_ROWS_MIN_THREADS = 1 << 15   # two rows a thread only where that leaves this many threads
 TENSOR_CORE_SHORT_K = 64      # K at most this: the 64x64 tile too (a threadgroup's time is mostly its prologue and
                               # stores; H200, 512 x 1024x64 @ 64x1024 fp16: 85 TFLOP/s against 78 with 128x128)
 
@@ -46,21 +51,40 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt]:
     # one thread, every loop unrolled: its loads and stores become a few vector accesses
     return [up(a, s) for a, s in enumerate(ast.root.shape) if s > 1] + [unroll_opt(0)]
   if caps.tensor_cores and (tiled := _tensor_core_opts(ast, caps)) is not None: return tiled
+  if caps.threads and (few := _few_rows_opts(ast)) is not None: return few
   return _gpu_opts(ast.root, caps) if caps.threads else _cpu_opts(ast.root, caps)
 
+def _few_rows_opts(ast: KernelAST) -> list[Opt] | None:
+  """A GPU matmul of a few rows (a decode step's batch: 2 to SIMT_MIN_ROWS - 1), one thread per output or two: where
+  B's rows run along N, neighbouring threads read neighbouring columns of it, every element once per row; where they
+  run along K (x @ W.T), each thread walks its own row of B once, for every row of A. H200, float32, GFLOP/s (bench/
+  small_m.py --sweep): 32x768 @ 768x3072 2370 -> 5665 (torch 5100-6500), 32x3072 @ 3072x768 313 -> 3808, 32x768 @
+  768x50257.T 584 -> 6325 (torch 24000), against the register tile or a threadgroup per output (GROUP, whose threads
+  read B's column a row apart)."""
+  spec = match_matmul(ast)
+  if spec is None or not 2 <= spec.M < SIMT_MIN_ROWS or spec.batch or spec.K < GPU_TILE_MIN_REDUCE: return None
+  if tuple(a for a in spec.out_axes if a != "1") != ("m", "n"): return None
+  m = spec.out_axes.index("m")
+  if spec.b.k_major: return [local(FEW_ROWS_LOCAL), up(m, spec.M)]
+  return [local(FEW_ROWS_LOCAL)] + ([up(m, 2)] if spec.M % 2 == 0 and spec.M * spec.N >= 2 * FEW_ROWS_MIN_THREADS else []) + [unroll_opt(4)]
+
 def _tensor_core_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt] | None:
-  """A matmul on the device's matrix instructions: CUDA's mma.sync (16-bit floats) in the 128x128 tile where enough of
-  them fill the GPU, else 64x64; Metal's simdgroup matrices (fp16, fp32) in 64x64 tiles where enough of them fill
-  the GPU, else 32x32."""
+  """A matmul on the device's matrix instructions: CUDA's mma.sync (16-bit floats, float32 as tf32 where allowed) in
+  the 128x128 tile where enough of them fill the GPU, else 64x64; else CUDA's float32 tiles on the CUDA cores (256x128,
+  128x128, 128x64 or 64x64: the largest of which enough fill the GPU), for at least SIMT_MIN_ROWS rows; Metal's simdgroup
+  matrices (fp16, fp32) in 64x64 tiles where enough of them fill the GPU, else 32x32."""
   spec = match_matmul(ast)
   if spec is None or min(spec.M, spec.N, spec.K) < TENSOR_CORE_MIN or "n" not in spec.out_axes: return None
-  if tc.MMA_SYNC in caps.tensor_cores: big, small = 0, 2
-  elif tc.SIMDGROUP_8X8 in caps.tensor_cores: small, big = tc.SIMDGROUP_TILES
-  else: return None
-  enough = prod(tc.grid(spec, tc.TILES[big])) >= (TENSOR_CORE_BIG_TILES if big == 0 else SIMDGROUP_BIG_TILES)
-  arg = big if enough and (big != 0 or spec.K > TENSOR_CORE_SHORT_K) else small
-  if tc.check(spec, tc.TILES[arg], caps) is not None: return None
-  return [tensor_core(spec.out_axes.index("n"), arg)]
+  choices = []   # per instruction, by preference: (tile, the threadgroups it needs), largest first; then the smallest
+  if tc.MMA_SYNC in caps.tensor_cores: choices.append(((0, TENSOR_CORE_BIG_TILES),) * (spec.K > TENSOR_CORE_SHORT_K) + ((2, 0),))
+  if tc.SIMT_F32 in caps.tensor_cores and spec.M >= SIMT_MIN_ROWS:
+    huge, large, medium, small = tc.SIMT_TILES[:4]
+    choices.append(((huge, SIMT_HUGE_TILES), (large, TENSOR_CORE_BIG_TILES), (medium, TENSOR_CORE_BIG_TILES), (small, 0)))
+  if tc.SIMDGROUP_8X8 in caps.tensor_cores: choices.append(((tc.SIMDGROUP_TILES[1], SIMDGROUP_BIG_TILES), (tc.SIMDGROUP_TILES[0], 0)))
+  for tiles in choices:
+    arg = next(t for t, enough in tiles if prod(tc.grid(spec, tc.TILES[t])) >= enough)   # the largest that fills the GPU
+    if tc.check(spec, tc.TILES[arg], caps) is None: return [tensor_core(spec.out_axes.index("n"), arg)]
+  return None
 
 def _gpu_opts(root: Node, caps: DeviceCaps) -> list[Opt]:
   if (tiled := _gpu_register_tile(root, caps)) is not None: return tiled
