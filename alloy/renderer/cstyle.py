@@ -85,7 +85,7 @@ def binary(sign: str):
   return text
 
 def extreme(sign: str):
-  """max (sign ">") or min ("<"): a float NaN on the left comes through, as PyTorch's."""
+  """max (sign ">") or min ("<"): a float NaN on either side comes through (a when a is NaN, else b), as PyTorch's."""
   def text(r, s: list[str], d: DType) -> str:
     a, b = s
     if d.is_float: return f"((({a}){sign}({b})||({a})!=({a}))?({a}):({b}))"
