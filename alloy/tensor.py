@@ -12,7 +12,7 @@ import numpy as np
 from alloy import dtype as dt
 from alloy.dtype import DType
 from alloy.helpers import prod, all_same
-from alloy.ir.node import Node
+from alloy.ir.node import Node, moved
 from alloy.ir.ops import Op
 from alloy.ir.symbolic import INT32_MAX
 from alloy.ir.view import ShapeTracker, View
@@ -327,13 +327,7 @@ class Tensor:
     t.node, t.device, t._ag = node, self.device, None
     return t
   def _view(self, method: str, *args) -> "Tensor":
-    if self.node.op is Op.VIEW: base, st = self.node.src[0], self.node.arg
-    else: base, st = self.node, ShapeTracker.contiguous(self.shape)
-    st = getattr(st, method)(*args)
-    if base.op is Op.CONST and method != "pad" and all(v.mask is None for v in st.views):   # stays one node (a padded constant is not one value)
-      t = self._new(Node(Op.CONST, (), base.arg, self.dtype, st.shape))
-    elif st.is_contiguous and st.shape == base.shape and base.op is not Op.BUFFER: t = self._new(base)
-    else: t = self._new(Node(Op.VIEW, (base,), st, self.dtype, st.shape))
+    t = self._new(moved(self.node, method, *args))
     if self._ag is not None: t = autograd.record(t, autograd.view_rule, (self,), method, args, self.shape)
     if method in ("reshape", "permute", "shrink"): note_view(self, t, method, args)   # PyTorch's views
     return t
