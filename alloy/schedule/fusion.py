@@ -17,6 +17,7 @@ from alloy.ir.node import Node, constant_signature
 from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker
 from alloy.ir.kernel import KernelAST
+from alloy.schedule import split
 
 def _pure_expand_dims(view_node: Node) -> list[bool] | None:
   """For VIEW(reduce) that only broadcasts (and adds or drops size-1 axes): per axis, True where the value varies."""
@@ -120,15 +121,20 @@ def schedule(targets: list[Node], walked: tuple | None = None) -> list[tuple[Nod
   the caller has it (one_kernel's)."""
   order, position, key = walked or _structure(targets)
   if (variants := _schedules.get(key)) is not None:
-    for pinned, hit in variants:
+    for pinned, hit, has_split in variants:
       if not pinned or all(order[p].key[2] == v for p, v in pinned):
-        return [(order[k], ast, [order[i] for i in inputs], [order[c] for c in consts]) for k, ast, inputs, consts in hit]
-  items, pinned = _schedule(targets)
+        at = order.__getitem__
+        if has_split:   # a split reduction's partial results are no node of the graph: made again from the reduction, at ~place
+          made = {k: split.partials(order[~k]) for k, *_ in hit if k < 0}
+          at = lambda k: order[k] if k >= 0 else made[k]
+        return [(at(k), ast, [at(i) for i in inputs], [order[c] for c in consts]) for k, ast, inputs, consts in hit]
+  items, pinned, parts = _schedule(targets)
   if len(_schedules) >= SCHEDULE_CACHE_SIZE: _schedules.clear()
   variants = _schedules.setdefault(key, [])
   if len(variants) >= SCHEDULE_VARIANTS: del variants[0]
+  def place(n: Node) -> int: return position[n] if n in position else ~position[parts[id(n)]]
   variants.append((tuple((position[n], n.key[2]) for n in pinned),
-                   [(position[n], ast, [position[i] for i in inputs], [position[c] for c in consts]) for n, ast, inputs, consts in items]))
+                   [(place(n), ast, [place(i) for i in inputs], [position[c] for c in consts]) for n, ast, inputs, consts in items], bool(parts)))
   return items
 
 def _structure(targets: list[Node]) -> tuple:
@@ -175,7 +181,7 @@ def one_kernel(n: Node) -> tuple:
   hit = None
   if not is_buffer_view(n) and 0 not in n.shape:
     items = schedule([n], walked)
-    pinned = any(p for p, _ in _schedules.get(walked[2], ()))
+    pinned = any(p for p, *_ in _schedules.get(walked[2], ()))
     if len(items) == 1 and items[0][0] is n and not pinned and all(i.op is Op.BUFFER for i in items[0][2][1:]):
       _, ast, inputs, consts = items[0]
       position = walked[1]
@@ -184,7 +190,11 @@ def one_kernel(n: Node) -> tuple:
   _one_kernel[walked[2]] = hit
   return walked, hit
 
-def _schedule(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, list]], list]:
+def _schedule(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, list]], list, dict]:
+  """schedule's kernels and the constants kept literal past MAX_KERNEL_VARS, made anew; and split.split's partial
+  results of each split reduction, the only kernels whose node is not in the targets' graph."""
+  # 0. long reductions become two (split.py); the kernels then name the nodes of the targets' graph they stand for
+  targets, stands_for, parts, finals = split.split(targets)
   # 1. decide which nodes become kernels
   parents: dict[int, int] = {}
   nodes = {}
@@ -212,6 +222,8 @@ def _schedule(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, li
           if id(red) in cut: continue
           users.setdefault(id(red), set()).add(root_id)
           own_kernel = is_contraction(red) and (_kernel_root(consumer).op is Op.REDUCE or _broadcast_further(view))
+          # a split's final reduction read broadcast: each element (a GPU thread) would reduce the partial results again
+          own_kernel = own_kernel or (id(red) in finals and _broadcast_further(view))
           if not _fusable_reduce(red, view, _kernel_root(consumer), has_view) or own_kernel:
             cut.add(id(red)); changed = True
           else: consumers.append(red)
@@ -225,7 +237,11 @@ def _schedule(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, li
     consts: list[Node] = []
     ast_root = _to_ast(_kernel_root(n), cut, inputs, {}, (consts, pinned), top=True)
     out.append((n, KernelAST(ast_root, len(inputs)), inputs, consts))
-  return out, pinned
+  if stands_for:
+    def was(n: Node) -> Node: return stands_for.get(id(n), n)
+    out = [(was(n), ast, [was(i) for i in inputs], [was(c) for c in consts]) for n, ast, inputs, consts in out]
+    pinned = [was(c) for c in pinned]
+  return out, pinned, parts
 
 def _kernel_root(n: Node) -> Node:
   return n.src[0] if n.op is Op.CONTIGUOUS else n
