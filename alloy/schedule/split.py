@@ -19,7 +19,7 @@ def split_count(shape: tuple, axes: tuple) -> int:
   """How many slices to cut each reduction of `shape` over `axes` into; 1 for no split. Only trailing axes are cut."""
   if not axes or axes != tuple(range(axes[0], len(shape))): return 1
   n, rows = prod(shape[a] for a in axes), prod(shape[:axes[0]])
-  if n < SPLIT_MIN_LENGTH or rows * 64 > SPLIT_PARTIALS: return 1
+  if n < SPLIT_MIN_LENGTH or not rows or rows * 64 > SPLIT_PARTIALS: return 1   # no rows: nothing to compute
   # the most slices (at most SPLIT_PARTIALS // rows, each at least 256 long, at least 16 of them) that divide n
   return next((p for p in range(min(SPLIT_PARTIALS // rows, n // 256), 15, -1) if n % p == 0), 1)
 

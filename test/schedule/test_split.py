@@ -39,6 +39,11 @@ def test_short_or_many_reductions_are_not_split(shape, axis):
   t = Tensor(np.ones(shape, np.float32))
   assert [n.op for n, _ in _kernels(t.sum(axis))] == [Op.REDUCE]
 
+def test_long_reduction_of_no_rows(device):
+  # (0, 2^16) summed over its long axis: no rows to split (the front end's rule divided by their count)
+  assert Tensor(np.zeros((0, 1 << 16), np.float32), device=device).sum(1).numpy().shape == (0,)
+  assert split.split_count((0, 1 << 16), (1,)) == 1
+
 @pytest.mark.parametrize("shape,axis,parts", [((1 << 15,), None, 128), ((64, 1 << 15), 1, 64), ((3, 40000), 1, 125),
                                               ((2, 300, 700), (1, 2), 750), ((2, 1 << 16), None, 512)])
 def test_split_counts(shape, axis, parts):
