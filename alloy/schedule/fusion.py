@@ -4,7 +4,9 @@ Rules: movement ops are views and never cut; elementwise ops fuse with everythin
 a reduction fuses into its consumer when its result is only broadcast there and its kept axes
 lead the consumer's loop order (so it is computed once per output row, not once per element), unless it is a
 matmul or convolution (is_contraction) read by a reduction or broadcast further: that one gets its own kernel;
-otherwise, and when it feeds several kernels or a gather, it becomes a kernel of its own.
+otherwise, and when it feeds several kernels or a gather, it becomes a kernel of its own. Before any of this, a few
+long reductions are split into partial results and a final reduction (split.py); a final one read broadcast is a
+kernel of its own.
 
 Constants become kernel arguments (VAR leaves of the AST) where their value does not shape the code, so a new
 value reuses the kernel: the schedule cache keys those by dtype and shape only, and each kernel comes with the
