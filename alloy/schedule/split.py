@@ -54,5 +54,7 @@ def split(targets: list[Node]) -> tuple[list[Node], dict, dict, set]:
       else: m = Node(n.op, src, n.arg, n.dtype, n.shape)
       new[id(n)] = m
       if m is not n: stands_for[id(m)] = n
-  if not parts: return targets, {}, {}, set()
+  # no split, or a new node is one of the graph's own (a split written out by hand beside the plain reduction): a kernel
+  # could not name both
+  if not parts or stands_for.keys() & new.keys(): return targets, {}, {}, set()
   return [new[id(t)] for t in targets], stands_for, parts, finals

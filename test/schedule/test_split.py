@@ -79,6 +79,16 @@ def test_split_of_a_constant_and_of_lifted_constants(device):
   for c in (3.0, 5.0):   # a kernel argument: the second one reuses the schedule
     assert_close((Tensor(x, device=device) * c).sum().numpy(), (x.astype(np.float64) * c).sum(), atol=1e-3)
 
+def test_split_written_out_beside_the_plain_sum(device):
+  # the schedule's split of a.sum() is b's own graph: each target must still be a kernel's node (no split then)
+  from alloy.realize_tensors import realize
+  x = Tensor(np.ones(1 << 24, np.float32), device=device).realize()
+  a = x.sum(keepdim=True)
+  b = x.reshape(4096, 4096).sum(1, keepdim=True).contiguous().reshape(4096).sum(keepdim=True)
+  assert {a.node, b.node} <= {n for n, *_ in schedule([a.node, b.node])}
+  realize([a, b])
+  assert a.item() == b.item() == float(1 << 24)
+
 def test_eager_path_takes_split_to_the_general_path(device, rng):
   x = rand_np(rng, (1 << 16,), low=-1, high=1)
   t = Tensor(x, device=device).realize()
