@@ -120,3 +120,12 @@ def test_gradient_of_a_long_sum(device, rng):
   want[np.arange(2), x.argmax(1)] += 1
   assert_close(t.grad.numpy(), want, rtol=1e-6, atol=1e-6)
   assert_close(loss.numpy(), (x.astype(np.float64) ** 2).sum() + x.max(1).sum(), rtol=1e-5)
+
+def test_split_under_jit(device, rng):
+  # captured on the second call, replayed after: the partials' buffers are captured with the launches
+  import alloy
+  @alloy.jit
+  def f(x): return (x * 2).sum() + x.amax()
+  for _ in range(4):
+    x = rand_np(rng, (1 << 17,), low=-1, high=1)
+    assert_close(f(Tensor(x, device=device)).numpy(), (x.astype(np.float64) * 2).sum() + x.max(), rtol=1e-5, atol=1e-4)
