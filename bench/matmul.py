@@ -4,7 +4,7 @@ Floors (H200): dense fp16/bf16 tensor cores ~989 TFLOP/s (cuBLAS reaches 750-800
 sm_80 instruction, issues at about half of wgmma's rate on sm_90, so ~0.5x cuBLAS is its ceiling in practice.
 fp32 without TF32: ~67 TFLOP/s of FMA.
 
-python bench/matmul.py [--quick]
+python bench/matmul.py [--quick] [--fp32 (the float32 rows only)]
 """
 from __future__ import annotations
 import os, sys
@@ -16,7 +16,7 @@ from alloy import Tensor
 from common import device_seconds, print_table, torch_compiled, torch_time
 import torch
 
-def run(quick: bool = False):
+def run(quick: bool = False, fp32_only: bool = False):
   dev = alloy.get_device("CUDA")
   rng = np.random.default_rng(0)
   rows, notes = [], set()
@@ -35,20 +35,25 @@ def run(quick: bool = False):
     rows.append(r)
   mm = lambda a, b: a @ b
   sizes = (4096,) if quick else (4096, 8192)
-  for dtype in (alloy.float16, alloy.bfloat16):
+  for dtype in () if fp32_only else (alloy.float16, alloy.bfloat16):
     for n in sizes:
       h = [rng.uniform(-1, 1, (n, n)).astype(np.float32) for _ in range(2)]
       row(f"{dtype.name} matmul {n}^3", 2 * n ** 3, h, mm, dtype=dtype)
-  q = rng.uniform(-1, 1, (512, 1024, 64)).astype(np.float16)
-  k = rng.uniform(-1, 1, (512, 64, 1024)).astype(np.float16)
-  row("fp16 attention 512x(1024x64 @ 64x1024)", 2 * 512 * 1024 * 1024 * 64, [q, k], mm)
-  n = 4096
-  h = [rng.uniform(-1, 1, (n, n)).astype(np.float16), rng.uniform(-1, 1, (n, n)).astype(np.float16), rng.uniform(-1, 1, n).astype(np.float16)]
-  row("fp16 gelu(a@b + bias) 4096^3", 2 * n ** 3, h, lambda a, b, c: (a @ b + c).gelu(),
-      torch_fn=lambda a, b, c: torch.nn.functional.gelu(torch.addmm(c, a, b)), compile_too=True)
+  if not fp32_only:
+    q = rng.uniform(-1, 1, (512, 1024, 64)).astype(np.float16)
+    k = rng.uniform(-1, 1, (512, 64, 1024)).astype(np.float16)
+    row("fp16 attention 512x(1024x64 @ 64x1024)", 2 * 512 * 1024 * 1024 * 64, [q, k], mm)
+    n = 4096
+    h = [rng.uniform(-1, 1, (n, n)).astype(np.float16), rng.uniform(-1, 1, (n, n)).astype(np.float16), rng.uniform(-1, 1, n).astype(np.float16)]
+    row("fp16 gelu(a@b + bias) 4096^3", 2 * n ** 3, h, lambda a, b, c: (a @ b + c).gelu(),
+        torch_fn=lambda a, b, c: torch.nn.functional.gelu(torch.addmm(c, a, b)), compile_too=True)
   torch.backends.cuda.matmul.allow_tf32 = False
-  h = [rng.uniform(-1, 1, (n, n)).astype(np.float32) for _ in range(2)]
-  row("fp32 matmul 4096^3 (exact)", 2 * n ** 3, h, mm)   # (no tf32 row: the tf32 tile is refused, tensor_core.TF32_VERIFIED)
+  for n in (1000, 4096) + (() if quick else (8192,)):   # exact float32: the CUDA cores' tile (tensor_core.SIMT_F32)
+    h = [rng.uniform(-1, 1, (n, n)).astype(np.float32) for _ in range(2)]
+    row(f"fp32 matmul {n}^3 (exact)", 2 * n ** 3, h, mm)
+  h = [rng.uniform(-1, 1, s).astype(np.float32) for s in ((8192, 768), (768, 3072), (3072,))]
+  row("fp32 gelu(x@W + b) 8192x768x3072", 2 * 8192 * 768 * 3072, h, lambda a, b, c: (a @ b + c).gelu(),
+      torch_fn=lambda a, b, c: torch.nn.functional.gelu(torch.addmm(c, a, b)))
   print(f"matmul benchmark on {dev.device_name} ({dev.target}); alloy device time from CUDA events")
   print_table(rows, ["alloy", "torch"] + (["compile"] if any("compile" in r for r in rows) else []), {})
   print("torch: cuBLAS (eager; gelu row: addmm then gelu, two kernels; compile: torch.compile of the same function); "
@@ -56,4 +61,4 @@ def run(quick: bool = False):
   for note in sorted(notes): print(note)
 
 if __name__ == "__main__":
-  run("--quick" in sys.argv)
+  run("--quick" in sys.argv, "--fp32" in sys.argv)

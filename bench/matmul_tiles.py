@@ -1,7 +1,7 @@
 """Every tensor-core tile and pipeline depth (codegen/tensor_core.py) on a few matmuls, forced, beside the heuristics'
 choice: what the tile table and TENSOR_CORE_BIG_TILES are tuned from. TFLOP/s from CUDA events (best of 5).
 
-python bench/matmul_tiles.py
+python bench/matmul_tiles.py [--quick] [--fp32]
 """
 from __future__ import annotations
 import math, os, sys
@@ -25,6 +25,10 @@ def run():
   work = {"fp16 4096^3": (h(4096, 4096), h(4096, 4096)), "fp16 8192^3": (h(8192, 8192), h(8192, 8192)),
           "attention 512x1024x64x1024": (h(512, 1024, 64), h(512, 64, 1024))}
   if "--quick" in sys.argv: work = {"fp16 4096^3": work["fp16 4096^3"]}
+  if "--fp32" in sys.argv:   # the CUDA cores' float32 tiles
+    f = lambda *s: Tensor(rng.uniform(-1, 1, s).astype(np.float32), device="CUDA").realize()
+    work = {"fp32 4096^3": (f(4096, 4096), f(4096, 4096)), "fp32 1000^3": (f(1000, 1000), f(1000, 1000)),
+            "fp32 8192x768x3072": (f(8192, 768), f(768, 3072)), "fp32 8192x3072x768": (f(8192, 3072), f(3072, 768))}
   for name, (a, b) in work.items():
     ((_, ast, inputs, _),) = schedule([(a @ b).node])
     buffers = [n.arg for n in inputs[1:]]

@@ -36,6 +36,10 @@ TINY_OUTPUTS, TINY_WORK = 16, 256   # a kernel this small is one thread with eve
 TENSOR_CORE_MIN = 16          # M, N and K at least: a thinner matmul wastes most of each 16x8x16 tile
 TENSOR_CORE_BIG_TILES = 96    # 128x128 threadgroups at least (about an H200's 132 SMs): else the 64x64 tile
 SIMDGROUP_BIG_TILES = 64      # Metal: 64x64 threadgroups at least (a few per GPU core of an M-series chip): else 32x32
+SIMT_MIN_ROWS = 64            # CUDA's float32 tiles: at least a small tile's rows (fewer: a decode step's rows, where a
+                              # few threadgroups would each walk all of K; the register tile or a group per row instead)
+FEW_ROWS_LOCAL = 64           # threads per group of a matmul of a few rows (_few_rows_opts; 32 to 256 within 5%)
+FEW_ROWS_MIN_THREADS = 1 << 15   # two rows a thread only where that leaves this many threads
 TENSOR_CORE_SHORT_K = 64      # K at most this: the 64x64 tile too (a threadgroup's time is mostly its prologue and
                               # stores; H200, 512 x 1024x64 @ 64x1024 fp16: 85 TFLOP/s against 78 with 128x128)
 
@@ -46,21 +50,39 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt]:
     # one thread, every loop unrolled: its loads and stores become a few vector accesses
     return [up(a, s) for a, s in enumerate(ast.root.shape) if s > 1] + [unroll_opt(0)]
   if caps.tensor_cores and (tiled := _tensor_core_opts(ast, caps)) is not None: return tiled
+  if caps.threads and (few := _few_rows_opts(ast)) is not None: return few
   return _gpu_opts(ast.root, caps) if caps.threads else _cpu_opts(ast.root, caps)
 
+def _few_rows_opts(ast: KernelAST) -> list[Opt] | None:
+  """A GPU matmul of a few rows (a decode step's batch: 2 to SIMT_MIN_ROWS - 1), one thread per output or two: where
+  B's rows run along N, neighbouring threads read neighbouring columns of it, every element once per row; where they
+  run along K (x @ W.T), each thread walks its own row of B once, for every row of A. H200, float32, GFLOP/s (bench/
+  small_m.py --sweep): 32x768 @ 768x3072 2370 -> 5665 (torch 5100-6500), 32x3072 @ 3072x768 313 -> 3808, 32x768 @
+  768x50257.T 584 -> 6325 (torch 24000), against the register tile or a threadgroup per output (GROUP, whose threads
+  read B's column a row apart)."""
+  spec = match_matmul(ast)
+  if spec is None or not 2 <= spec.M < SIMT_MIN_ROWS or spec.batch or spec.K < GPU_TILE_MIN_REDUCE: return None
+  if tuple(a for a in spec.out_axes if a != "1") != ("m", "n"): return None
+  m = spec.out_axes.index("m")
+  if spec.b.k_major: return [local(FEW_ROWS_LOCAL), up(m, spec.M)]
+  return [local(FEW_ROWS_LOCAL)] + ([up(m, 2)] if spec.M % 2 == 0 and spec.M * spec.N >= 2 * FEW_ROWS_MIN_THREADS else []) + [unroll_opt(4)]
+
 def _tensor_core_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt] | None:
-  """A matmul on the device's matrix instructions: CUDA's mma.sync (16-bit floats) in the 128x128 tile where enough of
-  them fill the GPU, else 64x64; Metal's simdgroup matrices (fp16, fp32) in 64x64 tiles where enough of them fill
-  the GPU, else 32x32."""
+  """A matmul on the device's matrix instructions: CUDA's mma.sync (16-bit floats, float32 as tf32 where allowed) in
+  the 128x128 tile where enough of them fill the GPU, else 64x64; else CUDA's float32 tiles on the CUDA cores (128x128,
+  128x64 or 64x64: the largest of which enough fill the GPU), for at least SIMT_MIN_ROWS rows; Metal's simdgroup
+  matrices (fp16, fp32) in 64x64 tiles where enough of them fill the GPU, else 32x32."""
   spec = match_matmul(ast)
   if spec is None or min(spec.M, spec.N, spec.K) < TENSOR_CORE_MIN or "n" not in spec.out_axes: return None
-  if tc.MMA_SYNC in caps.tensor_cores: big, small = 0, 2
-  elif tc.SIMDGROUP_8X8 in caps.tensor_cores: small, big = tc.SIMDGROUP_TILES
-  else: return None
-  enough = prod(tc.grid(spec, tc.TILES[big])) >= (TENSOR_CORE_BIG_TILES if big == 0 else SIMDGROUP_BIG_TILES)
-  arg = big if enough and (big != 0 or spec.K > TENSOR_CORE_SHORT_K) else small
-  if tc.check(spec, tc.TILES[arg], caps) is not None: return None
-  return [tensor_core(spec.out_axes.index("n"), arg)]
+  choices = []   # per instruction, by preference: its tiles, largest first
+  if tc.MMA_SYNC in caps.tensor_cores: choices.append((0, 2) if spec.K > TENSOR_CORE_SHORT_K else (2,))
+  if tc.SIMT_F32 in caps.tensor_cores and spec.M >= SIMT_MIN_ROWS: choices.append(tc.SIMT_TILES[:3])
+  if tc.SIMDGROUP_8X8 in caps.tensor_cores: choices.append(tuple(reversed(tc.SIMDGROUP_TILES)))
+  for tiles in choices:
+    enough = SIMDGROUP_BIG_TILES if tc.TILES[tiles[0]].instruction == tc.SIMDGROUP_8X8 else TENSOR_CORE_BIG_TILES
+    arg = next((t for t in tiles if prod(tc.grid(spec, tc.TILES[t])) >= enough), tiles[-1])   # the largest that fills the GPU
+    if tc.check(spec, tc.TILES[arg], caps) is None: return [tensor_core(spec.out_axes.index("n"), arg)]
+  return None
 
 def _gpu_opts(root: Node, caps: DeviceCaps) -> list[Opt]:
   if (tiled := _gpu_register_tile(root, caps)) is not None: return tiled

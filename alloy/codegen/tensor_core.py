@@ -19,6 +19,15 @@ one slice at a time (stages 1: Metal has no cp.async). At the end the accumulato
 and each thread takes BM*BN/threads of them, pairs of row neighbours (accumulator_index), where the epilogue runs
 (renderer/metal_simdgroup.py prints the loop).
 
+CUDA's float32 tiles (instruction SIMT_F32: the CUDA cores' fused multiply-adds, exact float32, no tensor core) take
+the same plan without matrix instructions: one threadgroup per BM x BN tile, each thread owning a WM x WN register tile
+of it (WM and WN count rows and columns of one thread, not of a warp), as 4 x 4 blocks spread BM / (WM/4) rows and
+BN / (WN/4) columns apart, so the threads of a warp read neighbouring 16-byte words of shared memory. BK-wide slices
+of both operands go through registers into two shared-memory buffers (one filled while the other is read), each
+stored K-major (rows of BM and BN values: an operand whose contiguous axis is K is transposed on the way), so every
+step of the reduction reads WM/4 + WN/4 aligned 16-byte words and does WM x WN multiply-adds
+(renderer/cuda_mma.py's `simt_tile`).
+
 `axis` is the output axis holding N (the tile's columns). `arg` indexes TILES:
 """
 from __future__ import annotations
@@ -31,6 +40,7 @@ from alloy.codegen.matmul import MatmulSpec
 
 MMA_SYNC = "mma.sync.m16n8k16"   # DeviceCaps.tensor_cores names it where the device has it (sm_80 and newer)
 SIMDGROUP_8X8 = "simdgroup_matrix.8x8"   # Metal's simdgroup matrices (Apple7 and newer)
+SIMT_F32 = "simt.f32"   # CUDA's float32 tiles on the CUDA cores (every CUDA device)
 
 @dataclass(frozen=True)
 class TensorCoreTile:
@@ -43,13 +53,16 @@ class TensorCoreTile:
   stages: int
   instruction: str = MMA_SYNC
   @property
-  def warps(self) -> int: return (self.bm // self.wm) * (self.bn // self.wn)
+  def warps(self) -> int: return -(-self.threads // 32) if self.instruction == SIMT_F32 else (self.bm // self.wm) * (self.bn // self.wn)
   @property
-  def threads(self) -> int: return 32 * self.warps
+  def threads(self) -> int:
+    return (self.bm // self.wm) * (self.bn // self.wn) if self.instruction == SIMT_F32 else 32 * self.warps
   @property
   def accumulators(self) -> int:
-    """Per thread: (WM/16) x (WN/8) mma tiles of 4 float32 values each; on Metal its share of the tile's elements."""
+    """Per thread: (WM/16) x (WN/8) mma tiles of 4 float32 values each; on Metal its share of the tile's elements; a
+    SIMT_F32 tile's WM x WN."""
     if self.instruction == SIMDGROUP_8X8: return self.bm * self.bn // self.threads
+    if self.instruction == SIMT_F32: return self.wm * self.wn
     return (self.wm // 16) * (self.wn // 8) * 4
   def shared_bytes(self, itemsize: int = 2) -> int:
     """Both operands' slices; on Metal also the float32 tile the accumulators are stored through."""
@@ -69,10 +82,19 @@ TILES = (   # shared memory: stages x (BM + BN) x BK x 2 bytes
   TensorCoreTile(32, 32, 16, 16, 16, 1, SIMDGROUP_8X8),   # 7
   # Metal, large matmuls: 4 SIMD groups of 4 x 4 (32 accumulators a thread; 24 KiB in fp32)
   TensorCoreTile(64, 64, 16, 32, 32, 1, SIMDGROUP_8X8),   # 8
+  # CUDA float32 on the CUDA cores, 256 threads (H200, TFLOP/s, bench/matmul_tiles.py --fp32): 8 x 8 a thread, 16
+  # deep (32 KiB: 4096^3 39, against 35 for 8 deep); 8 x 4 for fewer threadgroups' worth (1000^3: 26, against 21 for
+  # 64 x 64 and 16 for 128 x 128); 4 x 4 for small matmuls (more threadgroups to fill the GPU)
+  TensorCoreTile(128, 128, 16, 8, 8, 2, SIMT_F32),  # 9
+  TensorCoreTile(128, 64, 16, 8, 4, 2, SIMT_F32),   # 10
+  TensorCoreTile(64, 64, 8, 4, 4, 2, SIMT_F32),     # 11
+  TensorCoreTile(128, 128, 8, 8, 8, 2, SIMT_F32),   # 12: half the shared memory of 9
+  TensorCoreTile(64, 128, 8, 4, 8, 2, SIMT_F32),    # 13: 4 x 8 a thread
 )
 
 __doc__ += "\n".join(f"- {k}: {t}" for k, t in enumerate(TILES)) + "\n"
 SIMDGROUP_TILES = tuple(k for k, t in enumerate(TILES) if t.instruction == SIMDGROUP_8X8)   # Metal's: (small, large)
+SIMT_TILES = tuple(k for k, t in enumerate(TILES) if t.instruction == SIMT_F32)   # CUDA float32: large, medium, small, ...
 
 MMA_DTYPES = ("float16", "bfloat16")   # and float32 as tf32 (m16n8k8), where float32_matmul_precision allows
 # The tf32 tile's results were once wrong on the H200: its cvt.rna.tf32.f32 read the float32 through an integer ("r")
@@ -99,6 +121,7 @@ def check(spec: MatmulSpec | None, tile: TensorCoreTile, caps: DeviceCaps) -> st
   if spec is None: return "the kernel is not a matmul with an elementwise epilogue (codegen/matmul.py)"
   if tile.instruction not in caps.tensor_cores: return f"the device has no {tile.instruction} tensor cores"
   if tile.instruction == SIMDGROUP_8X8: return _check_simdgroup(spec, tile, caps)
+  if tile.instruction == SIMT_F32: return _check_simt(spec, tile, caps)
   if spec.operand_dtype is not None and spec.operand_dtype.name == "float32":
     if float32_matmul_precision() == "highest":
       return ("float32 operands: tensor cores round them to tf32, which alloy.set_float32_matmul_precision('high') "
@@ -134,6 +157,22 @@ def _check_simdgroup(spec: MatmulSpec, tile: TensorCoreTile, caps: DeviceCaps) -
   if tile.threads > caps.max_local: return f"{tile}: {tile.threads} threads, over the device's {caps.max_local}"
   if tile.accumulators + FRAGMENT_REGISTERS > caps.registers:
     return f"{tile}: {tile.accumulators} accumulators per thread, over the device's {caps.registers} registers"
+  return None
+
+def _check_simt(spec: MatmulSpec, tile: TensorCoreTile, caps: DeviceCaps) -> str | None:
+  if spec.operand_dtype is None or spec.operand_dtype.name != "float32":
+    return f"operands {spec.a.dtype.name} and {spec.b.dtype.name}: {tile.instruction} takes two float32 operands"
+  if spec.acc_dtype.name != "float32": return f"{spec.acc_dtype.name} accumulation: the tiles accumulate in float32 only"
+  if tile.stages != 2: return f"{tile.stages} stages: the float32 tile double-buffers its slices (2)"
+  if tile.wm % 4 or tile.wn % 4 or tile.bk % 4: return f"{tile}: a thread's rows, columns and the slice's depth go in 16-byte words (multiples of 4)"
+  limit = max(caps.shared_bytes, caps.dynamic_shared_bytes)
+  if (nb := tile.shared_bytes(4)) > limit: return f"{tile}: {nb} bytes of shared memory, over the device's {limit}"
+  if tile.threads > caps.max_local: return f"{tile}: {tile.threads} threads, over the device's {caps.max_local}"
+  if tile.accumulators + FRAGMENT_REGISTERS > caps.registers:
+    return f"{tile}: {tile.accumulators} accumulators per thread, over the device's {caps.registers} registers"
+  a_k, b_n = unit_axes(spec)
+  if not a_k and spec.a.stride != 1 and spec.M > 1: return "A has no contiguous axis (neither M nor K has stride 1)"
+  if not b_n and spec.b.k_stride != 1 and spec.K > 1: return "B has no contiguous axis (neither K nor N has stride 1)"
   return None
 
 def aligned(spec: MatmulSpec) -> tuple[bool, bool]:
@@ -175,6 +214,12 @@ def accumulator_index(tile: TensorCoreTile, lane: sym.Expr) -> list[tuple]:
   if tile.instruction == SIMDGROUP_8X8:
     at = [2 * (lane + (k // 2) * tile.threads) + k % 2 for k in range(tile.accumulators)]
     return [(sym.div(e, tile.bn), sym.mod(e, tile.bn)) for e in at]
+  if tile.instruction == SIMT_F32:   # accumulator i * WN + j: the thread's row i, column j, in 4 x 4 blocks
+    tx = tile.bn // tile.wn
+    ty, tx = sym.div(lane, tx), sym.mod(lane, tx)
+    row = lambda i: ty * 4 + ((i // 4) * (tile.bm * 4 // tile.wm) + i % 4)
+    col = lambda j: tx * 4 + ((j // 4) * (tile.bn * 4 // tile.wn) + j % 4)
+    return [(row(i), col(j)) for i in range(tile.wm) for j in range(tile.wn)]
   warps_n = tile.bn // tile.wn
   warp, within = sym.div(lane, 32), sym.mod(lane, 32)
   wm, wn = sym.div(warp, warps_n), sym.mod(warp, warps_n)

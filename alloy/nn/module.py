@@ -8,6 +8,7 @@ parameter.rebind (see there), so the optimizer and the caller keep their handles
 from __future__ import annotations
 from collections import OrderedDict, namedtuple
 from alloy.tensor import Tensor
+from alloy.realize_tensors import realize
 from alloy.nn.parameter import Parameter, rebind, retype
 from alloy.runtime.registry import canonical_device
 from alloy import dtype as dt
@@ -154,10 +155,13 @@ class Module:
     if dtype is not None:
       dtype = dt.to_dtype(dtype)
       if not dtype.is_float: raise TypeError(f"Module.to: only floating point dtypes are accepted, got {dtype.name}")
+    changed = []
     for t in [*self.parameters(), *self.buffers()]:
       value = t.to(device) if device is not None else t
       if dtype is not None and t.dtype.is_float: value = value.cast(dtype)
-      if value is not t: retype(t, value)
+      if value is not t: changed.append(retype(t, value))
+    # computed now, together, as PyTorch's: a lazy cast would be recomputed by every forward that reads the weight
+    if changed: realize(changed)
     return self
   def cpu(self): return self.to("CPU")
   def cuda(self, device=None): return self.to("CUDA" if device is None else f"CUDA:{device}")
@@ -195,11 +199,13 @@ class Module:
       if unexpected: errors.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(repr(k) for k in unexpected))
       if missing: errors.insert(0, "Missing key(s) in state_dict: " + ", ".join(repr(k) for k in missing))
     if errors: raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
+    loaded = []
     for k, t in own.items():
       if k not in state_dict: continue
       v = state_dict[k]
       v = v.to(t.device) if isinstance(v, Tensor) else Tensor(v, device=t.device)
-      rebind(t, v.cast(t.dtype).contiguous() if v.dtype is not t.dtype else v)
+      loaded.append(rebind(t, v.cast(t.dtype).contiguous() if v.dtype is not t.dtype else v))
+    if loaded: realize(loaded)   # (as in to: casts computed once)
     return IncompatibleKeys(missing, unexpected)
 
   # ---- printing

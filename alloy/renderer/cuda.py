@@ -3,7 +3,7 @@ from __future__ import annotations
 from alloy.dtype import DType
 from alloy.codegen.program import Kind, LinearProgram
 from alloy.renderer.cstyle import CStyleRenderer, floor_division_helpers, integer_helpers
-from alloy.renderer.cuda_mma import MMA_PRELUDE, mma_call
+from alloy.renderer.cuda_mma import mma_call, prelude
 
 CUDA_PRELUDE = r"""typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t; typedef unsigned short uint16_t;
 typedef int int32_t; typedef unsigned int uint32_t; typedef long long int64_t; typedef unsigned long long uint64_t;
@@ -39,7 +39,7 @@ class CUDARenderer(CStyleRenderer):
     tile = []
     if mma is not None:
       spec, shape = mma.arg
-      tile = [MMA_PRELUDE, f'extern "C" __device__ int alloy_dynamic_shared_bytes = {shape.shared_bytes(spec.operand_dtype.itemsize)};']
+      tile = [prelude(shape), f'extern "C" __device__ int alloy_dynamic_shared_bytes = {shape.shared_bytes(spec.operand_dtype.itemsize)};']
     return ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE] + tile
   def own_instruction(self, ins, names: dict, dtypes: dict, new) -> list[str] | None:
     if ins.op is Kind.MMA:   # the tensor-core tile (renderer/cuda_mma.py) into a zeroed array of accumulators

@@ -7,10 +7,11 @@ instructions it needs (cp.async, ldmatrix, mma.sync) are inline asm.
 
 `MMA_PRELUDE` defines `alloy_mma::tile<...>(A, B, strides, sizes, m0, n0, acc)`: it adds the products of the
 threadgroup's BM x BN tile at (m0, n0) into the thread's `acc` (float32, in tensor_core.accumulator_index's order).
+`SIMT_PRELUDE`'s `alloy_simt::simt_tile<...>` does the same for a float32 tile on the CUDA cores (SIMT_F32).
 """
 from __future__ import annotations
 from alloy.codegen.matmul import MatmulSpec
-from alloy.codegen.tensor_core import TensorCoreTile, aligned, unit_axes
+from alloy.codegen.tensor_core import SIMT_F32, TensorCoreTile, aligned, unit_axes
 
 MMA_PRELUDE = r"""namespace alloy_mma {
 __device__ __forceinline__ unsigned smem(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
@@ -155,6 +156,101 @@ __device__ __forceinline__ void tile(const T* A, const T* B, long long sAm, long
 }  // namespace alloy_mma
 """
 
+# The float32 tile on the CUDA cores (tensor_core.SIMT_F32; codegen/tensor_core.py describes it). No cp.async: an
+# operand whose contiguous axis is K is transposed on its way into shared memory, so every slice goes through registers,
+# the next one's global loads issued before the current one's multiply-adds
+SIMT_PRELUDE = r"""namespace alloy_simt {
+// The 4 elements of a 16-byte word at g (o, i..i+3) of a slice (rows `ld` apart, inner axis contiguous), zeros
+// past outer_left rows and inner_left columns; ALIGNED: one 16-byte load where the word is whole
+template <bool ALIGNED>
+__device__ __forceinline__ float4 word(const float* g, long long ld, int o, int i, int outer_left, int inner_left) {
+  if (ALIGNED && o < outer_left && i + 3 < inner_left) return *reinterpret_cast<const float4*>(g + o * ld + i);
+  float v[4];
+  #pragma unroll
+  for (int e = 0; e < 4; e++) v[e] = (o < outer_left && i + e < inner_left) ? g[o * ld + i + e] : 0.0f;
+  return make_float4(v[0], v[1], v[2], v[3]);
+}
+// One operand's BK x ROWS slice (ROWS: BM of A or BN of B), K-major in shared memory (s[k * ROWS + r]). K_INNER:
+// the operand's contiguous axis is K (its words run along K, stored transposed); else along the rows.
+template <int ROWS, int BK, int THREADS, bool K_INNER, bool ALIGNED> struct Slice {
+  static constexpr int WORDS = ROWS * BK / 4, PER = (WORDS + THREADS - 1) / THREADS;
+  float4 r[PER];
+  // g: the slice's first element; ld: the stride of the non-contiguous axis; rows_left, k_left: what is in range
+  __device__ __forceinline__ void fetch(const float* g, long long ld, int rows_left, int k_left, int tid) {
+    #pragma unroll
+    for (int p = 0; p < PER; p++) {
+      int w = tid + p * THREADS;
+      if (WORDS % THREADS != 0 && w >= WORDS) break;
+      if (K_INNER) r[p] = word<ALIGNED>(g, ld, w % ROWS, (w / ROWS) * 4, rows_left, k_left);
+      else r[p] = word<ALIGNED>(g, ld, w / (ROWS / 4), (w % (ROWS / 4)) * 4, k_left, rows_left);
+    }
+  }
+  __device__ __forceinline__ void store(float* s, int tid) const {
+    #pragma unroll
+    for (int p = 0; p < PER; p++) {
+      int w = tid + p * THREADS;
+      if (WORDS % THREADS != 0 && w >= WORDS) break;
+      if (K_INNER) {
+        int row = w % ROWS, k = (w / ROWS) * 4;
+        s[k * ROWS + row] = r[p].x; s[(k + 1) * ROWS + row] = r[p].y; s[(k + 2) * ROWS + row] = r[p].z; s[(k + 3) * ROWS + row] = r[p].w;
+      } else *reinterpret_cast<float4*>(s + (w / (ROWS / 4)) * ROWS + (w % (ROWS / 4)) * 4) = r[p];
+    }
+  }
+};
+// acc[i * TN + j] += sum_k A[m0 + row(i), k] * B[k, n0 + col(j)], with row(i) = ty*4 + (i/4)*(BM*4/TM) + i%4 and
+// col(j) = tx*4 + (j/4)*(BN*4/TN) + j%4 (tensor_core.accumulator_index). A_K: A's contiguous axis is K (else M);
+// B_N: B's is N (else K). sAm, sAk, sBk, sBn: element strides.
+template <int BM, int BN, int BK, int TM, int TN, bool A_K, bool B_N, bool A_AL, bool B_AL>
+__device__ __forceinline__ void simt_tile(const float* A, const float* B, long long sAm, long long sAk, long long sBk, long long sBn,
+                                          int M, int N, int K, int m0, int n0, float* acc) {
+  constexpr int TX = BN / TN, THREADS = (BM / TM) * TX;
+  extern __shared__ __align__(16) unsigned char alloy_simt_smem[];
+  float* sA = reinterpret_cast<float*>(alloy_simt_smem);   // [2][BK][BM], then [2][BK][BN]
+  float* sB = sA + 2 * BK * BM;
+  const int tid = threadIdx.x, ty = tid / TX, tx = tid % TX;
+  Slice<BM, BK, THREADS, A_K, A_AL> a;
+  Slice<BN, BK, THREADS, !B_N, B_AL> b;
+  auto fetch = [&](int k0) {
+    if (A_K) a.fetch(A + m0 * sAm + k0, sAm, M - m0, K - k0, tid); else a.fetch(A + k0 * sAk + m0, sAk, M - m0, K - k0, tid);
+    if (B_N) b.fetch(B + k0 * sBk + n0, sBk, N - n0, K - k0, tid); else b.fetch(B + n0 * sBn + k0, sBn, N - n0, K - k0, tid);
+  };
+  const int KT = (K + BK - 1) / BK;
+  fetch(0);
+  a.store(sA, tid); b.store(sB, tid);
+  __syncthreads();
+  for (int kt = 0; kt < KT; kt++) {
+    const float* as = sA + (kt & 1) * BK * BM;
+    const float* bs = sB + (kt & 1) * BK * BN;
+    if (kt + 1 < KT) fetch((kt + 1) * BK);   // in flight during this slice's multiply-adds
+    #pragma unroll
+    for (int k = 0; k < BK; k++) {
+      float av[TM], bv[TN];
+      #pragma unroll
+      for (int g = 0; g < TM / 4; g++) {
+        float4 v = *reinterpret_cast<const float4*>(as + k * BM + g * (BM * 4 / TM) + ty * 4);
+        av[4 * g] = v.x; av[4 * g + 1] = v.y; av[4 * g + 2] = v.z; av[4 * g + 3] = v.w;
+      }
+      #pragma unroll
+      for (int g = 0; g < TN / 4; g++) {
+        float4 v = *reinterpret_cast<const float4*>(bs + k * BN + g * (BN * 4 / TN) + tx * 4);
+        bv[4 * g] = v.x; bv[4 * g + 1] = v.y; bv[4 * g + 2] = v.z; bv[4 * g + 3] = v.w;
+      }
+      #pragma unroll
+      for (int i = 0; i < TM; i++)
+        #pragma unroll
+        for (int j = 0; j < TN; j++) acc[i * TN + j] = fmaf(av[i], bv[j], acc[i * TN + j]);
+    }
+    if (kt + 1 < KT) { a.store(sA + ((kt + 1) & 1) * BK * BM, tid); b.store(sB + ((kt + 1) & 1) * BK * BN, tid); }
+    __syncthreads();   // the next slice is stored for every thread, and every thread is done with this one
+  }
+}
+}  // namespace alloy_simt
+"""
+
+def prelude(tile: TensorCoreTile) -> str:
+  """The main-loop routine an MMA instruction of this tile calls."""
+  return SIMT_PRELUDE if tile.instruction == SIMT_F32 else MMA_PRELUDE
+
 MMA_KINDS = {"float16": 0, "bfloat16": 1, "float32": 2}   # the template's KIND: float32 operands run as tf32
 
 def mma_call(spec: MatmulSpec, tile: TensorCoreTile, a: str, b: str, a_off: str, b_off: str, m0: str, n0: str, acc: str) -> str:
@@ -163,10 +259,12 @@ def mma_call(spec: MatmulSpec, tile: TensorCoreTile, a: str, b: str, a_off: str,
   a_k, b_n = unit_axes(spec)
   a_al, b_al = aligned(spec)
   flag = lambda v: "true" if v else "false"
+  strides = f"{spec.a.stride}ll, {spec.a.k_stride}ll, {spec.b.k_stride}ll, {spec.b.stride}ll, {spec.M}, {spec.N}, {spec.K}, {m0}, {n0}, {acc}"
+  if tile.instruction == SIMT_F32:
+    targs = f"{tile.bm}, {tile.bn}, {tile.bk}, {tile.wm}, {tile.wn}, {flag(a_k)}, {flag(b_n)}, {flag(a_al)}, {flag(b_al)}"
+    return f"alloy_simt::simt_tile<{targs}>((const float*)({a}+{a_off}), (const float*)({b}+{b_off}), {strides});"
   kind = MMA_KINDS[spec.operand_dtype.name]
   bits = "unsigned" if spec.operand_dtype.itemsize == 4 else "unsigned short"
   targs = (f"{tile.bm}, {tile.bn}, {tile.bk}, {tile.wm}, {tile.wn}, {tile.stages}, {kind}, "
            f"{flag(a_k)}, {flag(b_n)}, {flag(a_al)}, {flag(b_al)}")
-  return (f"alloy_mma::tile<{targs}>((const {bits}*)({a}+{a_off}), (const {bits}*)({b}+{b_off}), "
-          f"{spec.a.stride}ll, {spec.a.k_stride}ll, {spec.b.k_stride}ll, {spec.b.stride}ll, {spec.M}, {spec.N}, {spec.K}, "
-          f"{m0}, {n0}, {acc});")
+  return f"alloy_mma::tile<{targs}>((const {bits}*)({a}+{a_off}), (const {bits}*)({b}+{b_off}), {strides});"

@@ -4,9 +4,10 @@ Rules: movement ops are views and never cut; elementwise ops fuse with everythin
 a reduction fuses into its consumer when its result is only broadcast there and its kept axes
 lead the consumer's loop order (so it is computed once per output row, not once per element), unless it is a
 matmul or convolution (is_contraction) read by a reduction or broadcast further: that one gets its own kernel;
-otherwise, and when it feeds several kernels or a gather, it becomes a kernel of its own. Before any of this, a few
-long reductions are split into partial results and a final reduction (split.py); a final one read broadcast is a
-kernel of its own.
+otherwise, and when it feeds several kernels or a gather, it becomes a kernel of its own. A contraction's operand
+that is computed (beneath its views and widening casts: a layer norm, a cast down to float16) is a kernel of its own
+(_computed_operand), as PyTorch's matmul reads a materialized input. Before any of this, a few long reductions are
+split into partial results and a final reduction (split.py); a final one read broadcast is a kernel of its own.
 
 Constants become kernel arguments (VAR leaves of the AST) where their value does not shape the code, so a new
 value reuses the kernel: the schedule cache keys those by dtype and shape only, and each kernel comes with the
@@ -62,10 +63,7 @@ def is_contraction(red: Node) -> bool:
   H200) or broadcasts it further (conv2's input gradient inside a max-pool's backward ran as that kernel's scalar
   loop: 1.5 ms of the digits CNN step; cut, 0.10 ms plus 0.14 ms for the pool's backward). An elementwise consumer
   still fuses into it as its epilogue."""
-  if red.arg[0] is not Op.ADD: return False
-  body = red.src[0]
-  while body.op is Op.CAST: body = body.src[0]
-  if body.op is not Op.MUL or len(body.src) != 2: return False
+  if (body := _product(red)) is None: return False
   kept = [a for a in range(len(body.shape)) if a not in red.arg[1] and body.shape[a] != 1]
   def constant_axes(x: Node) -> set:
     while x.op is Op.CAST: x = x.src[0]
@@ -74,6 +72,22 @@ def is_contraction(red: Node) -> bool:
     return {a for a in kept if v.strides[a] == 0 and (v.mask is None or v.mask[a] == (0, v.shape[a]))}
   a, b = constant_axes(body.src[0]), constant_axes(body.src[1])
   return bool(a) and bool(b) and a != b
+
+def _product(red: Node) -> Node | None:
+  """The MUL of two operands a sum reduces (through casts), or None where it reduces anything else."""
+  if red.arg[0] is not Op.ADD: return None
+  body = red.src[0]
+  while body.op is Op.CAST: body = body.src[0]
+  return body if body.op is Op.MUL and len(body.src) == 2 else None
+
+def _computed_operand(x: Node) -> Node | None:
+  """What a contraction's operand computes beneath its views and widening float casts, or None where it reads a
+  buffer or a constant as it is. Such an operand gets its own kernel, as PyTorch's matmul reads a materialized
+  input: fused, it is recomputed for every element of the other operand's free axis (a layer norm inside GPT-2's
+  c_attn, N = 2304 times), and the matrix engines take only loads (codegen/matmul.py)."""
+  while x.op is Op.VIEW or (x.op is Op.CAST and x.dtype.is_float and x.src[0].dtype.is_float and x.dtype.itemsize > x.src[0].dtype.itemsize):
+    x = x.src[0]
+  return None if x.op in (Op.BUFFER, Op.CONST, Op.CONTIGUOUS) or not x.src else x
 
 def _broadcast_further(view: Node | None) -> bool:
   """Whether the consumer reads a reduction's result broadcast along an axis of length > 1."""
@@ -208,6 +222,9 @@ def _schedule(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, li
   cut: set[int] = {id(t) for t in targets if not is_buffer_view(t)}
   for n in nodes.values():
     if n.op is Op.CONTIGUOUS: cut.add(id(n))
+    if n.op is Op.REDUCE and is_contraction(n):
+      for operand in _product(n).src:
+        if (x := _computed_operand(operand)) is not None: cut.add(id(x))
     if n.op is Op.GATHER and any(m.op is Op.REDUCE for m in n.src[0].toposort()):
       cut.add(id(n.src[0]))
   # reductions: walk each kernel root down to its reduces and check the fusion rule;

@@ -46,7 +46,9 @@ def test_validator(rng):
 
 def test_tile_table():
   for t in tc.TILES:
-    assert t.bm % t.wm == 0 and t.bn % t.wn == 0 and t.wm % 16 == 0 and t.wn % 16 == 0 and t.bk % 16 == 0
+    if t.instruction == tc.SIMT_F32: assert t.wm % 4 == 0 and t.wn % 4 == 0 and t.bk % 4 == 0 and t.threads % 32 == 0
+    else: assert t.wm % 16 == 0 and t.wn % 16 == 0 and t.bk % 16 == 0
+    assert t.bm % t.wm == 0 and t.bn % t.wn == 0
     assert t.threads <= 1024 and t.shared_bytes() <= 227 << 10 and len(tc.accumulator_index(t, sym.Var("l", 0, t.threads - 1))) == t.accumulators
 
 def test_accumulators_cover_the_tile():
@@ -97,6 +99,43 @@ def test_source_compiles(rng, name, arg):
     if "cuda_fp16" in str(e): pytest.skip("no CUDA headers")
     raise
 
+SIMT_CAPS = DeviceCaps(threads=True, codegen_loops=True, tensor_cores=(tc.SIMT_F32,), dynamic_shared_bytes=227 << 10)
+
+def test_simt_heuristics_and_validator(rng):
+  f = lambda *s: Tensor(rng.uniform(-1, 1, s).astype(np.float32))
+  big, small = _ast(f(2048, 256) @ f(256, 2048)), _ast(f(200, 96) @ f(96, 136))
+  assert choose_opts(big, SIMT_CAPS) == [tensor_core(1, tc.SIMT_TILES[0])]
+  assert choose_opts(small, SIMT_CAPS) == [tensor_core(1, tc.SIMT_TILES[2])]
+  decode = _ast(f(32, 768) @ f(768, 3072))   # a decode step's few rows: not the tile (SIMT_MIN_ROWS)
+  assert not any(o.kind is OptKind.TENSOR_CORE for o in choose_opts(decode, SIMT_CAPS))
+  assert "takes two float32" in check(_ast(_half(rng, 64, 48) @ _half(rng, 48, 40)), SIMT_CAPS, [tensor_core(1, tc.SIMT_TILES[0])])
+  assert "double-buffers" in check(big, SIMT_CAPS, [tensor_core(1, tc.SIMT_TILES[0]), stage(1, 3)])
+  # with mma.sync too, a float32 matmul takes the float32 tile while matmuls stay exact, tf32 where allowed
+  both = DeviceCaps(threads=True, codegen_loops=True, tensor_cores=(tc.SIMT_F32, tc.MMA_SYNC), dynamic_shared_bytes=227 << 10)
+  assert choose_opts(big, both) == [tensor_core(1, tc.SIMT_TILES[0])]
+  alloy.set_float32_matmul_precision("high")
+  try: assert choose_opts(big, both) == [tensor_core(1, 0)]
+  finally: alloy.set_float32_matmul_precision("highest")
+
+def _f32(*shapes): return lambda r: [r.uniform(-1, 1, s).astype(np.float32) for s in shapes]
+
+SIMT_CASES = {   # name: (make the inputs, the kernel's function of them, NumPy's)
+  "nn_bias_relu": (_f32((100, 64), (64, 136), (136,)), lambda a, b, c: (a @ b + c).relu(), lambda a, b, c: np.maximum(a @ b + c, 0)),
+  "tn_unaligned": (_f32((37, 130), (37, 50)), lambda a, b: a.T @ b, lambda a, b: a.T @ b),
+  "batched_nt": (_f32((3, 80, 24), (3, 56, 24)), lambda a, b: a @ b.transpose(1, 2), lambda a, b: a @ b.transpose(0, 2, 1)),
+}
+
+@pytest.mark.parametrize("name", list(SIMT_CASES))
+@pytest.mark.parametrize("arg", tc.SIMT_TILES)
+def test_simt_source_compiles(rng, name, arg):
+  pytest.importorskip("cuda.bindings")
+  from alloy.runtime.cuda.compiler import CUDACompiler
+  make, fn, _ = SIMT_CASES[name]
+  ast = _ast(fn(*[Tensor(x) for x in make(rng)]))
+  src = CUDARenderer().render(lower(ast, SIMT_CAPS, [tensor_core(len(ast.shape) - 1, arg)]))
+  assert "alloy_simt::simt_tile<" in src and "mma" not in src
+  CUDACompiler("sm_90").compile(src)
+
 # ---- on the GPU: against NumPy in float64
 
 def _opts_of_last_matmul():
@@ -135,6 +174,37 @@ def test_gpu_sizes(M, N, K, layout):
     got = _run(ast, [n.arg for n in inputs[1:]], [tensor_core(n_axis, arg)])
     np.testing.assert_allclose(got.astype(np.float64), want, **tol)
   np.testing.assert_allclose(out.numpy().astype(np.float64), want, **tol)   # the heuristics' kernel
+
+SIMT_SIZES = [(1, 7, 1000), (1000, 1, 7), (1000, 4097, 64), (4097, 64, 1000), (64, 1000, 4097), (129, 257, 33), (130, 66, 35)]
+
+@cuda
+@pytest.mark.parametrize("M, N, K", SIMT_SIZES)
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+def test_gpu_simt_sizes(M, N, K, layout):
+  """Every float32 tile, forced, and the heuristics' kernel, against float64: exact float32 (no tf32) tolerances."""
+  from alloy.runtime.registry import get_device
+  out, want = _laid_out_matmul(M, N, K, layout, np.float32)
+  tol = dict(atol=1e-5 * math.sqrt(K) + 1e-6, rtol=1e-4)
+  ((_, ast, inputs, _),) = schedule([out.node])
+  caps, n_axis = get_device("CUDA").caps, len(ast.shape) - 1
+  for arg in tc.SIMT_TILES:
+    if (why := check(ast, caps, [tensor_core(n_axis, arg)])) is not None:
+      assert min(M, N) == 1, why
+      continue
+    got = _run(ast, [n.arg for n in inputs[1:]], [tensor_core(n_axis, arg)])
+    np.testing.assert_allclose(got.astype(np.float64), want, **tol)
+  np.testing.assert_allclose(out.numpy().astype(np.float64), want, **tol)
+
+@cuda
+def test_gpu_simt_epilogues_and_batches():
+  r = np.random.default_rng(5)
+  for name, (make, fn, ref) in SIMT_CASES.items():
+    arrays = make(r)
+    got = fn(*[Tensor(x, device="CUDA").realize() for x in arrays]).numpy().astype(np.float64)
+    want = ref(*[x.astype(np.float64) for x in arrays])
+    ck = _opts_of_last_matmul()
+    assert ck is not None and "alloy_simt" in ck.source, name
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4, err_msg=name)
 
 def _run(ast, buffers, opts):
   from alloy.runtime.registry import get_device

@@ -139,10 +139,11 @@ def test_matmul_gpu_tile_sizes(device, rng, sa, sb):
   assert_close(got, (x.astype(np.float64) @ y) * 0.5 + 1, "float32", rtol=1e-5, atol=1e-4)
 
 def _cpu_program(node, caps=None):
-  """The linear program of node's one kernel as the CPU device lowers it (under `caps`: default, this CPU's)."""
+  """The linear program of the kernel computing node (its schedule's last) as the CPU device lowers it (under `caps`:
+  default, this CPU's)."""
   from alloy.codegen.lower import lower
   from alloy.schedule.fusion import schedule
-  ((_, ast, _, _),) = schedule([node])
+  _, ast, _, _ = schedule([node])[-1]
   return lower(ast, caps or alloy.get_device("CPU").caps)
 
 # the register tile of each vector extension (codegen only, so both run on any CPU): AVX2's and NEON's 8 x 8 of
@@ -223,7 +224,7 @@ def test_cpu_matmul_packs_its_right_operand(rng):
   x, y, bias = rand_np(rng, (64, 48)), rand_np(rng, (48, 256)), rand_np(rng, (256,))   # 8 column tiles of 32
   a, b = Tensor(x, device="CPU"), Tensor(y, device="CPU")
   cases = [(a @ b, x @ y), (a @ Tensor(np.ascontiguousarray(y.T), device="CPU").T, x @ y),   # read through a transposed view
-           ((a @ (b * 0.5).exp()) * 2 + Tensor(bias, device="CPU"), (x @ np.exp(y * 0.5)) * 2 + bias)]   # computed once per panel
+           ((a @ (b * 0.5).exp()) * 2 + Tensor(bias, device="CPU"), (x @ np.exp(y * 0.5)) * 2 + bias)]   # a computed operand (its own kernel)
   for t, want in cases:
     prog = _cpu_program(t.node)
     assert any(o[0] == "STAGE" for o in prog.meta.opts) and any(i.op is Kind.LOCAL for i in prog.instrs)

@@ -168,8 +168,16 @@ def test_to_moves_and_casts_keeping_objects(device):
   w = net.fc.weight
   net.to(device)
   assert net.fc.weight is w and w.device == device and net.scale.device == device
+  before = w.numpy()
   net.half()
   assert w.dtype is alloy.float16 and w.requires_grad and net.scale.dtype is alloy.float16
+  # the casts are computed by the call, as PyTorch's (a lazy cast would be recomputed by every forward): each parameter
+  # and buffer is then a buffer of its own
+  from alloy.ir.node import views_a_buffer
+  assert all(views_a_buffer(t.node) for t in [*net.parameters(), *net.buffers()])
+  np.testing.assert_array_equal(w.numpy(), before.astype(np.float16))
+  net.load_state_dict({k: v.float() for k, v in net.state_dict().items()})   # float32 values cast to float16 on load
+  assert w.dtype is alloy.float16 and views_a_buffer(w.node)
   net.float()
   assert w.dtype is alloy.float32
   with pytest.raises(TypeError, match="only floating point"): net.to(dtype="int32")

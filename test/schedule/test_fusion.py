@@ -112,10 +112,11 @@ def test_reductions_inside_a_fused_reduction_are_checked_against_it(device, rng)
   (schedule.fusion.is_contraction): attention's scores nested in softmax's max and sum were recomputed for each."""
   from alloy.schedule.fusion import schedule
   x, w1, w2 = (Tensor(rand_np(rng, s), device=device).realize() for s in ((8, 16), (16, 32), (32, 4)))
-  assert [k[1].root.shape for k in schedule([((x @ w1).relu() @ w2).node])] == [(8, 32, 1), (8, 4)]
+  # (the relu is the second matmul's computed operand: it gets its own kernel, the first matmul fused into it)
+  assert [k[1].root.shape for k in schedule([((x @ w1).relu() @ w2).node])] == [(8, 32), (8, 4)]
   for e in (((x @ w1).relu() @ w2).sum(), ((x @ w1).relu() @ w2).log_softmax(-1).mean()):
     shapes = [k[1].root.shape for k in schedule([e.node])]
-    assert shapes[0] == (8, 32, 1) and shapes[1][:2] == (8, 4) and len(shapes) >= 3, shapes
+    assert shapes[0] == (8, 32) and shapes[1][:2] == (8, 4) and len(shapes) >= 3, shapes
   assert [k[1].root.shape for k in schedule([(x @ w1).softmax(-1).node])][0] == (8, 32, 1)
   assert len(schedule([(x * 2).softmax(-1).node])) == 1 and len(schedule([(x * x).sum(-1).node])) == 1   # not matmuls
   assert len(schedule([((x @ w1) * 2 + 1).relu().node])) == 1   # an elementwise epilogue still fuses
@@ -154,3 +155,22 @@ def test_convolution_broadcast_in_its_consumer_gets_its_own_kernel(device, rng):
   (torch.nn.functional.max_pool2d(torch.nn.functional.conv2d(px, pw, padding=1), 2) * torch.tensor(g2)).sum().backward()
   assert_close(ax.grad.numpy(), px.grad.numpy(), rtol=1e-4, atol=1e-4)
   assert_close(aw.grad.numpy(), pw.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+def test_computed_matmul_operand_gets_its_own_kernel(device, rng):
+  """A matmul's operand that is computed (a layer norm, a cast down to float16) is a kernel of its own, so the matmul
+  reads loads the matrix engines take (codegen.matmul.match_matmul recognises it) and computes the operand once,
+  not once per column of the output (GPT-2's c_attn recomputed its layer norm 2304 times). A widening cast of a
+  buffer stays in the load."""
+  import alloy.nn.functional as F
+  from alloy.schedule.fusion import schedule
+  from alloy.codegen.matmul import match_matmul
+  x, w, b, g = rand_np(rng, (2, 16, 24)), rand_np(rng, (24, 40)), rand_np(rng, (40,)), rand_np(rng, (24,))
+  tx, tw, tb, tg = (Tensor(v, device=device).realize() for v in (x, w, b, g))
+  y = F.layer_norm(tx, (24,), weight=tg).half() @ tw.half() + tb.half()
+  kernels = schedule([y.node])
+  spec = match_matmul(kernels[-1][1])
+  assert spec is not None and (spec.M, spec.N, spec.K) == (16, 40, 24) and spec.operand_dtype.name == "float16", [k[1].root for k in kernels]
+  assert len(schedule([(Tensor(x.astype(np.float16), device=device).float() @ tw).node])) == 1   # a widening cast of a buffer: a load
+  xn = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * g
+  want = xn.astype(np.float16).astype(np.float64) @ w.astype(np.float16).astype(np.float64) + b.astype(np.float16)
+  assert_close(y.numpy(), want, "float16", rtol=2e-2, atol=2e-2)

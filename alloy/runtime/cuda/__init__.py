@@ -44,7 +44,8 @@ def device_count() -> int:
 
 class CUDADevice(Device):
   renderer = CUDARenderer()   # this instance's: PTX first where nvJitLink assembles it (see __init__)
-  caps = DeviceCaps(threads=True, codegen_loops=True)   # PTX goes to ptxas, which neither unrolls nor steps pointers
+  # PTX goes to ptxas, which neither unrolls nor steps pointers; every CUDA GPU takes the float32 tiles on its CUDA cores
+  caps = DeviceCaps(threads=True, codegen_loops=True, tensor_cores=("simt.f32",))
   graph = CUDAGraph
   launch_list = CUDALaunchList
 
@@ -63,7 +64,7 @@ class CUDADevice(Device):
     self.compute_capability = (attr(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), attr(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
     self.target = f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
     if self.compute_capability >= (8, 0):   # mma.sync m16n8k16 with float16 and bfloat16 operands (sm_80 on)
-      self.caps = dataclasses.replace(self.caps, tensor_cores=("mma.sync.m16n8k16",))
+      self.caps = dataclasses.replace(self.caps, tensor_cores=self.caps.tensor_cores + ("mma.sync.m16n8k16",))
     if self.compute_capability == (9, 0):   # Hopper: the wgmma matmul (engine/wgmma.py), built for sm_90a
       self.caps = dataclasses.replace(self.caps, tensor_cores=self.caps.tensor_cores + ("wgmma.m64nNk16",))
     self.device_name = check(cu.cuDeviceGetName(256, self.cu_device), "cuDeviceGetName").split(b"\0")[0].decode()
