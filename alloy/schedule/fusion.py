@@ -7,7 +7,7 @@ matmul or convolution (is_contraction) read by a reduction or broadcast further:
 otherwise, and when it feeds several kernels or a gather, it becomes a kernel of its own. A contraction's operand
 that is computed (beneath its views and widening casts: a layer norm, a cast down to float16) is a kernel of its own
 (_computed_operand), as PyTorch's matmul reads a materialized input. Before any of this, a few long reductions are
-split into partial results and a final reduction (split.py); a final one read broadcast is a kernel of its own.
+split into partial results and a final reduction (split.py).
 
 Constants become kernel arguments (VAR leaves of the AST) where their value does not shape the code, so a new
 value reuses the kernel: the schedule cache keys those by dtype and shape only, and each kernel comes with the
@@ -140,17 +140,17 @@ def schedule(targets: list[Node], walked: tuple | None = None) -> list[tuple[Nod
     for pinned, hit, has_split in variants:
       if not pinned or all(order[p].key[2] == v for p, v in pinned):
         at = order.__getitem__
-        if has_split:   # a split reduction's partial results are no node of the graph: made again from the reduction, at ~place
-          made = {k: split.partials(order[~k]) for k, *_ in hit if k < 0}
+        if has_split:   # a split reduction's kernels are no nodes of the graph: made again from the reduction
+          made = {k: split.made_again(order, k) for k, *_ in hit if k < 0}
           at = lambda k: order[k] if k >= 0 else made[k]
         return [(at(k), ast, [at(i) for i in inputs], [order[c] for c in consts]) for k, ast, inputs, consts in hit]
-  items, pinned, parts = _schedule(targets)
+  items, pinned, made = _schedule(targets)
   if len(_schedules) >= SCHEDULE_CACHE_SIZE: _schedules.clear()
   variants = _schedules.setdefault(key, [])
   if len(variants) >= SCHEDULE_VARIANTS: del variants[0]
-  def place(n: Node) -> int: return position[n] if n in position else ~position[parts[id(n)]]
+  def place(n: Node) -> int: return position[n] if n in position else split.place(position[made[id(n)][0]], made[id(n)][1])
   variants.append((tuple((position[n], n.key[2]) for n in pinned),
-                   [(place(n), ast, [place(i) for i in inputs], [position[c] for c in consts]) for n, ast, inputs, consts in items], bool(parts)))
+                   [(place(n), ast, [place(i) for i in inputs], [position[c] for c in consts]) for n, ast, inputs, consts in items], bool(made)))
   return items
 
 def _structure(targets: list[Node]) -> tuple:
@@ -207,10 +207,21 @@ def one_kernel(n: Node) -> tuple:
   return walked, hit
 
 def _schedule(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, list]], list, dict]:
-  """schedule's kernels and the constants kept literal past MAX_KERNEL_VARS, made anew; and split.split's partial
-  results of each split reduction, the only kernels whose node is not in the targets' graph."""
-  # 0. long reductions become two (split.py); the kernels then name the nodes of the targets' graph they stand for
-  targets, stands_for, parts, finals = split.split(targets)
+  """schedule's kernels and the constants kept literal past MAX_KERNEL_VARS, made anew; and split.split's kernels
+  that are no nodes of the targets' graph (a split reduction's partials and final one), by id."""
+  # long reductions become two (split.py); the kernels then name the nodes of the targets' graph they stand for
+  graph_targets = targets
+  targets, stands_for, made, graph = split.split(targets)
+  out, pinned = _kernels(targets)
+  if not made: return out, pinned, made
+  def was(n: Node) -> Node: return stands_for.get(id(n), n)
+  out = [(was(n), ast, [was(i) for i in inputs], [was(c) for c in consts]) for n, ast, inputs, consts in out]
+  named = [id(n) for n, *_ in out]
+  if len(set(named)) < len(named) or any(k not in graph and k not in made for k in named):
+    return (*_kernels(graph_targets), {})   # two kernels for one node (a gather of a split reduction's result): unsplit
+  return out, [was(c) for c in pinned], made
+
+def _kernels(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, list]], list]:
   # 1. decide which nodes become kernels
   parents: dict[int, int] = {}
   nodes = {}
@@ -241,8 +252,6 @@ def _schedule(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, li
           if id(red) in cut: continue
           users.setdefault(id(red), set()).add(root_id)
           own_kernel = is_contraction(red) and (_kernel_root(consumer).op is Op.REDUCE or _broadcast_further(view))
-          # a split's final reduction read broadcast: each element (a GPU thread) would reduce the partial results again
-          own_kernel = own_kernel or (id(red) in finals and _broadcast_further(view))
           if not _fusable_reduce(red, view, _kernel_root(consumer), has_view) or own_kernel:
             cut.add(id(red)); changed = True
           else: consumers.append(red)
@@ -256,11 +265,7 @@ def _schedule(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, li
     consts: list[Node] = []
     ast_root = _to_ast(_kernel_root(n), cut, inputs, {}, (consts, pinned), top=True)
     out.append((n, KernelAST(ast_root, len(inputs)), inputs, consts))
-  if stands_for:
-    def was(n: Node) -> Node: return stands_for.get(id(n), n)
-    out = [(was(n), ast, [was(i) for i in inputs], [was(c) for c in consts]) for n, ast, inputs, consts in out]
-    pinned = [was(c) for c in pinned]
-  return out, pinned, parts
+  return out, pinned
 
 def _kernel_root(n: Node) -> Node:
   return n.src[0] if n.op is Op.CONTIGUOUS else n

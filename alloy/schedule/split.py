@@ -33,28 +33,43 @@ def partials(red: Node, src: Node | None = None) -> Node:
   shape = src.shape[:k] + (parts, 1)
   return Node(Op.CONTIGUOUS, (Node(Op.REDUCE, (sliced,), (op, (k + 1,)), red.dtype, shape),), None, red.dtype, shape)
 
+def final(red: Node, p: Node | None = None) -> Node:
+  """The second: the reduction of the partial results p (shape: the kept axes, then 1, 1; red's is a reshape of it)."""
+  p = partials(red) if p is None else p
+  k = red.arg[1][0]
+  return Node(Op.REDUCE, (p,), (red.arg[0], (k,)), red.dtype, p.shape[:k] + (1, 1))
+
+# The kernels of a split are no nodes of the graph; the schedule cache names them by their reduction's place
+def place(reduction: int, stage) -> int: return ~(2 * reduction + (stage is final))
+def made_again(order: list, k: int) -> Node: return (final if ~k & 1 else partials)(order[~k >> 1])
+
 def split(targets: list[Node]) -> tuple[list[Node], dict, dict, set]:
-  """The targets with every long reduction under them split: (the new targets; id(new node) -> the node of the
-  targets' graph it stands for, where it differs; id(partial results) -> their reduction; the ids of the final
-  reductions). The final reduction keeps the reduction's shape, so what reads it reads it the same way. No split:
-  (targets, {}, {}, set())."""
+  """The targets with every long reduction under them split, into the graph the front end once built: (the new
+  targets; id(new node) -> the node of the targets' graph it stands for, where it differs; id(partial results or final
+  reduction) -> (their reduction, partials or final); the ids of the targets' graph). A split reduction stands as a
+  reshape of its final one, a view of it as one view of that (composed as the front end did), and a target as the
+  final one itself (the engine's peeled reshape): the same kernels as then. No split: (targets, {}, {}, set())."""
   new: dict[int, Node] = {}
-  stands_for, parts, finals = {}, {}, set()
+  stands_for, made, finals = {}, {}, {}
   for t in targets:
     for n in t.toposort():
       if id(n) in new: continue
       src = tuple(new[id(s)] for s in n.src)
       if n.op is Op.REDUCE and split_count(n.src[0].shape, n.arg[1]) > 1:
         p = partials(n, src[0])
-        parts[id(p)], k = n, n.arg[1][0]
-        m = Node(Op.REDUCE, (moved(p, "reshape", n.shape[:k] + (p.shape[k],) + n.shape[k + 1:]),), (n.arg[0], (k,)), n.dtype, n.shape)
-        finals.add(id(m))
+        f = finals[id(n)] = final(n, p)
+        made[id(p)], made[id(f)] = (n, partials), (n, final)
+        m = moved(f, "reshape", n.shape)
         if (sliced := p.src[0].src[0]).op is Op.CONST: stands_for[id(sliced)] = src[0]   # a constant's value, in another shape
+      elif n.op is Op.VIEW and (f := finals.get(id(n.src[0]))) is not None:
+        m = f if n.arg.is_contiguous and n.arg.shape == f.shape else Node(Op.VIEW, (f,), n.arg, n.dtype, n.shape)
       elif src == n.src: m = n
       else: m = Node(n.op, src, n.arg, n.dtype, n.shape)
       new[id(n)] = m
       if m is not n: stands_for[id(m)] = n
   # no split, or a new node is one of the graph's own (a split written out by hand beside the plain reduction): a kernel
   # could not name both
-  if not parts or stands_for.keys() & new.keys(): return targets, {}, {}, set()
-  return [new[id(t)] for t in targets], stands_for, parts, finals
+  if not made or stands_for.keys() & new.keys(): return targets, {}, {}, set()
+  out = [finals.get(id(t), new[id(t)]) for t in targets]
+  for t, o in zip(targets, out): stands_for[id(o)] = t
+  return out, stands_for, made, set(new)

@@ -28,7 +28,7 @@ def test_long_sum_is_partials_then_final():
   (p, p_root), (f, f_root) = _kernels(s)
   assert p.op is Op.CONTIGUOUS and p.shape == (4096, 1) and p_root.op is Op.REDUCE and p_root.arg == (Op.ADD, (1,))
   assert p_root.src[0].shape == (4096, 4096)   # 4096 slices of 4096
-  assert f is s.node and f_root.op is Op.REDUCE and f_root.shape == (1,)   # the final one computes the sum's own node
+  assert f is s.node and f_root.op is Op.REDUCE and f_root.shape == (1, 1)   # the final one computes the sum's own node
   assert [n for n, _ in _kernels(t.sum())] == [p, f]
   assert s.item() == float(1 << 24)
 
@@ -52,12 +52,27 @@ def test_split_counts(shape, axis, parts):
   (p, _), (f, _) = _kernels(t.sum(axis))
   assert p.op is Op.CONTIGUOUS and p.shape[-2] == parts and f.op is Op.REDUCE
 
-def test_final_read_broadcast_is_its_own_kernel():
-  # x - x.sum(): fused there, each element (a GPU thread) would add up the 4096 partials again
+@pytest.mark.parametrize("build,count", [(lambda t: t - t.sum(), 2), (lambda t: t - t.mean(keepdim=True), 3),
+                                         (lambda t: t.reshape(4, -1).softmax(1), 5), (lambda t: t.sum().cast("float16"), 2)])
+def test_split_fuses_as_the_front_ends_split_did(build, count):
+  # the final reduction is fused into a consumer that reads it through one view (x - x.sum()), and is a kernel of its
+  # own where an elementwise op lies between its reshape and a broadcast (a mean, a softmax's reciprocal), as when
+  # the front end wrote the split into the graph
   t = Tensor(np.ones(1 << 20, np.float32))
-  kernels = _kernels(t - t.sum())
-  assert len(kernels) == 3 and kernels[1][0].op is Op.REDUCE and kernels[1][0].shape == (1,)
-  assert len(_kernels(t.sum().cast("float16"))) == 2   # read element for element: fused into its consumer
+  kernels = _kernels(build(t))
+  assert len(kernels) == count and kernels[0][0].op is Op.CONTIGUOUS
+
+def test_gather_of_a_split_result(device, rng):
+  # a split sum realized beside a gather of it: where a kernel cannot be named for the graph, it is scheduled unsplit
+  from alloy.realize_tensors import realize
+  x = rand_np(rng, (3, 40000), low=-1, high=1)
+  want = x.astype(np.float64).sum(1, keepdims=True)
+  for keepdim in (True, False):   # the gather reads the reduction itself (the unsplit case), or a view of it
+    s = Tensor(x, device=device).sum(1, keepdim=keepdim)
+    g = s[Tensor(np.array([2, 0, 2]), device=device)]
+    realize([s, g])
+    assert_close(s.numpy(), want if keepdim else want[:, 0], rtol=1e-5, atol=1e-4)
+    assert_close(g.numpy(), want[[2, 0, 2]] if keepdim else want[[2, 0, 2], 0], rtol=1e-5, atol=1e-4)
 
 def test_split_schedule_is_cached(device, rng):
   # the partial results are no node of the graph: a cache hit makes them again, one node for writer and reader
