@@ -12,8 +12,8 @@ changes t as in PyTorch; an in-place change to a tensor rebinds each of its live
 its new value, so `v = t[1:]; t += 1; v` shows the new values, and the view's graph follows. A view shares its
 base's version counter, as PyTorch's views share their storage's: a product that saved v refuses to backward after
 t changed. Only views are rebound: any other tensor that read t keeps the value it read. expand() results, pads and
-flips are not views here (PyTorch: expand is a view it refuses to write; flip and pad copy). A @jit replay does not
-rebind the views of what it changes that outlive the call.
+flips are not views here (PyTorch: expand is a view it refuses to write; flip and pad copy). A @jit replay rebinds
+the views of what it changes too, and links the views it returns to their bases (jit_state.py).
 
 Writing at advanced indices (integer tensors or lists, boolean masks) reads a device index tensor back, as
 __getitem__ does, and then costs O(written tensor) work: the host inverts the index (which source row lands on each
@@ -59,12 +59,15 @@ def current(t):
   b = getattr(t, "_base", None)
   if b is None or autograd.version(b[0]) == b[3]: return autograd.snapshot(t)
   base, how, args, _ = b
-  cur = current(base)
-  if how == "detach": return cur._new(cur.node)
+  return view_again(current(base), how, args)
+
+def view_again(base, how: str, args):
+  """base viewed as note_view recorded a view of it (how, args): a new view of base."""
+  if how == "detach": return base.detach()
   if how == "index":
     from alloy.indexing import getitem
-    return getitem(cur, args)
-  return cur._view(how, *args)
+    return getitem(base, args)
+  return base._view(how, *args)
 
 def note_view(base, view, how: str, args):
   """view is base viewed by how/args (PyTorch's view ops): it writes through to base, and base's changes reach it."""
@@ -76,7 +79,7 @@ def note_view(base, view, how: str, args):
   views.append(weakref.ref(view))
   return view
 
-def _rebind_views(t, skip) -> None:
+def rebind_views(t, skip=None) -> None:
   """t changed: each live view of t but skip (the view whose write reached t) takes the view of t's new value."""
   views = getattr(t, "_views", None)
   if not views: return
@@ -91,7 +94,7 @@ def _rebind_views(t, skip) -> None:
     if not isinstance(v._ag, autograd.Leaf): v._ag = new._ag   # a view made a leaf itself (requires_grad_) stays one
     b = v._base
     v._base = (b[0], b[1], b[2], autograd.version(t))
-    _rebind_views(v, None)
+    rebind_views(v)
 
 def _write_back(base, how: str, args, new):
   """The base's new value once its view (base viewed by how/args) takes the value new."""
@@ -133,7 +136,7 @@ def assign(t, new, what: str, cast_any: bool = False, keep_grad: bool = False, f
     mine = getattr(new, "_version", None)
     t._ag.saved = tuple(autograd.saved_entry(t, e[2]) if e[0] is mine else e for e in t._ag.saved)
   if b is not None: t._base = (b[0], b[1], b[2], autograd.version(b[0]))
-  _rebind_views(t, from_view)
+  rebind_views(t, from_view)
   return t
 
 def index_view(t, key, out):

@@ -11,6 +11,7 @@ class DeviceCaps:
   max_local: int = 1024
   default_local: int = 256
   simd_width: int = 32     # lanes that exchange registers (warp / SIMD-group)
+  shuffle_bytes: int = 8   # the widest value they exchange in one shuffle (Metal has no 64-bit shuffles: 4)
   vector_widths: tuple = (4,)   # elements per vector load/store, for the dtypes below
   vector_arithmetic: bool = False   # the language computes on vectors: lane-wise arithmetic becomes vector arithmetic
   vector_dtypes: frozenset = frozenset({"float32", "int32", "uint32"})

@@ -21,13 +21,16 @@ a closure or `self`, constants built inside) are bound as they were at capture: 
 between calls as arguments. Tensors the function changes in place (arguments, or reached through a closure or
 `self`: a module's weights, an optimizer's state), and the .grad of leaves, are state a replay carries over
 (jit_state.py): a training step `opt.zero_grad(); loss.backward(); opt.step()` is captured whole. Host-side numbers
-the function reads from such state (an optimizer's learning rate and step count) come in through `live`, and the
-host bookkeeping that goes with them through `on_replay`.
+the function reads from such state (an optimizer's hyper-parameters and step count) come in through `live`, the
+host bookkeeping that goes with them through `on_replay`, and host state that decides which kernels it makes (an
+optimizer's flags) through `guard`: a replay that finds it changed runs the function normally and captures again,
+as it does where state reached through a closure or `self` moved to another layout (a module's load_state_dict);
+the RECAPTURES_WARNED-th time it warns.
 
 JIT=0 turns capture off, JIT=2 captures but replays launch by launch (no graphs).
 """
 from __future__ import annotations
-import functools, inspect, time
+import functools, inspect, time, warnings
 from alloy.helpers import DEBUG, getenv
 from alloy.ir.node import Node, views_a_buffer
 from alloy.ir.ops import Op
@@ -46,6 +49,7 @@ from alloy import jit_args, jit_state
 
 JIT = getenv("JIT", 1)
 FIRST_BATCH, MAX_BATCH = 2, 1024   # graph batch sizes double from FIRST_BATCH up to MAX_BATCH launches
+RECAPTURES_WARNED = 8   # captures again after a Recapture before a warning says the replays are mostly lost
 
 class JitError(RuntimeError):
   """A jitted function was called in a way its capture cannot replay."""
@@ -62,6 +66,20 @@ def live(read, what: str = "a live number"):
   if _capturing is None: return read()
   return _capturing.live(read, what)
 
+def guard(read, what: str) -> None:
+  """Inside a capture: host state that decides which kernels the function makes (an optimizer's flags, whether its
+  momentum is 0): a replay calls read() first, and where its value is not the capture's the jitted function runs
+  normally and captures again. Outside a capture: nothing."""
+  if _capturing is not None: _capturing.guards.append((read, read(), what))
+
+class Recapture(Exception):
+  """A replay found a guarded value changed (jit.guard): the capture no longer makes the function's kernels."""
+
+def _changes(got, want) -> str:
+  """A guarded value now against the capture's (a dict: its entries that differ)."""
+  if type(got) is not dict or type(want) is not dict: return f"{want!r} -> {got!r}"
+  return ", ".join(f"{k} {want.get(k)!r} -> {got.get(k)!r}" for k in {**want, **got} if got.get(k) != want.get(k))
+
 def on_replay(hook) -> None:
   """Inside a capture: call hook() at the start of every replay, host bookkeeping the function did besides its
   kernels (an optimizer counting its steps). Outside a capture: nothing."""
@@ -77,12 +95,16 @@ class _Capture(Watcher):
     self.rng_keys: list = []   # the key Buffers, in the order they were made
     self.baked: dict = {}      # number argument -> how the function used its value as a plain number
     self.hooks: list = []      # on_replay hooks, in order
+    self.guards: list = []     # (read, its value at capture, what it is): see guard()
     self.live_names: dict = {} # a live number's key (negative) -> what it is
+    self.live_scalars: list = []   # the live Scalars, in key order
     self.implicit: list = []   # (Tensor or Leaf, entry node) the function changed that it was not passed (jit_state.py)
+    self.view_links: list = [] # per returned Tensor, how it views an argument, the implicit state or another result
   def live(self, read, what: str):
     key = -1 - len(self.live_names)
     self.live_names[key] = what
-    return Scalar.live(read, key, self.baked)
+    self.live_scalars.append(s := Scalar.live(read, key, self.baked))
+    return s
   def launch(self, ck, buffers, elapsed, t_submit, consts=()) -> None:
     self.launches.append((ck, list(buffers), [c.arg for c in consts]))
   def rng_key(self, key: Tensor) -> None: self.rng_keys.append(key.node.src[0].arg)
@@ -91,7 +113,7 @@ class _Capture(Watcher):
                    f"or a copy to another device) inside the captured function; a replay cannot repeat that. "
                    f"Return the tensor and read it after the call, or call the function without @jit")
 
-  def run(self, fn, args, kwargs, state: jit_state.State):
+  def run(self, fn, args, kwargs, state: jit_state.State, before: dict):
     watch = jit_state.Watch()   # what the function changes in place or gives a .grad: its arguments only
     global _capturing
     _capturing = self
@@ -102,8 +124,10 @@ class _Capture(Watcher):
         ret = fn(*jit_args.trace_numbers(args, self.baked, count), **jit_args.trace_numbers(kwargs, self.baked, count))
         outs: list = []
         template = jit_args.template(ret, outs)
-        self.implicit = watch.implicit(self.name, state.tensors, outs)
+        self.implicit = watch.implicit(self.name, state.tensors, outs, before)
         state.implicit = [obj for obj, _ in self.implicit]
+        links = jit_state.view_links(outs, state.tensors + state.implicit)
+        self.view_links = links if any(links) else []
         for key, why in self.baked.items():
           if key < 0: raise JitError(f"jit {self.name}: {self.live_names[key]} (read from host state) was used as a plain number ({why}); "
                                      f"a replay could not give it a new value")
@@ -142,6 +166,7 @@ class Replay:
     (self.grad_args, entry_grads), self.changes = grad_args, cap.changes   # see jit_state.py
     self.labels += [f"{self.labels[i]}.grad" for i in self.grad_args]
     self.implicit = [obj for obj, _ in cap.implicit]   # what the function changed that it was not passed, in changes' order
+    self.view_links = cap.view_links
     self.implicit_values = [obj for obj, node in cap.implicit if node is not None]   # bound per call as inputs
     self.labels += [f"a tensor of shape {t.shape} reached through a closure or self" for t in self.implicit_values]
     tensors = list(tensors) + entry_grads + self.implicit_values
@@ -210,8 +235,11 @@ class Replay:
     traced = [(i, [(j, v.source) for j, v in enumerate(values) if type(v) in TRACED]) for i, (_, _, values) in enumerate(cap.launches)]
     self.traced = [(i, found) for i, found in traced if found]
     self.stale: set = set()   # launches whose batch runner holds older words than self.words
-    self.hooks = cap.hooks
-    self.live = [(i, found) for i, found in self.traced if any(k < 0 for _, src in found for k in src.arguments())]
+    self.hooks, self.guards = cap.hooks, cap.guards
+    # per launch taking live numbers: the keys of those it takes; a replay evaluates it again where one of them moved
+    self.live = [(i, found, keys) for i, found in self.traced if (keys := {k for _, src in found for k in src.arguments() if k < 0})]
+    self.live_scalars = cap.live_scalars
+    self.live_last = [s.value for s in self.live_scalars]
 
   def _build_batches(self, graph_mode: bool):
     """Consecutive launches on one device, as (runner, first, end, [(launch in batch, picker)] for launches that
@@ -317,10 +345,21 @@ class Replay:
     self._evaluate(self.traced, numbers)
     self.numbers, self.others = numbers, others
 
-  def _evaluate(self, traced: list, numbers: list) -> None:
+  def _evaluate_live(self) -> None:
+    """The live numbers read again (after the hooks); the launches taking one that moved since the last call are
+    evaluated again."""
+    memo, moved = {}, set()
+    for k, s in enumerate(self.live_scalars):
+      memo[id(s)] = v = s.op()
+      if v != self.live_last[k] or v != v:
+        moved.add(s.index)
+        self.live_last[k] = v
+    if moved: self._evaluate([(i, found) for i, found, keys in self.live if not keys.isdisjoint(moved)], self.numbers, memo)
+
+  def _evaluate(self, traced: list, numbers: list, memo: dict | None = None) -> None:
     """The scalar words of the launches `traced` ([(launch, [(scalar, its Scalar)])]) for these number arguments and
-    the live numbers' values now; launches whose words changed go stale."""
-    memo: dict = {}
+    the live numbers' values now (memo: Scalar id -> value, those read already); launches whose words changed go stale."""
+    if memo is None: memo = {}
     for i, found in traced:
       values, dtypes = self.values[i], self.launches[i][0].meta.scalar_dtypes
       for j, source in found: values[j] = cast_number(source.evaluate(numbers, memo), dtypes[j])
@@ -329,18 +368,23 @@ class Replay:
         self.stale.add(i)
 
   def __call__(self, args, kwargs):
+    for read, want, what in self.guards:   # before anything changes: a Recapture runs the call normally instead
+      if (got := read()) != want: raise Recapture(f"{what} changed since the capture: {_changes(got, want)}")
     tensors = self._tensors(args, kwargs)
+    state = self._state() if self.implicit_values else []   # before the hooks: a Recapture has changed nothing
     if self.hooks or self.live:   # host bookkeeping first, then the live numbers it moves (an optimizer's step count)
       for hook in self.hooks: hook()
-      self._evaluate(self.live, self.numbers)
+      self._evaluate_live()
     args_only, tensors = tensors, jit_state.with_grads(tensors, self.grad_args, self.name) if self.grad_args or self.changes else tensors
-    if self.implicit_values: tensors = list(tensors) + self.implicit_values
     h = self.handles[:]
     bound: list = []
     for i, t in enumerate(tensors):
       n = t.node
       if not views_a_buffer(n): n = jit_args.bound_buffer(t)
       if (n.shape, n.dtype, t.device, n.arg, n.src[0].arg.size) != self.specs[i]: raise self._input_error(i, t, n)
+      bound.append(n)
+      if (s := self.input_slots[i]) is not None: h[s] = n.src[0].arg.handle
+    for i, n in enumerate(state, len(bound)):
       bound.append(n)
       if (s := self.input_slots[i]) is not None: h[s] = n.src[0].arg.handle
     for i, j in self.aliases:
@@ -379,8 +423,24 @@ class Replay:
     n = len(self.outputs) - sum(1 for kind, _ in self.changes if kind != "no grad")   # the returned ones, then the changed state
     if self.changes:
       jit_state.apply(self.changes, list(args_only) + self.implicit, [self._result(k, results, bound) for k in range(n, len(self.outputs))])
-    if self.template is jit_args.TENSOR: return self._result(0, results, bound)
-    return jit_args.rebuild(self.template, iter([self._result(k, results, bound) for k in range(n)]), self.numbers)
+    outs = [self._result(k, results, bound) for k in range(n)]
+    if self.view_links: jit_state.link_views(self.view_links, outs, list(args_only) + self.implicit)
+    if self.template is jit_args.TENSOR: return outs[0]
+    return jit_args.rebuild(self.template, iter(outs), self.numbers)
+
+  def _state(self) -> list:
+    """The implicit state's nodes, checked before anything changes: where one's layout moved since the capture (a
+    module's load_state_dict, a parameter realized into a buffer of its own, a lazy change between calls) or parts of
+    one buffer came apart, the function runs normally and captures again."""
+    first, nodes = len(self.specs) - len(self.implicit_values), []
+    for i, t in enumerate(self.implicit_values, first):
+      n = t.node if views_a_buffer(t.node) else jit_args.bound_buffer(t)
+      if (n.shape, n.dtype, t.device, n.arg, n.src[0].arg.size) != self.specs[i]: raise Recapture(str(self._input_error(i, t, n)))
+      nodes.append(n)
+    for i, j in self.aliases:
+      if j >= first and nodes[i - first].src[0].arg is not nodes[j - first].src[0].arg:
+        raise Recapture(f"{self.labels[j]} and {self.labels[i]} were one buffer at capture and differ now")
+    return nodes
 
   def _launch_observed(self, h, bound, results, keys) -> None:
     """Launch by launch, telling the watchers (the trace) about each, with device time when it is asked for."""
@@ -419,6 +479,8 @@ class Jit:
     except (TypeError, ValueError): self.arg_names = []
     self.calls = 0
     self.replay: Replay | None = None
+    self.changed_before: dict = {}   # the tensors the first call changed in place, weakly (jit_state.Watch.alive)
+    self.recaptures = 0
 
   def __get__(self, obj, objtype=None):
     """A jitted method: one capture per instance (its weights are its own)."""
@@ -437,7 +499,15 @@ class Jit:
     self.calls, self.replay = 0, None
 
   def __call__(self, *args, **kwargs):
-    if self.replay is not None and _capturing is None: return self.replay(args, kwargs)
+    if self.replay is not None and _capturing is None:
+      try: return self.replay(args, kwargs)
+      except Recapture as e:   # the function now makes other kernels: run it normally, capture on the next call
+        if DEBUG >= 1: print(f"jit {self.name}: {e}; capturing again")
+        self.recaptures += 1
+        if self.recaptures == RECAPTURES_WARNED:
+          warnings.warn(f"jit {self.name}: captured again {self.recaptures} times, each change costing two calls without replay (last: {e}); "
+                        f"keep what its guards and state layouts read fixed between calls (DEBUG=1 prints each reason)", stacklevel=2)
+        self.reset()
     if self.beam is None: return self._run(args, kwargs)
     with search.beam(self.beam): return self._run(args, kwargs)   # the kernels it compiles are searched first
 
@@ -450,13 +520,15 @@ class Jit:
     inputs = [jit_args.bound_buffer(t) for t in tensors + entry_grads]
     state = jit_state.State(tensors)
     if self.calls == 1:
-      ret = self.fn(*args, **kwargs)
+      watch = jit_state.Watch()   # what it changes in place: changed again by the capture, a returned one is state
+      with watchers.watching(watch): ret = self.fn(*args, **kwargs)
+      self.changed_before = watch.alive()
       outs: list = []
       jit_args.template(ret, outs)
       realize_tensors.realize(outs + state.changes()[1])
       return ret
     cap = _Capture(self.name)
-    ret, template, outs = cap.run(self.fn, args, kwargs, state)
+    ret, template, outs = cap.run(self.fn, args, kwargs, state, self.changed_before)
     graph_mode = self.graph if self.graph is not None else JIT != 2
     self.replay = Replay(self.name, self.arg_names, args, kwargs, cap, template, outs, inputs, graph_mode, (grad_args, entry_grads))
     return ret

@@ -8,13 +8,18 @@ it must be present on every replay exactly when it was at capture.
 Tensors the function changes in place without being passed them (a module's weights and an optimizer's state,
 reached through a closure or `self`) are *implicit* state: the value each had when the call began must be a computed
 buffer (it is then bound per replay, as an argument is, from the tensor's value then), and the replay rebinds it to
-its new value. The jit holds them (strongly) as long as its capture lives. Leaves reached that way get their .grad
-set per replay as backward left it; backward may not add into a .grad such a leaf already had (a replay could not
-bind it): zero the grads inside the step (opt.zero_grad()) or after it.
+its new value. A Tensor it returns counts where the call before changed that same object in place (a cache it
+updates and returns), else it is a temporary the function made. The jit holds them (strongly) as long as its capture
+lives. Leaves reached that way get their .grad set per replay as backward left it; backward may not add into a .grad
+such a leaf already had (a replay could not bind it): zero the grads inside the step (opt.zero_grad()) or after it.
+
+A replay rebinds the live views of what it changes as assign does eagerly, and makes its returned Tensors what the
+capture's were (view_links): an argument returned is that argument, a view stays a view of its base.
 """
 from __future__ import annotations
 import weakref
 from alloy import autograd
+from alloy.assign import note_view, rebind_views, view_again
 from alloy.ir.node import views_a_buffer
 from alloy.ir.ops import Op
 from alloy.engine import realize as engine
@@ -87,11 +92,17 @@ class Watch(Watcher):
     if seen is None or seen[0]() is not obj:
       self.seen[id(obj)] = (weakref.ref(obj), obj.grad if isinstance(obj, autograd.Leaf) else obj.node)
 
-  def implicit(self, name: str, tensors: list, outs: list) -> list:
-    """[(Tensor, its node at the call) or (Leaf, None)]: what the function changed besides its arguments and what it
-    returns, still alive; refused where a replay could not bind it (see the module docstring)."""
+  def alive(self) -> dict:
+    """What was changed and is still alive, weakly, by id."""
+    return {k: ref for k, (ref, _) in self.seen.items() if ref() is not None}
+
+  def implicit(self, name: str, tensors: list, outs: list, before: dict) -> list:
+    """[(Tensor, its node at the call) or (Leaf, None)]: what the function changed besides its arguments, still alive;
+    refused where a replay could not bind it (see the module docstring). A returned Tensor counts only where the
+    call before changed that same object (alive(), `before`): else it is a temporary the function made."""
     from alloy.jit import JitError
-    mine = {id(t) for t in tensors} | {id(t._ag) for t in tensors if t._ag is not None} | {id(t) for t in outs}
+    made = {id(t) for t in outs if (ref := before.get(id(t))) is None or ref() is not t}
+    mine = {id(t) for t in tensors} | {id(t._ag) for t in tensors if t._ag is not None} | made
     found = []
     for k, (ref, entry) in self.seen.items():
       if k in mine or (obj := ref()) is None: continue   # gone: a temporary of the function
@@ -118,6 +129,36 @@ def apply(kinds: list, targets: list, new: list) -> None:
     if kind == "value":
       t.node = next(it).node
       autograd.bump(t)
+      rebind_views(t)   # views that outlive the call (made before it, returned by it) show the new value, as eagerly
     else:
       leaf = t if isinstance(t, autograd.Leaf) else t._ag
       leaf.grad = next(it) if kind == "grad" else None
+
+def view_links(outs: list, targets: list) -> list:
+  """Per returned Tensor: (("target" or "out", index), [(how, args) from the Tensor up to that base]) where it is a
+  view of an argument, of the implicit state or of another returned Tensor; with no steps where it is an argument
+  itself; else None."""
+  known = {id(t): ("out", k) for k, t in enumerate(outs)}
+  known.update({id(t): ("target", i) for i, t in enumerate(targets) if not isinstance(t, autograd.Leaf)})
+  links = []
+  for t in outs:
+    steps, x = [], t
+    while (at := known.get(id(x))) is None or (x is t and at[0] == "out"):
+      if (b := getattr(x, "_base", None)) is None: break
+      steps.append((b[1], b[2]))
+      x = b[0]
+    links.append((at, steps) if at is not None and (steps or at[0] == "target") else None)
+  return links
+
+def link_views(links: list, results: list, targets: list) -> None:
+  """A replay's returned Tensors as the capture's were (view_links): an argument returned is that argument, and a
+  view is made a view of its base again, so a later change of either reaches the other, as eagerly."""
+  for k, link in enumerate(links):
+    if link is not None and not link[1]: results[k] = targets[link[0][1]]
+  for t, link in zip(results, links):
+    if link is None or not link[1]: continue
+    (kind, i), steps = link
+    base = targets[i] if kind == "target" else results[i]
+    with autograd.no_grad():
+      for how, args in reversed(steps[1:]): base = view_again(base, how, args)
+    note_view(base, t, *steps[0])

@@ -32,9 +32,14 @@ def realize(tensors) -> None:
     return
   for t, n in zip(tensors, engine.realize_nodes([(t.node, t.device) for t in tensors])): t.node = n
 
-def buffer_of(t) -> Buffer:
-  """The contiguous buffer holding exactly t's elements, realizing (and copying) as needed. Used to read on the host."""
+def buffer_of(t, share: bool = False) -> Buffer:
+  """The contiguous buffer holding exactly t's elements, realizing (and copying) as needed: to read on the host or
+  copy to another device. t takes its computed value but keeps its layout: a view of part of a buffer (an optimizer's
+  parameter, a slice of its update's vector) is copied for the read alone, so a @jit replay binding t finds the layout
+  it captured. share: t takes the copy too (DLPack hands out t's own buffer, the same one on every export)."""
   if watchers.on_host_read: watchers.host_read(t)
   if _pending: realize([t])
-  t.node = n = engine.stored(t.node, t.device)
+  if not views_a_buffer(t.node): t.node = engine.realize_one(t.node, t.device)
+  n = engine.stored(t.node, t.device)
+  if share: t.node = n
   return n.src[0].arg

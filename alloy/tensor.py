@@ -318,7 +318,7 @@ class Tensor:
     writing it, so the consumer's stream, whichever it is, sees the values."""
     dlpack.device_of(self.device)
     if copy: raise BufferError("__dlpack__(copy=True) is not supported: export shares the buffer; call .clone() on the consumer's side")
-    return dlpack.export(buffer_of(self), self.shape, self.device)
+    return dlpack.export(buffer_of(self, share=True), self.shape, self.device)
 
   # ---- internals
   def _new(self, node: Node) -> "Tensor":

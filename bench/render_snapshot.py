@@ -17,8 +17,8 @@ from alloy.renderer.cuda import CUDARenderer
 from alloy.renderer.metal import MetalRenderer
 from alloy.renderer.ptx import PTXRenderer, Unsupported
 
-CAPS = {"cuda": DeviceCaps(threads=True, codegen_loops=True), "metal": DeviceCaps(threads=True, registers=128, shared_bytes=32 << 10),
-        "cpu": DeviceCaps(threads=False)}
+CAPS = {"cuda": DeviceCaps(threads=True, codegen_loops=True), "cpu": DeviceCaps(threads=False),
+        "metal": DeviceCaps(threads=True, registers=128, shared_bytes=32 << 10, shuffle_bytes=4)}
 RENDERERS = {"c": ("cpu", CRenderer), "cuda": ("cuda", CUDARenderer), "ptx": ("cuda", PTXRenderer), "metal": ("metal", MetalRenderer)}
 
 def workloads():

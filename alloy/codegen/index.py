@@ -3,7 +3,8 @@
 Before this pass an access holds its element index as an ir.symbolic expression and each renderer printed it in its
 own syntax; after it, every renderer prints the same instructions. An access becomes a PTR (the address of an element)
 and a constant element offset, so neighbouring accesses (the lanes of a tile, the copies of an unrolled loop) share
-one address and differ in the offset a load or store instruction carries for free.
+one address and differ in the offset a load or store instruction carries for free. A guard that always holds is
+dropped here (a load's valid, an IF and its ENDIF), so no renderer tests a constant.
 
 The width: int32 as the C renderers' `int`, or int64 where sym.fits_int32 says a value on the way may pass 2^31, or a
 variable it uses is held in 64 bits. A sum adds its terms in the order of the loops they depend on, outermost first,
@@ -22,6 +23,7 @@ class _Lowering:
     self.level = 0
     self.scopes: list = [{}]   # per open block: what it computed, by (kind, dtype, operands, arg)
     self.replaced: dict = {}   # id(INDEX or COND) -> the value standing for it
+    self.ifs: list = []        # per open IF: its condition's value, None where it was dropped
 
   def new(self, op, dtype, src=(), arg=None) -> Instr:
     key = (op, dtype, tuple(id(s) for s in src), (type(arg), arg))
@@ -68,8 +70,8 @@ class _Lowering:
       return self.new(Kind.IALU, d, (self.value(e.a, d), self.const(e.d, d)), "div" if isinstance(e, sym.Div) else "mod")
     raise TypeError(e)
 
-  def cond(self, c: sym.Cond) -> Instr:
-    """A bool instruction: whether every clause of c holds."""
+  def cond(self, c: sym.Cond) -> Instr | None:
+    """A bool instruction: whether every clause of c holds; None where each always does."""
     if c.is_false: return self.const(False, dt.bool_)
     out = None
     for kind, e, bound in c.clauses:
@@ -79,7 +81,7 @@ class _Lowering:
       d = dt.int64 if abs(bound) > sym.INT32_MAX else self.width(e)
       p = self.new(Kind.IALU, dt.bool_, (self.value(e, d), self.const(bound, d)), kind)
       out = p if out is None else self.new(Kind.IALU, dt.bool_, (out, p), "and")
-    return self.const(True, dt.bool_) if out is None else out
+    return out
 
   def address(self, buf: Instr, flat: sym.Expr) -> tuple:
     """(PTR, element offset): a non-negative constant part of flat is left to the access instruction."""
@@ -94,8 +96,8 @@ class _Lowering:
     if op in (Kind.LOAD, Kind.STORE):
       flat, valid = ins.arg
       ptr, offset = self.address(ins.src[0], flat)
-      extra = () if op is Kind.STORE or valid.is_true else (self.cond(valid),)
-      ins.src, ins.arg = (ptr,) + ins.src[1:] + extra, offset
+      guard = None if op is Kind.STORE or valid.is_true else self.cond(valid)
+      ins.src, ins.arg = (ptr,) + ins.src[1:] + (() if guard is None else (guard,)), offset
     elif op in (Kind.VLOAD, Kind.VSTORE):
       flat, width = ins.arg
       ptr, offset = self.address(ins.src[0], flat)
@@ -104,9 +106,13 @@ class _Lowering:
       self.replaced[id(ins)] = self.resized(self.value(ins.arg, self.width(ins.arg)), ins.dtype)
       return
     elif op is Kind.COND:
-      self.replaced[id(ins)] = self.cond(ins.arg)
+      self.replaced[id(ins)] = self.cond(ins.arg) or self.const(True, dt.bool_)
       return
-    elif op is Kind.IF: ins.src, ins.arg = (self.cond(ins.arg),), None
+    elif op is Kind.IF:
+      self.ifs.append(c := self.cond(ins.arg))
+      if c is None: return   # a guard that always holds (an unrolled copy's, say) is no block: its ENDIF goes too
+      ins.src, ins.arg = (c,), None
+    elif op is Kind.ENDIF and self.ifs.pop() is None: return
     elif op is Kind.SPECIAL: self.vars[ins.arg[0]] = ins
     if op in (Kind.ENDRANGE, Kind.ENDIF):
       self.scopes.pop()

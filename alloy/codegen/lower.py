@@ -300,7 +300,9 @@ class Lowerer:
     return saved, [base + c for c in range(vec)]
 
   def _group_reduce(self, n: Node, idx: tuple) -> Instr:
-    """The group's threads stride over the reduced elements (neighbours read neighbours), then combine."""
+    """The group's threads stride over the reduced elements (neighbours read neighbours), then combine: butterfly
+    shuffles leave each SIMD group's result in all its lanes, one lane per SIMD group posts it to a slot of fast
+    memory, and every thread combines the slots; a value too wide to shuffle is posted by every thread."""
     op, axes = n.arg
     acc = self.emit(Kind.ACC, n.dtype, (), REDUCE_IDENTITY[op](n.dtype), exprs=idx, cse=False)
     src, width = n.src[0], self.opts.group
@@ -316,10 +318,27 @@ class Lowerer:
     for v in self.value(src, tuple(lanes)):
       self.emit(Kind.UPDATE, n.dtype, (acc, v), op, cse=False, exprs=[self.stack[-1].var])
     self.close_loop(saved)
-    # a slot per thread: SIMD shuffles use one per SIMD group, a language without them one per thread
-    scratch = self.emit(Kind.LOCAL, n.dtype, (), (f"part{self.n_locals}", width), cse=False)
+    d, simd, lane, level = n.dtype, self.opts.simd_width, self.lane_var, self.level_of[id(acc)]
+    if shuffles := d.itemsize <= self.opts.shuffle_bytes:
+      offset = simd // 2
+      while offset:
+        self.emit(Kind.UPDATE, d, (acc, self.emit(Kind.SHUFFLE, d, (acc,), offset, cse=False)), op, cse=False)
+        offset //= 2
+      if width <= simd: return acc
+    slots = width // simd if shuffles else width
+    scratch = self.emit(Kind.LOCAL, d, (), (f"part{self.n_locals}", slots), cse=False)
     self.n_locals += 1
-    return self.emit(Kind.GROUP_REDUCE, n.dtype, (acc, scratch), (op, width, self.lane_var.name), cse=False)
+    if shuffles: self.stack[level].add(Instr(Kind.IF, None, (), sym.Cond((("lt", sym.mod(lane, simd), 1),))))
+    self.emit(Kind.STORE, None, (scratch, acc), (sym.div(lane, simd) if shuffles else lane * 1, sym.Cond()), cse=False)
+    if shuffles: self.stack[level].add(Instr(Kind.ENDIF, None))
+    self.stack[level].add(Instr(Kind.BARRIER, None))
+    total = self.emit(Kind.ACC, d, (), REDUCE_IDENTITY[op](d), exprs=idx, cse=False)
+    slot = self.new_var(slots, "w")
+    saved = self.open_loop(slot, level)
+    self.emit(Kind.UPDATE, d, (total, self.emit(Kind.LOAD, d, (scratch,), (slot * 1, sym.Cond()), exprs=[slot], cse=False)), op,
+              cse=False)
+    self.close_loop(saved)
+    return total
 
   # ---- the kernel
   def lower(self) -> LinearProgram:
@@ -333,7 +352,7 @@ class Lowerer:
     for p, d in zip(self.params, self.buffer_dtypes): p.dtype = d or dt.uint8
     meta = KernelMeta(name=kernel_name(self.ast), global_size=opts.global_size, local_size=opts.local_size,
                       flops=estimate_flops(self.ast), bytes=estimate_bytes(self.ast), opts=opts.applied,
-                      scalar_dtypes=self.ast.scalar_dtypes)
+                      scalar_dtypes=self.ast.scalar_dtypes, min_blocks=opts.resident_blocks())
     return LinearProgram(instrs, meta, self.buffer_dtypes)
 
   def _output_flat(self, idx) -> sym.Expr:

@@ -36,6 +36,7 @@ TINY_OUTPUTS, TINY_WORK = 16, 256   # a kernel this small is one thread with eve
 TENSOR_CORE_MIN = 16          # M, N and K at least: a thinner matmul wastes most of each 16x8x16 tile
 TENSOR_CORE_BIG_TILES = 96    # 128x128 threadgroups at least (about an H200's 132 SMs): else the 64x64 tile
 SIMDGROUP_BIG_TILES = 64      # Metal: 64x64 threadgroups at least (a few per GPU core of an M-series chip): else 32x32
+SIMT_HUGE_TILES = 384         # CUDA's 256 x 128 float32 tile: about three waves of an H200's 132 SMs (fewer: the tail costs)
 SIMT_MIN_ROWS = 64            # CUDA's float32 tiles: at least a small tile's rows (fewer: a decode step's rows, where a
                               # few threadgroups would each walk all of K; the register tile or a group per row instead)
 FEW_ROWS_LOCAL = 64           # threads per group of a matmul of a few rows (_few_rows_opts; 32 to 256 within 5%)
@@ -69,18 +70,19 @@ def _few_rows_opts(ast: KernelAST) -> list[Opt] | None:
 
 def _tensor_core_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt] | None:
   """A matmul on the device's matrix instructions: CUDA's mma.sync (16-bit floats, float32 as tf32 where allowed) in
-  the 128x128 tile where enough of them fill the GPU, else 64x64; else CUDA's float32 tiles on the CUDA cores (128x128,
-  128x64 or 64x64: the largest of which enough fill the GPU), for at least SIMT_MIN_ROWS rows; Metal's simdgroup
+  the 128x128 tile where enough of them fill the GPU, else 64x64; else CUDA's float32 tiles on the CUDA cores (256x128,
+  128x128, 128x64 or 64x64: the largest of which enough fill the GPU), for at least SIMT_MIN_ROWS rows; Metal's simdgroup
   matrices (fp16, fp32) in 64x64 tiles where enough of them fill the GPU, else 32x32."""
   spec = match_matmul(ast)
   if spec is None or min(spec.M, spec.N, spec.K) < TENSOR_CORE_MIN or "n" not in spec.out_axes: return None
-  choices = []   # per instruction, by preference: its tiles, largest first
-  if tc.MMA_SYNC in caps.tensor_cores: choices.append((0, 2) if spec.K > TENSOR_CORE_SHORT_K else (2,))
-  if tc.SIMT_F32 in caps.tensor_cores and spec.M >= SIMT_MIN_ROWS: choices.append(tc.SIMT_TILES[:3])
-  if tc.SIMDGROUP_8X8 in caps.tensor_cores: choices.append(tuple(reversed(tc.SIMDGROUP_TILES)))
+  choices = []   # per instruction, by preference: (tile, the threadgroups it needs), largest first; then the smallest
+  if tc.MMA_SYNC in caps.tensor_cores: choices.append(((0, TENSOR_CORE_BIG_TILES),) * (spec.K > TENSOR_CORE_SHORT_K) + ((2, 0),))
+  if tc.SIMT_F32 in caps.tensor_cores and spec.M >= SIMT_MIN_ROWS:
+    huge, large, medium, small = tc.SIMT_TILES[:4]
+    choices.append(((huge, SIMT_HUGE_TILES), (large, TENSOR_CORE_BIG_TILES), (medium, TENSOR_CORE_BIG_TILES), (small, 0)))
+  if tc.SIMDGROUP_8X8 in caps.tensor_cores: choices.append(((tc.SIMDGROUP_TILES[1], SIMDGROUP_BIG_TILES), (tc.SIMDGROUP_TILES[0], 0)))
   for tiles in choices:
-    enough = SIMDGROUP_BIG_TILES if tc.TILES[tiles[0]].instruction == tc.SIMDGROUP_8X8 else TENSOR_CORE_BIG_TILES
-    arg = next((t for t in tiles if prod(tc.grid(spec, tc.TILES[t])) >= enough), tiles[-1])   # the largest that fills the GPU
+    arg = next(t for t, enough in tiles if prod(tc.grid(spec, tc.TILES[t])) >= enough)   # the largest that fills the GPU
     if tc.check(spec, tc.TILES[arg], caps) is None: return [tensor_core(spec.out_axes.index("n"), arg)]
   return None
 

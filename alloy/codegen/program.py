@@ -53,8 +53,11 @@ Kind.CAST = Kind("CAST", dtype="the target dtype", src="(value,)", arg="None")
 Kind.BITCAST = Kind("BITCAST", dtype="the target dtype (same size)", src="(value,)", arg="None")
 Kind.ACC = Kind("ACC", dtype="the accumulator's dtype", src="()", arg="its initial value (the reduction's identity)")
 Kind.UPDATE = Kind("UPDATE", dtype="the accumulator's dtype", src="(ACC, value)", arg="ir.ops.Op: acc = op(acc, value)")
-Kind.GROUP_REDUCE = Kind("GROUP_REDUCE", dtype="the accumulator's dtype", src="(ACC, LOCAL scratch of a slot per thread)",
-                         arg="(ir.ops.Op, width, the lane variable's name): every thread's acc becomes the op over the group's accs")
+# ---- a threadgroup's threads together (lower.py's grouped reduction)
+Kind.SHUFFLE = Kind("SHUFFLE", dtype="the value's dtype (at most DeviceCaps.shuffle_bytes wide)", src="(value,)",
+                    arg="offset (int): the value in SIMD lane lane^offset of this thread's SIMD group, all of whose lanes run it")
+Kind.BARRIER = Kind("BARRIER", dtype="None", src="()",
+                    arg="None: every thread of the threadgroup waits here; their LOCAL writes before it are seen after it")
 Kind.STORE = Kind("STORE", dtype="None", src="(PARAM or LOCAL, value) (lowered: (PTR, value))",
                   arg="(flat, valid); valid is always true (lowered: offset)")
 # ---- integer index arithmetic and addresses (codegen/index.py, strength.py)
@@ -90,6 +93,10 @@ INDEX_OPS = ("add", "mul", "mad", "div", "mod", "lt", "ge", "and")
 # (hoist.py) and to drop where unused; a PTR that a STEP moves is not among them (it changes in its loop)
 PURE = frozenset({Kind.IALU, Kind.CONST, Kind.CAST, Kind.PTR})
 
+def stepped_pointers(instrs) -> set:
+  """id() of each PTR that a STEP moves (strength.py): a variable of its own, where another address is a value."""
+  return {id(ins.src[0]) for ins in instrs if ins.op is Kind.STEP}
+
 class Instr:
   """One instruction: what `dtype`, `src` (the instructions it reads) and `arg` hold depends on its kind, `op`
   (see Kind). Compared by identity; a plain class with slots, as lowering makes many."""
@@ -114,6 +121,7 @@ class KernelMeta:
   target: str = ""
   outs: int = 1
   scalar_dtypes: tuple = ()  # the dtype of each scalar argument (VAR), passed as int32 words (see scalar_words)
+  min_blocks: int = 1   # threadgroups a multiprocessor should have room for: bounds the registers a thread takes (plan.py)
 
 @dataclass
 class LinearProgram:

@@ -82,19 +82,22 @@ TILES = (   # shared memory: stages x (BM + BN) x BK x 2 bytes
   TensorCoreTile(32, 32, 16, 16, 16, 1, SIMDGROUP_8X8),   # 7
   # Metal, large matmuls: 4 SIMD groups of 4 x 4 (32 accumulators a thread; 24 KiB in fp32)
   TensorCoreTile(64, 64, 16, 32, 32, 1, SIMDGROUP_8X8),   # 8
-  # CUDA float32 on the CUDA cores, 256 threads (H200, TFLOP/s, bench/matmul_tiles.py --fp32): 8 x 8 a thread, 16
-  # deep (32 KiB: 4096^3 39, against 35 for 8 deep); 8 x 4 for fewer threadgroups' worth (1000^3: 26, against 21 for
-  # 64 x 64 and 16 for 128 x 128); 4 x 4 for small matmuls (more threadgroups to fill the GPU)
-  TensorCoreTile(128, 128, 16, 8, 8, 2, SIMT_F32),  # 9
-  TensorCoreTile(128, 64, 16, 8, 4, 2, SIMT_F32),   # 10
-  TensorCoreTile(64, 64, 8, 4, 4, 2, SIMT_F32),     # 11
-  TensorCoreTile(128, 128, 8, 8, 8, 2, SIMT_F32),   # 12: half the shared memory of 9
-  TensorCoreTile(64, 128, 8, 4, 8, 2, SIMT_F32),    # 13: 4 x 8 a thread
+  # CUDA float32 on the CUDA cores, 256 threads (H200, TFLOP/s, bench/matmul_tiles.py --fp32; cuBLAS 51): 16 x 8 a
+  # thread where enough threadgroups fill several waves (4096^3: 43, against 39 for 8 x 8; with 1.5 waves, 8192 x
+  # 768 x 3072: 31 against 40); 8 x 8, 16 deep (32 KiB: 4096^3 39, against 35 for 8 deep); 8 x 4 for fewer
+  # threadgroups' worth (1000^3: 26, against 21 for 64 x 64 and 17 for 128 x 128); 4 x 4 for small matmuls
+  TensorCoreTile(256, 128, 8, 16, 8, 2, SIMT_F32),  # 9
+  TensorCoreTile(128, 128, 16, 8, 8, 2, SIMT_F32),  # 10
+  TensorCoreTile(128, 64, 16, 8, 4, 2, SIMT_F32),   # 11
+  TensorCoreTile(64, 64, 8, 4, 4, 2, SIMT_F32),     # 12
+  TensorCoreTile(128, 128, 8, 8, 8, 2, SIMT_F32),   # 13: half the shared memory of 10
+  TensorCoreTile(64, 128, 8, 4, 8, 2, SIMT_F32),    # 14: 4 x 8 a thread
+  TensorCoreTile(128, 256, 8, 8, 16, 2, SIMT_F32),  # 15: 8 x 16 a thread (4096^3: 40)
 )
 
 __doc__ += "\n".join(f"- {k}: {t}" for k, t in enumerate(TILES)) + "\n"
 SIMDGROUP_TILES = tuple(k for k, t in enumerate(TILES) if t.instruction == SIMDGROUP_8X8)   # Metal's: (small, large)
-SIMT_TILES = tuple(k for k, t in enumerate(TILES) if t.instruction == SIMT_F32)   # CUDA float32: large, medium, small, ...
+SIMT_TILES = tuple(k for k, t in enumerate(TILES) if t.instruction == SIMT_F32)   # CUDA float32: huge, large, medium, small, ...
 
 MMA_DTYPES = ("float16", "bfloat16")   # and float32 as tf32 (m16n8k8), where float32_matmul_precision allows
 # The tf32 tile's results were once wrong on the H200: its cvt.rna.tf32.f32 read the float32 through an integer ("r")

@@ -205,7 +205,7 @@ class Module:
       v = state_dict[k]
       v = v.to(t.device) if isinstance(v, Tensor) else Tensor(v, device=t.device)
       loaded.append(rebind(t, v.cast(t.dtype).contiguous() if v.dtype is not t.dtype else v))
-    if loaded: realize(loaded)   # (as in to: casts computed once)
+    if loaded: realize(loaded)   # computed now, as PyTorch copies (casts once; a @jit capture binds computed state)
     return IncompatibleKeys(missing, unexpected)
 
   # ---- printing

@@ -19,10 +19,12 @@ class Adam(Optimizer):
   def state_names(self):
     return ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if any(g["amsgrad"] for g in self.param_groups) else ())
 
-  def update(self, group, step, values, grads, state, first):
-    lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+  zero_tested = ("weight_decay",)
+
+  def update(self, group, h, step, values, grads, state, first):
+    lr, (beta1, beta2), eps, wd = h["lr"], h["betas"], h["eps"], h["weight_decay"]
     g = -grads if group["maximize"] else grads
-    if wd != 0:
+    if group["weight_decay"] != 0:
       if self.decoupled: values = values * (1 - lr * wd)
       else: g = g + values * wd
     m, v = state["exp_avg"], state["exp_avg_sq"]

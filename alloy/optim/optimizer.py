@@ -16,16 +16,19 @@ reuses the compiled kernels. An update keeps its distinct numbers within the sch
 kernel by folding them on the host first (Adam's lr / bias_correction1, for one).
 
 Under @jit a whole step is captured: the parameters and state are changed in place, which the capture records as
-state a replay rebinds (jit_state.py), the learning rate and the step count are live numbers (jit.live: each replay
-reads the group's lr and the step count again, so a scheduler's new lr reaches the replayed kernels), and counting
-the step is a replay hook (jit.on_replay). A capture of a parameter's first step (which creates its state) is refused.
-Hyper-parameters other than lr (betas, eps, weight decay, momentum) are baked into a capture.
+state a replay rebinds (jit_state.py), every number of a group (lr, momentum, betas, eps, weight decay, ...) and the
+step count are live numbers (jit.live: each replay reads them again, so a scheduler's new lr or a weight decay set
+between calls reaches the replayed kernels, compiling nothing), and counting the step is a replay hook
+(jit.on_replay). What decides the update's code rather than its numbers (`structure`: the flags, whether momentum or
+weight decay is 0) is guarded (jit.guard): a replay that finds it changed runs the step normally and captures again,
+as it does after add_param_group or load_state_dict (`generation`).
+A capture of a parameter's first step (which creates its state) is refused.
 """
 from __future__ import annotations
 from alloy.tensor import Tensor, cat
 from alloy.autograd import no_grad, enable_grad
 from alloy.realize_tensors import realize as realize_all
-from alloy.jit import JitError, capturing, live, on_replay
+from alloy.jit import JitError, capturing, guard, live, on_replay
 
 PARAMS_PER_KERNEL = 8
 ALONE_FROM = 1 << 16   # a parameter of this many elements or more is a chunk of its own
@@ -53,14 +56,30 @@ def unflat(vector: Tensor, like: list[Tensor]) -> list[Tensor]:
     start += n
   return out
 
+def _number(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+def _numbers(v) -> bool: return _number(v) or (type(v) in (tuple, list) and len(v) > 0 and all(_number(x) for x in v))
+
+def live_numbers(group: dict) -> dict:
+  """The group's numbers (and tuples of numbers: betas) as live numbers (jit.live), its other entries as they are."""
+  out = {}
+  for k, v in group.items():
+    if k == "params" or not _numbers(v): out[k] = v
+    elif _number(v): out[k] = live(lambda k=k: group[k], f"the hyper-parameter {k!r}")
+    else: out[k] = type(v)(live(lambda k=k, i=i: group[k][i], f"the hyper-parameter {k!r}[{i}]") for i in range(len(v)))
+  return out
+
 class Optimizer:
   """Holds param_groups (dicts of 'params' and hyper-parameters) and state (parameter -> dict); a subclass gives
-  `state_names` (the per-parameter state tensors) and `update(group, step, values, grads, state)`, which returns the
-  new flat values and the new flat state, by name."""
+  `state_names` (the per-parameter state tensors), `zero_tested` (the hyper-parameters whose being 0 or not changes
+  its code) and `update(group, h, step, values, grads, state, first)`, which returns the new flat values and the new
+  flat state, by name: its code follows the group's flags, its numbers are h's (live under @jit)."""
   state_names: tuple = ()
+  zero_tested: tuple = ()
 
   def __init__(self, params, defaults: dict):
     self.defaults, self.state, self.param_groups = dict(defaults), {}, []
+    self.generation = 0   # counts add_param_group and load_state_dict, which a @jit capture of step() guards
     self._vectors: dict = {}   # (chunk, quantity) -> (its last flat vector, the nodes of its slices)
     if isinstance(params, Tensor): raise TypeError("params must be an iterable of Tensors or of dicts, got a Tensor (wrap it in a list)")
     groups = list(params)
@@ -84,6 +103,7 @@ class Optimizer:
       if v is required: raise ValueError(f"parameter group didn't specify a value of the required optimization parameter {k}")
     self.check_hyperparameters(filled)
     self.param_groups.append(filled)
+    self.generation += 1
 
   def check_hyperparameters(self, group: dict) -> None:
     if group.get("lr", 0) < 0: raise ValueError(f"Invalid learning rate: {group['lr']}")
@@ -100,7 +120,10 @@ class Optimizer:
       with enable_grad(): loss = closure()
     with no_grad():
       pending = []   # (params, step, new flat values, {name: new flat state}) per chunk
-      for group in self.param_groups:
+      if capturing(): guard(lambda: self.generation, f"{type(self).__name__}'s groups and state (add_param_group, load_state_dict)")
+      for i, group in enumerate(self.param_groups):
+        if capturing(): guard(lambda group=group: self.structure(group), f"{type(self).__name__}'s parameter group {i}")
+        h = live_numbers(group)
         for chunk in self._chunks(group):
           key = tuple(id(p) for p in chunk)
           step = self.state.get(chunk[0], {}).get("step", 0) + 1
@@ -111,9 +134,8 @@ class Optimizer:
           grads = flat([p.grad.cast(p.dtype) if p.grad.dtype is not p.dtype else p.grad for p in chunk])
           for p in chunk: self.state.setdefault(p, {})["step"] = step
           on_replay(lambda chunk=chunk: self._count_step(chunk))
-          hyper = {**group, "lr": live(lambda group=group: group["lr"], "the learning rate")}
           count = live(lambda p=chunk[0]: self.state[p]["step"], "the step count")
-          new_values, new_state = self.update(hyper, count, self._vector(key, None, chunk, chunk), grads, state, step == 1)
+          new_values, new_state = self.update(group, h, count, self._vector(key, None, chunk, chunk), grads, state, step == 1)
           pending.append((chunk, new_values, new_state))
       realize_all([t for _, v, s in pending for t in (v, *s.values())])
       self._vectors = {}
@@ -127,6 +149,12 @@ class Optimizer:
             else: self.state[p][name] = part
           self._vectors[(key, name)] = (vector, tuple(t.node for t in parts))
     return loss
+
+  def structure(self, group: dict) -> dict:
+    """What of a group decides the update's code rather than its numbers: its entries that are not numbers (flags:
+    nesterov, amsgrad, maximize), each tuple's length, and whether each hyper-parameter of zero_tested is 0."""
+    out = {k: len(v) if _numbers(v) else v for k, v in group.items() if k != "params" and not _number(v)}
+    return out | {f"{k} != 0": group[k] != 0 for k in self.zero_tested}
 
   def _count_step(self, chunk: list) -> None:
     """What a replayed step does on the host: count the step of each parameter of the chunk."""
@@ -159,8 +187,10 @@ class Optimizer:
             raise ValueError(f"load_state_dict: state {k!r} of parameter {i} has shape {tuple(t.shape)}, the parameter {tuple(p.shape)}")
           entry[k] = t.to(p.device).cast(p.dtype)
       self.state[p] = entry
+    realize_all([t for entry in self.state.values() for t in entry.values() if isinstance(t, Tensor)])   # computed now, as PyTorch copies
     for g, h in zip(groups, self.param_groups): h.update({k: v for k, v in g.items() if k != "params"})
     self._vectors = {}
+    self.generation += 1
 
   def _chunks(self, group: dict) -> list[list[Tensor]]:
     by_key: dict = {}
@@ -181,7 +211,7 @@ class Optimizer:
   def _state_tensor(self, p: Tensor, name: str) -> Tensor | None:
     return self.state.get(p, {}).get(name)
 
-  def update(self, group: dict, step: int, values: Tensor, grads: Tensor, state: dict, first: bool):
+  def update(self, group: dict, h: dict, step: int, values: Tensor, grads: Tensor, state: dict, first: bool):
     raise NotImplementedError(f"{type(self).__name__} defines no update()")
 
   def __repr__(self):

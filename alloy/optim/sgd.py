@@ -16,13 +16,15 @@ class SGD(Optimizer):
   @property
   def state_names(self): return ("momentum_buffer",) if any(g["momentum"] != 0 for g in self.param_groups) else ()
 
-  def update(self, group, step, values, grads, state, first):
+  zero_tested = ("momentum", "weight_decay")
+
+  def update(self, group, h, step, values, grads, state, first):
     d_p = -grads if group["maximize"] else grads
-    if group["weight_decay"] != 0: d_p = d_p + values * group["weight_decay"]
+    if group["weight_decay"] != 0: d_p = d_p + values * h["weight_decay"]
     new_state = {}
-    if (momentum := group["momentum"]) != 0:
-      buf = d_p if first else state["momentum_buffer"] * momentum + d_p * (1 - group["dampening"])
+    if group["momentum"] != 0:
+      buf = d_p if first else state["momentum_buffer"] * h["momentum"] + d_p * (1 - h["dampening"])
       new_state["momentum_buffer"] = buf
-      d_p = d_p + buf * momentum if group["nesterov"] else buf
+      d_p = d_p + buf * h["momentum"] if group["nesterov"] else buf
     elif "momentum_buffer" in state: new_state["momentum_buffer"] = state["momentum_buffer"]
-    return values - d_p * group["lr"], new_state
+    return values - d_p * h["lr"], new_state

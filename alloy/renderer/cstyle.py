@@ -1,7 +1,9 @@
-"""The C-family core shared by the C, CUDA and Metal renderers: linear program -> source text.
+"""The C-family core shared by the C, CUDA and Metal renderers: linear program -> source text, by two tables.
 
-A language subclass names its types, kernel signature, thread indices and math functions;
-everything else (loops, loads, stores, index arithmetic, casts, reductions) is printed here.
+`CStyleRenderer.kinds` says what each instruction kind prints, `ops` what each elementwise op's expression is; a
+language subclass adds its own kinds to the table (the tensor-core tile) and names its types, kernel signature,
+thread indices and math functions through the methods the table's entries call. Nothing here computes an index:
+codegen/passes.py lowered them to the IALU and PTR instructions printed here.
 """
 from __future__ import annotations
 import math
@@ -9,7 +11,7 @@ from alloy import dtype as dt
 from alloy.dtype import DType
 from alloy.ir import symbolic as sym
 from alloy.ir.ops import Op, SELECTS
-from alloy.codegen.program import Kind, LinearProgram, word_count, word_offsets
+from alloy.codegen.program import Kind, LinearProgram, stepped_pointers, word_count, word_offsets
 
 def integer_helpers(qualifier: str) -> str:
   """Short integer type names and an exact integer power per type (C has no integer pow)."""
@@ -41,6 +43,96 @@ def floor_division_helpers(qualifier: str, types: list[str], float_suffix: str =
 
 def scalar_word_count(prog: LinearProgram) -> int: return sum(map(word_count, prog.meta.scalar_dtypes))
 
+class Text:
+  """One kernel's text as it is printed: each value's name (an expression or a variable), the lines, the depth of the
+  open blocks. One per render, so a renderer serves kernels compiling side by side."""
+  def __init__(self, prog: LinearProgram):
+    self.prog, self.names, self.lines, self.params, self.depth, self.count = prog, {}, [], [], 1, 0
+    self.stepped = stepped_pointers(prog.instrs)
+  def __getitem__(self, ins) -> str: return self.names[id(ins)]
+  def __setitem__(self, ins, name: str): self.names[id(ins)] = name
+  def args(self, ins) -> list[str]: return [self.names[id(s)] for s in ins.src]
+  def new(self, prefix: str = "v") -> str:
+    self.count += 1
+    return f"{prefix}{self.count - 1}"
+  def emit(self, *lines: str) -> None: self.lines += ["  " * self.depth + line for line in lines]
+  def declare(self, ins, type_name: str, value: str, prefix: str = "v") -> None:
+    """A variable for ins's value."""
+    self[ins] = name = self.new(prefix)
+    self.emit(f"{type_name} {name} = {value};")
+  def named(self, ins, name: str, *lines: str) -> None:
+    self[ins] = name
+    self.emit(*lines)
+  def open(self, *lines: str) -> None:
+    self.emit(*lines)
+    self.depth += 1
+  def close(self) -> None:
+    self.depth -= 1
+    self.emit("}")
+
+def scalar(value, prefix: str = "v"):
+  """The table entry of a kind that is one scalar value: a variable of its register type set to value(r, t, ins)."""
+  return lambda r, t, ins: t.declare(ins, r.vtype(ins.dtype), value(r, t, ins), prefix)
+
+def binary(sign: str):
+  """The ops table's entry of C's infix operator `sign`: bool's + and * as | and &; the results of shifts and of
+  narrow integers' arithmetic cast back to their type (C computes them in int)."""
+  def text(r, s: list[str], d: DType) -> str:
+    if sign in ("<<", ">>"): return f"(({r.vtype(d)})({s[0]}{sign}{s[1]}))"
+    if d.is_bool and sign in ("+", "|", "*"): return f"({s[0]}{'&' if sign == '*' else '|'}{s[1]})"
+    if d.itemsize < 4 and d.is_int and sign not in ("<", "<=", "==", "!="): return f"(({r.vtype(d)})({s[0]}{sign}{s[1]}))"
+    return f"({s[0]}{sign}{s[1]})"
+  return text
+
+def extreme(sign: str):
+  """max (sign ">") or min ("<"): a float NaN on either side comes through (a when a is NaN, else b), as PyTorch's."""
+  def text(r, s: list[str], d: DType) -> str:
+    a, b = s
+    if d.is_float: return f"((({a}){sign}({b})||({a})!=({a}))?({a}):({b}))"
+    return f"(({a}){sign}({b})?({a}):({b}))"
+  return text
+
+def call(name: str): return lambda r, s, d: r.func(name, d, s)
+
+FLOAT_FUNCS = {Op.EXP: "exp", Op.EXP2: "exp2", Op.LOG: "log", Op.LOG2: "log2", Op.SIN: "sin", Op.COS: "cos", Op.TAN: "tan",
+               Op.TANH: "tanh", Op.SQRT: "sqrt", Op.ERF: "erf", Op.FLOOR: "floor", Op.CEIL: "ceil", Op.ROUND: "rint",
+               Op.TRUNC: "trunc", Op.POW: "pow"}
+
+def _pointer(r, t, ins):   # an address is an expression where it is used, unless a STEP moves it
+  base, index = ins.src
+  address = t[base] if index.op is Kind.CONST and index.arg == 0 else f"({t[base]}+{t[index]})"
+  if id(ins) not in t.stepped: t[ins] = address
+  else:
+    name = t.new("p")
+    t.named(ins, name, r.pointer_decl(name, address))
+
+def _vstore(r, t, ins):
+  (offset, width), ptr = ins.arg, ins.src[0]
+  vals = [r.to_storage(t[v], ptr.dtype) for v in ins.src[1:]]
+  value = t[ins.src[1]] if len(vals) == 1 else r.vec_make(vals, ptr.dtype, width)
+  t.emit(f"*{r.vec_pointer(t[ptr], str(offset), ptr.dtype, width, True)} = {value};")
+
+def _gep(r, t, ins):   # a lane is read where it is used: an accumulator's lanes are final only after its loop
+  vec = ins.src[0]   # a tensor-core tile's accumulators are a float array in every C language
+  t[ins] = f"{t[vec]}[{ins.arg}]" if vec.op is Kind.MMA else r.from_storage(r.vec_lane(t[vec], ins.arg), ins.dtype)
+
+def _vupdate(r, t, ins):   # acc op= val, or with two values acc += a*b fused
+  acc, *vals = ins.src
+  a, v, width = t[acc], [t[x] for x in vals], acc.arg[1]
+  t.emit(f"{a} = {r.vec_fma(v[0], v[1], a, ins.dtype, width) if len(v) == 2 else r.vec_alu(ins.arg, [a, v[0]], ins.dtype, width)};")
+
+def _range(r, t, ins):
+  t[ins] = ins.arg[0].name
+  t.open(*r.range_open(*ins.arg, r.index_type(ins.dtype)))
+
+def _param(r, t, ins):
+  t[ins] = f"data{ins.arg}"
+  t.params.append(r.param_decl(ins.arg, ins.dtype, ins.arg == 0))   # slot 0, the output, is the one written
+
+def _alu(r, t, ins) -> str:
+  text = r.alu(ins.arg, t.args(ins), ins.dtype if ins.arg is Op.WHERE else ins.src[0].dtype)
+  return r.rounded(text, ins.dtype) if ins.arg not in SELECTS and ins.dtype.is_float else text
+
 class CStyleRenderer:
   language = "c"
   type_names: dict = {}
@@ -49,11 +141,68 @@ class CStyleRenderer:
   const_buffer_prefix = "const "
   infix = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.AND: "&", Op.OR: "|", Op.XOR: "^",
            Op.SHL: "<<", Op.SHR: ">>", Op.CMPLT: "<", Op.CMPLE: "<=", Op.CMPEQ: "==", Op.CMPNE: "!="}
-  float_funcs = {Op.EXP: "exp", Op.EXP2: "exp2", Op.LOG: "log", Op.LOG2: "log2", Op.SIN: "sin", Op.COS: "cos",
-                 Op.TAN: "tan", Op.TANH: "tanh", Op.SQRT: "sqrt", Op.ERF: "erf", Op.FLOOR: "floor",
-                 Op.CEIL: "ceil", Op.ROUND: "rint", Op.TRUNC: "trunc", Op.POW: "pow"}
   # types whose arithmetic happens in float (no native ALU in this language)
   compute_in_float: set = set()
+
+  # ---- the tables: an instruction kind -> what prints it, f(renderer, Text, instr); an elementwise op -> its
+  # expression, f(renderer, operands, the operands' dtype (WHERE: the result's)). A language adds to `kinds` (the MMA).
+  kinds = {
+    Kind.PARAM: _param,
+    Kind.VAR: scalar(lambda r, t, ins: r.scalar_value(ins.arg, ins.dtype, t.prog)),
+    Kind.SPECIAL: lambda r, t, ins: t.named(ins, ins.arg[0].name,
+                                            f"{r.index_type(ins.dtype)} {ins.arg[0].name} = {r.special(ins.arg[1], ins.dtype.itemsize == 8)};"),
+    Kind.LOCAL: lambda r, t, ins: t.named(ins, ins.arg[0], r.local_decl(ins.arg[0], ins.dtype, ins.arg[1])),
+    Kind.RANGE: _range,
+    Kind.ENDRANGE: lambda r, t, ins: t.close(),
+    Kind.IF: lambda r, t, ins: t.open(f"if ({t[ins.src[0]]}) {{"),
+    Kind.ENDIF: lambda r, t, ins: t.close(),
+    Kind.CONST: lambda r, t, ins: t.named(ins, r.const(ins.arg, ins.dtype)),
+    Kind.LOAD: scalar(lambda r, t, ins: r.load(t[ins.src[0]], str(ins.arg), t[ins.src[1]] if len(ins.src) > 1 else None, ins.dtype)),
+    Kind.ALU: scalar(_alu),
+    Kind.CAST: scalar(lambda r, t, ins: r.rounded(r.cast(t[ins.src[0]], ins.src[0].dtype, ins.dtype), ins.dtype)),
+    Kind.BITCAST: scalar(lambda r, t, ins: r.bitcast(t[ins.src[0]], ins.src[0].dtype, ins.dtype)),
+    Kind.ACC: scalar(lambda r, t, ins: r.const(ins.arg, ins.dtype), "acc"),
+    Kind.UPDATE: lambda r, t, ins: t.emit(f"{t[ins.src[0]]} = {r.rounded(r.alu(ins.arg, t.args(ins), ins.dtype), ins.dtype)};"),
+    Kind.SHUFFLE: scalar(lambda r, t, ins: f"({r.vtype(ins.dtype)}){r.shuffle_xor(t[ins.src[0]], str(ins.arg), ins.dtype)}"),
+    Kind.BARRIER: lambda r, t, ins: t.emit(r.barrier),
+    Kind.STORE: lambda r, t, ins: t.emit(r.store(t[ins.src[0]], str(ins.arg), t[ins.src[1]], ins.src[0].dtype)),
+    Kind.IALU: scalar(lambda r, t, ins: r.index_ops[ins.arg].format(*t.args(ins))),
+    Kind.PTR: _pointer,
+    Kind.STEP: lambda r, t, ins: t.emit(f"{t[ins.src[0]]} += {ins.arg};"),
+    Kind.VLOAD: lambda r, t, ins: t.declare(ins, r.vec_type(ins.dtype, ins.arg[1]),
+                                            "*" + r.vec_pointer(t[ins.src[0]], str(ins.arg[0]), ins.dtype, ins.arg[1], False), "vec"),
+    Kind.VSTORE: _vstore,
+    Kind.GEP: _gep,
+    Kind.VBROADCAST: lambda r, t, ins: t.declare(ins, r.vec_type(ins.dtype, ins.arg), r.vec_make([t[ins.src[0]]] * ins.arg, ins.dtype, ins.arg)),
+    Kind.VALU: lambda r, t, ins: t.declare(ins, r.vec_type(ins.dtype, ins.arg[1]), r.vec_alu(ins.arg[0], t.args(ins), ins.dtype, ins.arg[1])),
+    Kind.VACC: lambda r, t, ins: t.declare(ins, r.vec_type(ins.dtype, ins.arg[1]),
+                                           r.vec_make([r.const(ins.arg[0], ins.dtype)] * ins.arg[1], ins.dtype, ins.arg[1]), "acc"),
+    Kind.VUPDATE: _vupdate,
+  }
+  ops = {**{op: binary(sign) for op, sign in infix.items()}, **{op: call(name) for op, name in FLOAT_FUNCS.items()},
+         Op.WHERE: lambda r, s, d: f"({s[0]}?{s[1]}:{s[2]})",
+         Op.NEG: lambda r, s, d: f"(-{s[0]})" if d.itemsize >= 4 or d.is_float else f"(({r.vtype(d)})(-{s[0]}))",
+         Op.NOT: lambda r, s, d: f"(!{s[0]})" if d.is_bool else f"(({r.vtype(d)})(~{s[0]}))",
+         Op.MAX: extreme(">"), Op.MIN: extreme("<"), Op.DIV: lambda r, s, d: f"({s[0]}/{s[1]})",
+         Op.IDIV: lambda r, s, d: r.floor_div(s[0], s[1], d), Op.MOD: lambda r, s, d: r.floor_mod(s[0], s[1], d),
+         Op.ABS: lambda r, s, d: r.func("fabs", d, s) if d.is_float else f"(({s[0]})<0?(-({s[0]})):({s[0]}))",
+         Op.RECIP: lambda r, s, d: f"({r.const(1, d)}/{s[0]})", Op.RSQRT: lambda r, s, d: f"({r.const(1, d)}/{r.func('sqrt', d, s)})",
+         Op.POW: lambda r, s, d: r.func("pow", d, s) if d.is_float else f"{r.int_pow_name(d)}({s[0]}, {s[1]})"}
+  # integer index arithmetic (codegen/index.py's IALU): C's own operators, on int and int64
+  index_ops = {"add": "({0}+{1})", "mul": "({0}*{1})", "mad": "({0}*{1}+{2})", "div": "({0}/{1})", "mod": "({0}%{1})",
+               "lt": "({0}<{1})", "ge": "({0}>={1})", "and": "({0}&&{1})"}
+
+  def render(self, prog: LinearProgram) -> str:
+    t = Text(prog)
+    for ins in prog.instrs:
+      if (printer := self.kinds.get(ins.op)) is None: raise NotImplementedError(ins.op.name.lower())
+      printer(self, t, ins)
+    params = t.params + self.scalar_params(prog)
+    return "\n".join(self.preamble(prog) + [self.signature(prog.meta.name, params, prog) + " {", "\n".join(t.lines), "}", ""])
+  def alu(self, op: Op, srcs: list[str], d: DType) -> str:
+    """op's expression on srcs, operands of dtype d (WHERE: d is the result's)."""
+    if (text := self.ops.get(op)) is None: raise NotImplementedError(f"{self.language} renderer has no {op}")
+    return text(self, srcs, d)
 
   def tname(self, d: DType) -> str: return self.type_names[d.name]
   def vtype(self, d: DType) -> str:
@@ -78,25 +227,9 @@ class CStyleRenderer:
     """An array in fast memory of the kernel's own: shared by a threadgroup on GPUs, the thread's on the CPU."""
     raise NotImplementedError
   barrier = ""   # a statement all threads of a group wait at, their shared-memory writes visible after it
-  def own_instruction(self, ins, names: dict, dtypes: dict, new) -> list[str] | None:
-    """The lines of an instruction only this language prints (the CUDA tensor-core tile), naming its value in names;
-    None for every other (the loop of render prints them)."""
-    return None
-  def shuffle_xor(self, value: str, offset: str, d: DType) -> str | None:
-    """The value of `value` in the SIMD lane `offset` away (lane ^ offset), or None where d has no shuffle."""
+  def shuffle_xor(self, value: str, offset: str, d: DType) -> str:
+    """The value of `value` in the SIMD lane `offset` away (lane ^ offset)."""
     raise NotImplementedError
-  def group_reduce(self, acc: str, combine, d: DType, lane: str, width: int, scratch: str) -> list[str]:
-    """Lines that leave the combination of acc over all `width` threads of the group in every thread's acc;
-    combine(a, b) renders one combining step. SIMD groups are 32 lanes."""
-    if (shuffled := self.shuffle_xor(acc, "o", d)) is None:   # no shuffle: every thread posts its value, reads all
-      return [f"{scratch}[{lane}] = {acc};", self.barrier, f"{acc} = {scratch}[0];",
-              f"for (int w = 1; w < {width}; w++) {acc} = {combine(acc, f'{scratch}[w]')};"]
-    # butterfly shuffles leave each SIMD group's result in all its lanes; one lane per group posts it, all read all
-    t = self.vtype(d)
-    lines = [f"for (int o = 16; o > 0; o >>= 1) {{ {t} other = ({t}){shuffled}; {acc} = {combine(acc, 'other')}; }}"]
-    if width <= 32: return lines
-    return lines + [f"if (({lane} & 31) == 0) {scratch}[{lane} >> 5] = {acc};", self.barrier,
-                    f"{acc} = {scratch}[0];", f"for (int w = 1; w < {width // 32}; w++) {acc} = {combine(acc, f'{scratch}[w]')};"]
   def shuffle_operand(self, value: str, d: DType) -> str:
     """Bool and 8/16-bit integers travel through a shuffle as int."""
     return f"(int){value}" if d.is_bool or (d.is_int and d.itemsize < 4) else value
@@ -128,41 +261,9 @@ class CStyleRenderer:
     if d.name == "int32" and v == -(1 << 31): return "(-2147483647-1)"
     return str(v) if d.name == "int32" else f"(({self.tname(d)}){v})"
 
-  # integer index arithmetic (codegen/index.py's IALU): C's own operators, on int and int64
-  index_ops = {"add": "({0}+{1})", "mul": "({0}*{1})", "mad": "({0}*{1}+{2})", "div": "({0}/{1})", "mod": "({0}%{1})",
-               "lt": "({0}<{1})", "ge": "({0}>={1})", "and": "({0}&&{1})"}
   def pointer_decl(self, name: str, address: str) -> str:
     """A pointer variable set to `address` (one that a STEP moves): C++ deduces its type, qualifiers and address space."""
     return f"auto {name} = {address};"
-
-  def alu(self, op: Op, d: DType, srcs: list[str], src_dtypes: list[DType]) -> str:
-    a = srcs[0]
-    sd = src_dtypes[0] if op is not Op.WHERE else d
-    if op in self.infix:
-      if op in (Op.SHL, Op.SHR): return f"(({self.vtype(sd)})({a}{self.infix[op]}{srcs[1]}))"
-      if sd.is_bool and op in (Op.ADD, Op.OR): return f"({a}|{srcs[1]})"
-      if sd.is_bool and op is Op.MUL: return f"({a}&{srcs[1]})"
-      if sd.itemsize < 4 and sd.is_int and op not in (Op.CMPLT, Op.CMPLE, Op.CMPEQ, Op.CMPNE):
-        return f"(({self.vtype(sd)})({a}{self.infix[op]}{srcs[1]}))"
-      return f"({a}{self.infix[op]}{srcs[1]})"
-    if op is Op.WHERE: return f"({a}?{srcs[1]}:{srcs[2]})"
-    if op is Op.NEG: return f"(-{a})" if sd.itemsize >= 4 or sd.is_float else f"(({self.vtype(sd)})(-{a}))"
-    if op is Op.NOT: return f"(!{a})" if sd.is_bool else f"(({self.vtype(sd)})(~{a}))"
-    if op is Op.MAX:
-      if sd.is_float: return f"((({a})>({srcs[1]})||({a})!=({a}))?({a}):({srcs[1]}))"
-      return f"(({a})>({srcs[1]})?({a}):({srcs[1]}))"
-    if op is Op.MIN:
-      if sd.is_float: return f"((({a})<({srcs[1]})||({a})!=({a}))?({a}):({srcs[1]}))"
-      return f"(({a})<({srcs[1]})?({a}):({srcs[1]}))"
-    if op is Op.DIV: return f"({a}/{srcs[1]})"
-    if op is Op.IDIV: return self.floor_div(a, srcs[1], sd)
-    if op is Op.MOD: return self.floor_mod(a, srcs[1], sd)
-    if op is Op.ABS: return f"(({a})<0?(-({a})):({a}))" if not sd.is_float else self.func("fabs", sd, [a])
-    if op is Op.RECIP: return f"({self.const(1, sd)}/{a})"
-    if op is Op.RSQRT: return f"({self.const(1, sd)}/{self.func('sqrt', sd, [a])})"
-    if op is Op.POW and not sd.is_float: return f"{self.int_pow_name(sd)}({a}, {srcs[1]})"
-    if op in self.float_funcs: return self.func(self.float_funcs[op], sd, srcs)
-    raise NotImplementedError(f"{self.language} renderer has no {op}")
 
   def floor_div(self, a, b, d: DType) -> str:
     if d.is_float: return f"alloy_floordiv_{'double' if d.itemsize == 8 else 'float'}({a}, {b})"
@@ -202,121 +303,6 @@ class CStyleRenderer:
     v = self.from_storage(f"{buf}[{idx}]", d)
     return f"({valid}?{v}:{self.const(0, d)})" if valid else v
   def store(self, buf: str, idx: str, v: str, d: DType) -> str: return f"{buf}[{idx}] = {self.to_storage(v, d)};"
-
-  # ---- the program
-  def render(self, prog: LinearProgram) -> str:
-    names: dict[int, str] = {}
-    dtypes: dict[int, DType] = {}
-    lines: list[str] = []
-    depth = 1
-    params: list[str] = []
-    counter = 0
-    def new(prefix="v"):
-      nonlocal counter
-      counter += 1
-      return f"{prefix}{counter - 1}"
-    written = {0}
-    stepped = {id(ins.src[0]) for ins in prog.instrs if ins.op is Kind.STEP}
-    for ins in prog.instrs:
-      ind = "  " * depth
-      if (own := self.own_instruction(ins, names, dtypes, new)) is not None:
-        lines += [ind + line for line in own]; continue
-      if ins.op is Kind.PARAM:
-        slot = ins.arg
-        names[id(ins)] = f"data{slot}"
-        params.append(self.param_decl(slot, ins.dtype, slot in written))
-        continue
-      if ins.op is Kind.CONST:
-        names[id(ins)] = self.const(ins.arg, ins.dtype); dtypes[id(ins)] = ins.dtype; continue
-      if ins.op is Kind.SPECIAL:
-        var, kind = ins.arg
-        wide = ins.dtype.itemsize == 8
-        names[id(ins)], dtypes[id(ins)] = var.name, ins.dtype
-        lines.append(f"{ind}{self.index_type(ins.dtype)} {var.name} = {self.special(kind, wide)};"); continue
-      if ins.op is Kind.LOCAL:
-        name, size = ins.arg
-        names[id(ins)] = name
-        lines.append(ind + self.local_decl(name, ins.dtype, size)); continue
-      if ins.op is Kind.GROUP_REDUCE:
-        op, width, lane = ins.arg
-        acc = names[id(ins.src[0])]
-        def combine(a, b, op=op, d=ins.dtype): return self.rounded(self.alu(op, d, [a, b], [d, d]), d)
-        lines += [ind + l for l in self.group_reduce(acc, combine, ins.dtype, lane, width, names[id(ins.src[1])])]
-        names[id(ins)], dtypes[id(ins)] = acc, ins.dtype
-        continue
-      if ins.op is Kind.RANGE:
-        var, parallel = ins.arg
-        names[id(ins)], dtypes[id(ins)] = var.name, ins.dtype
-        lines += [ind + l for l in self.range_open(var, parallel, self.index_type(ins.dtype))]; depth += 1; continue
-      if ins.op in (Kind.ENDRANGE, Kind.ENDIF):
-        depth -= 1; lines.append("  " * depth + "}"); continue
-      if ins.op is Kind.IF:
-        lines.append(f"{ind}if ({names[id(ins.src[0])]}) {{"); depth += 1; continue
-      if ins.op is Kind.PTR:
-        base, index = ins.src
-        address = names[id(base)] if index.op is Kind.CONST and index.arg == 0 else f"({names[id(base)]}+{names[id(index)]})"
-        if id(ins) not in stepped: names[id(ins)] = address; continue
-        names[id(ins)] = new("p")
-        lines.append(ind + self.pointer_decl(names[id(ins)], address)); continue
-      if ins.op is Kind.STEP:
-        lines.append(f"{ind}{names[id(ins.src[0])]} += {ins.arg};"); continue
-      if ins.op is Kind.STORE:
-        ptr, val = ins.src
-        lines.append(ind + self.store(names[id(ptr)], str(ins.arg), names[id(val)], ptr.dtype)); continue
-      if ins.op is Kind.VSTORE:
-        offset, width = ins.arg
-        ptr = ins.src[0]
-        vals = [self.to_storage(names[id(v)], ptr.dtype) for v in ins.src[1:]]
-        value = names[id(ins.src[1])] if len(vals) == 1 else self.vec_make(vals, ptr.dtype, width)
-        lines.append(f"{ind}*{self.vec_pointer(names[id(ptr)], str(offset), ptr.dtype, width, True)} = {value};")
-        continue
-      if ins.op is Kind.GEP:   # a lane is read where it is used: an accumulator's lanes are final only after its loop
-        names[id(ins)] = self.from_storage(self.vec_lane(names[id(ins.src[0])], ins.arg), ins.dtype)
-        dtypes[id(ins)] = ins.dtype
-        continue
-      if ins.op is Kind.VUPDATE:   # acc op= val, or with two values acc += a*b fused
-        acc, *vals = ins.src
-        a, v = names[id(acc)], [names[id(x)] for x in vals]
-        rhs = self.vec_fma(v[0], v[1], a, ins.dtype, acc.arg[1]) if len(v) == 2 else self.vec_alu(ins.arg, [a, v[0]], ins.dtype, acc.arg[1])
-        lines.append(f"{ind}{a} = {rhs};"); continue
-      if ins.op in (Kind.VBROADCAST, Kind.VACC, Kind.VALU):
-        width = ins.arg if ins.op is Kind.VBROADCAST else ins.arg[1]
-        if ins.op is Kind.VBROADCAST: rhs = self.vec_make([names[id(ins.src[0])]] * width, ins.dtype, width)
-        elif ins.op is Kind.VACC: rhs = self.vec_make([self.const(ins.arg[0], ins.dtype)] * width, ins.dtype, width)
-        else: rhs = self.vec_alu(ins.arg[0], [names[id(s)] for s in ins.src], ins.dtype, width)
-        name = new("acc" if ins.op is Kind.VACC else "v")
-        names[id(ins)] = name
-        lines.append(f"{ind}{self.vec_type(ins.dtype, width)} {name} = {rhs};")
-        continue
-      if ins.op is Kind.VLOAD:
-        offset, width = ins.arg
-        name = new("vec")
-        names[id(ins)], dtypes[id(ins)] = name, ins.dtype
-        pointer = self.vec_pointer(names[id(ins.src[0])], str(offset), ins.dtype, width, False)
-        lines.append(f"{ind}{self.vec_type(ins.dtype, width)} {name} = *{pointer};")
-        continue
-      if ins.op is Kind.UPDATE:
-        acc, val = ins.src
-        a = names[id(acc)]
-        lines.append(f"{ind}{a} = {self.rounded(self.alu(ins.arg, ins.dtype, [a, names[id(val)]], [ins.dtype, ins.dtype]), ins.dtype)};"); continue
-      # value-producing instructions
-      if ins.op is Kind.LOAD:
-        rhs = self.load(names[id(ins.src[0])], str(ins.arg), names[id(ins.src[1])] if len(ins.src) > 1 else None, ins.dtype)
-      elif ins.op is Kind.IALU: rhs = self.index_ops[ins.arg].format(*(names[id(s)] for s in ins.src))
-      elif ins.op is Kind.VAR: rhs = self.scalar_value(ins.arg, ins.dtype, prog)
-      elif ins.op is Kind.ACC: rhs = self.const(ins.arg, ins.dtype)
-      elif ins.op is Kind.CAST: rhs = self.rounded(self.cast(names[id(ins.src[0])], dtypes[id(ins.src[0])], ins.dtype), ins.dtype)
-      elif ins.op is Kind.BITCAST: rhs = self.bitcast(names[id(ins.src[0])], dtypes[id(ins.src[0])], ins.dtype)
-      elif ins.op is Kind.ALU:
-        rhs = self.alu(ins.arg, ins.dtype, [names[id(s)] for s in ins.src], [dtypes[id(s)] for s in ins.src])
-        if ins.arg not in SELECTS and ins.dtype.is_float: rhs = self.rounded(rhs, ins.dtype)
-      else: raise NotImplementedError(ins.op.name.lower())
-      name = new("acc" if ins.op is Kind.ACC else "v")
-      names[id(ins)], dtypes[id(ins)] = name, ins.dtype
-      lines.append(f"{ind}{self.vtype(ins.dtype)} {name} = {rhs};")
-    body = "\n".join(lines)
-    params += self.scalar_params(prog)
-    return "\n".join(self.preamble(prog) + [self.signature(prog.meta.name, params, prog) + " {", body, "}", ""])
 
   # ---- scalar arguments: int32 words after the buffers (codegen/program.py's scalar_words packs them)
   def scalar_params(self, prog: LinearProgram) -> list[str]: return [f"int32_t alloy_s{w}" for w in range(scalar_word_count(prog))]

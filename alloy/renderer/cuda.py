@@ -24,6 +24,13 @@ __device__ inline float alloy_bfloat16_to_float(__nv_bfloat16 x) { return __bflo
 __device__ inline __nv_bfloat16 alloy_float_to_bfloat16(float x) { return __float2bfloat16_rn(x); }
 """
 
+def mma(r, t, ins):
+  """The tensor-core tile (renderer/cuda_mma.py) into a zeroed array of accumulators."""
+  spec, tile = ins.arg
+  acc = t.new("acc")
+  t.named(ins, acc, f"float {acc}[{tile.accumulators}];", f"for (int i = 0; i < {tile.accumulators}; i++) {acc}[i] = 0.0f;",
+          mma_call(spec, tile, *t.args(ins), acc))
+
 class CUDARenderer(CStyleRenderer):
   language = "cuda"
   type_names = {"bool": "bool", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "uint16": "uint16_t",
@@ -41,32 +48,16 @@ class CUDARenderer(CStyleRenderer):
       spec, shape = mma.arg
       tile = [prelude(shape), f'extern "C" __device__ int alloy_dynamic_shared_bytes = {shape.shared_bytes(spec.operand_dtype.itemsize)};']
     return ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE] + tile
-  def own_instruction(self, ins, names: dict, dtypes: dict, new) -> list[str] | None:
-    if ins.op is Kind.MMA:   # the tensor-core tile (renderer/cuda_mma.py) into a zeroed array of accumulators
-      spec, tile = ins.arg
-      acc = names[id(ins)] = new("acc")
-      a, b, a_off, b_off, m0, n0 = (names[id(s)] for s in ins.src)
-      return [f"float {acc}[{tile.accumulators}];", f"for (int i = 0; i < {tile.accumulators}; i++) {acc}[i] = 0.0f;",
-              mma_call(spec, tile, a, b, a_off, b_off, m0, n0, acc)]
-    if ins.op is Kind.GEP and ins.src[0].op is Kind.MMA:
-      names[id(ins)], dtypes[id(ins)] = f"{names[id(ins.src[0])]}[{ins.arg}]", ins.dtype
-      return []
-    return None
+  kinds = {**CStyleRenderer.kinds, Kind.MMA: mma}
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str:
-    # Given only the block size, NVRTC's ptxas held row kernels to 32 registers (full occupancy) even where more
-    # pay: softmax rows ran at 2.8 TB/s with 32 and 3.77 with 55 on an H200. Asking for 512/threads resident blocks
-    # per SM (a quarter of the threads, at most 128 registers each) lets it take what the kernel needs.
-    threads = prog.meta.local_size[0]
-    blocks = max(1, 512 // threads)
-    if (mma := next((ins for ins in prog.instrs if ins.op is Kind.MMA), None)) is not None:
-      blocks = 1 if mma.arg[1].accumulators > 64 else 2   # a tensor-core tile's accumulators are its registers
-    return f'extern "C" __global__ void __launch_bounds__({threads}, {blocks}) {name}({", ".join(params)})'
+    meta = prog.meta
+    return f'extern "C" __global__ void __launch_bounds__({meta.local_size[0]}, {meta.min_blocks}) {name}({", ".join(params)})'
   def param_decl(self, slot: int, d: DType, written: bool) -> str:
     return f"{'' if written else 'const '}{self.tname(d)}* __restrict__ data{slot}"
   def special(self, kind: str, wide: bool = False) -> str:
     if wide and kind == "global": return "((int64_t)blockIdx.x*blockDim.x+threadIdx.x)"   # the product passes 2^32
     return {"global": "(int)(blockIdx.x*blockDim.x+threadIdx.x)", "group": "(int)blockIdx.x", "lane": "(int)threadIdx.x"}[kind]
-  def local_decl(self, name: str, d: DType, size: int) -> str: return f"__shared__ {self.vtype(d)} {name}[{size}];"
+  def local_decl(self, name: str, d: DType, size: int) -> str: return f"__shared__ {self.tname(d)} {name}[{size}];"
   barrier = "__syncthreads();"
   def shuffle_xor(self, value: str, offset: str, d: DType) -> str:
     return f"__shfl_xor_sync(0xffffffffu, {self.shuffle_operand(value, d)}, {offset})"

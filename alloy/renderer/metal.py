@@ -43,6 +43,13 @@ inline float alloy_erf(float x) {
 
 MAX_BINDINGS = 31   # buffer bindings of a Metal kernel
 
+def mma(r, t, ins):
+  """The simdgroup-matrix tile (renderer/metal_simdgroup.py) into an array of accumulators."""
+  spec, tile = ins.arg
+  if tile.instruction != SIMDGROUP_8X8: raise ValueError(f"Metal has no {tile.instruction} tiles (its own: {SIMDGROUP_8X8})")
+  acc = t.new("acc")
+  t.named(ins, acc, *simdgroup_lines(spec, tile, r.tname(spec.operand_dtype), *t.args(ins), acc))
+
 class MetalRenderer(CStyleRenderer):
   language = "metal"
   type_names = {"bool": "bool", "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort",
@@ -56,16 +63,7 @@ class MetalRenderer(CStyleRenderer):
     if d.name not in self.type_names: raise TypeError(f"Metal has no {d.name}: the METAL device cannot compute in {d.name}")
     return self.type_names[d.name]
   def preamble(self, prog: LinearProgram) -> list[str]: return [METAL_PRELUDE]
-  def own_instruction(self, ins, names: dict, dtypes: dict, new) -> list[str] | None:
-    if ins.op is Kind.MMA:   # the simdgroup-matrix tile (renderer/metal_simdgroup.py) into an array of accumulators
-      spec, tile = ins.arg
-      if tile.instruction != SIMDGROUP_8X8: raise ValueError(f"Metal has no {tile.instruction} tiles (its own: {SIMDGROUP_8X8})")
-      acc = names[id(ins)] = new("acc")
-      return simdgroup_lines(spec, tile, self.tname(spec.operand_dtype), *(names[id(s)] for s in ins.src), acc)
-    if ins.op is Kind.GEP and ins.src[0].op is Kind.MMA:
-      names[id(ins)], dtypes[id(ins)] = f"{names[id(ins.src[0])]}[{ins.arg}]", ins.dtype
-      return []
-    return None
+  kinds = {**CStyleRenderer.kinds, Kind.MMA: mma}
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str:
     specials = ["uint3 gid [[threadgroup_position_in_grid]]", "uint3 lid [[thread_position_in_threadgroup]]",
                 "uint3 lsize [[threads_per_threadgroup]]"]
@@ -83,10 +81,10 @@ class MetalRenderer(CStyleRenderer):
   def special(self, kind: str, wide: bool = False) -> str:
     if wide and kind == "global": return "((long)gid.x*lsize.x+lid.x)"   # the product passes 2^32
     return {"global": "(int)(gid.x*lsize.x+lid.x)", "group": "(int)gid.x", "lane": "(int)lid.x"}[kind]
-  def local_decl(self, name: str, d: DType, size: int) -> str: return f"threadgroup {self.vtype(d)} {name}[{size}];"
+  def local_decl(self, name: str, d: DType, size: int) -> str: return f"threadgroup {self.tname(d)} {name}[{size}];"
   barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
-  def shuffle_xor(self, value: str, offset: str, d: DType) -> str | None:
-    if d.itemsize == 8: return None   # no 64-bit SIMD shuffles
+  def shuffle_xor(self, value: str, offset: str, d: DType) -> str:
+    if d.itemsize == 8: raise ValueError("Metal has no 64-bit SIMD shuffles (its caps say shuffle_bytes=4)")
     return f"simd_shuffle_xor({self.shuffle_operand(value, d)}, (ushort){offset})"
   def vec_type(self, d: DType, width: int) -> str: return f"{self.vector_names[d.name]}{width}"
   def vec_pointer(self, buf: str, idx: str, d: DType, width: int, writable: bool) -> str:

@@ -1,9 +1,12 @@
 """PTX for the CUDA device: the linear program straight to NVIDIA's virtual ISA, with no C++ compiler in the way.
 
-Longer than the house's 400 lines: it only prints (index arithmetic, hoisting, pointer stepping and unrolling are
-codegen passes: codegen/passes.py), but PTX has no expressions and no types beyond register widths, so most kinds
-print as several instructions per value class (the casts, floor division, 8-bit wrapping, 16-bit float rounding and
-the group reduction's shuffles below), and a split would separate each kind's text from the register classes it needs.
+A printer: `_Kernel.kinds` says what each instruction kind prints and OPS, FLOAT_OPS, FLOAT32_OPS and BOOL_OPS what
+each elementwise op prints for its operands' class; index arithmetic, hoisting, pointer stepping, unrolling, constant
+guards, the occupancy asked for and a threadgroup's reduction are codegen's (codegen/passes.py, plan.py, lower.py).
+What it does beyond a lookup is PTX's own: virtual registers by value class, and byte addresses.
+Longer than the house's 400 lines: PTX has no expressions and no types beyond register widths, so most kinds print as
+several instructions per value class (the casts, floor division, 8-bit wrapping, 16-bit float rounding and the
+shuffles below), and a split would separate each kind's text from the register classes it needs.
 
 A new CUDA C kernel costs NVRTC's front end, NVVM (with libdevice linked in) and ptxas: 27-47 ms on an H200 host.
 PTX skips all but ptxas (nvJitLink, 8-9 ms): a first realize of a new kernel took 14.1 ms against 45.2 ms through
@@ -19,7 +22,7 @@ Arithmetic follows the CUDA C renderer's semantics op for op, so both renderers 
 from __future__ import annotations
 from alloy.dtype import DType
 from alloy.ir.ops import Op, COMPARE, SELECTS
-from alloy.codegen.program import Kind, LinearProgram, word_count, word_offsets
+from alloy.codegen.program import Kind, LinearProgram, stepped_pointers, word_count, word_offsets
 from alloy.renderer.cuda import CUDARenderer
 from alloy.renderer import ptx_math
 from alloy.renderer.ptx_math import float_literal
@@ -29,8 +32,6 @@ class Unsupported(NotImplementedError):
 
 _HALVES = ("float16", "bfloat16")   # held in f32 registers, rounded to their precision after each op
 _REG_PREFIX = {"pred": "p", "b16": "h", "b32": "r", "b64": "rd", "f32": "f", "f64": "fd"}
-# how a register class's values sit in shared memory: (bytes, ld/st type); bool as a byte
-_SHARED = {"pred": (1, "u8"), "b16": (2, "b16"), "b32": (4, "b32"), "f32": (4, "f32"), "b64": (8, "b64"), "f64": (8, "f64")}
 
 def reg_class(d: DType) -> str:
   if d.is_bool: return "pred"
@@ -83,6 +84,61 @@ class PTXFirstRenderer:
     try: return self.ptx.render(prog)
     except Unsupported: return self.cuda.render(prog)
 
+# ---- the elementwise ops: what each prints, f(kernel, op, out register, operand registers, the operands' dtype); `line`
+# entries are text formatted with the operands and the type suffixes of `_fields`
+def _fields(out: str, s: list[str], sd: DType) -> dict:
+  t, bits = arith_type(sd), reg_class(sd)[1:]
+  f = sd.is_float
+  return dict(o=out, a=s[0], b=s[1] if len(s) > 1 else "", c=s[2] if len(s) > 2 else "", t=t, bits=bits, lo="" if f else ".lo",
+              rn=".rn" if f else "", signed=t if f else f"s{bits}", ne="neu" if f else "ne", sel=t if f else f"b{bits}")
+
+def line(*texts: str):
+  return lambda k, op, out, s, sd: k.emit(*(text.format(**_fields(out, s, sd)) for text in texts))
+
+def _shift(k, op: Op, out: str, s: list[str], sd: DType) -> None:
+  bits, shift = reg_class(sd)[1:], s[1]   # the shift amount is a u32 operand whatever the width
+  if bits != "32": shift = k.reg("b32"); k.emit(f"cvt.u32.u{bits} {shift}, {s[1]};")
+  k.emit(f"{'shl.b' + bits if op is Op.SHL else 'shr.' + arith_type(sd)} {out}, {s[0]}, {shift};")
+
+def _where(k, op: Op, out: str, s: list[str], sd: DType) -> None:
+  if not sd.is_bool: return line("selp.{sel} {o}, {b}, {c}, {a};")(k, op, out, s, sd)
+  other = k.reg("pred")
+  k.emit(f"and.pred {out}, {s[0]}, {s[1]};", f"not.pred {other}, {s[0]};", f"and.pred {other}, {other}, {s[2]};", f"or.pred {out}, {out}, {other};")
+
+def _extreme(k, op: Op, out: str, s: list[str], sd: DType) -> None:
+  (a, b), t = s, arith_type(sd)
+  if not sd.is_float: return k.emit(f"{op.name.lower()}.{t} {out}, {a}, {b};")
+  p, q = k.reg("pred"), k.reg("pred")   # a where a beats b or a is NaN, else b: NaN from either side comes through, as in C
+  k.emit(f"setp.{'gt' if op is Op.MAX else 'lt'}.{t} {p}, {a}, {b};", f"setp.nan.{t} {q}, {a}, {a};", f"or.pred {p}, {p}, {q};",
+         f"selp.{t} {out}, {a}, {b}, {p};")
+
+def _floor(k, op: Op, out: str, s: list[str], sd: DType) -> None: k.floor_div_mod(op, out, *s, sd)
+
+# every numeric dtype's
+OPS = {Op.ADD: line("add.{t} {o}, {a}, {b};"), Op.SUB: line("sub.{t} {o}, {a}, {b};"), Op.MUL: line("mul{lo}.{t} {o}, {a}, {b};"),
+       Op.AND: line("and.b{bits} {o}, {a}, {b};"), Op.OR: line("or.b{bits} {o}, {a}, {b};"), Op.XOR: line("xor.b{bits} {o}, {a}, {b};"),
+       Op.SHL: _shift, Op.SHR: _shift, Op.CMPLT: line("setp.lt.{t} {o}, {a}, {b};"), Op.CMPLE: line("setp.le.{t} {o}, {a}, {b};"),
+       Op.CMPEQ: line("setp.eq.{t} {o}, {a}, {b};"), Op.CMPNE: line("setp.{ne}.{t} {o}, {a}, {b};"), Op.WHERE: _where,
+       Op.NEG: line("neg.{signed} {o}, {a};"), Op.NOT: line("not.b{bits} {o}, {a};"), Op.MAX: _extreme, Op.MIN: _extreme,
+       Op.DIV: line("div{rn}.{t} {o}, {a}, {b};"), Op.IDIV: _floor, Op.MOD: _floor,
+       Op.ABS: lambda k, op, out, s, sd: line("mov.b{bits} {o}, {a};" if sd.is_unsigned else "abs.{signed} {o}, {a};")(k, op, out, s, sd)}
+# float dtypes' own; float32's math that PTX has no instruction for is ptx_math.py's
+FLOAT_OPS = {**OPS, Op.RECIP: line("rcp.rn.{t} {o}, {a};"), Op.SQRT: line("sqrt.rn.{t} {o}, {a};"),
+             Op.RSQRT: line("sqrt.rn.{t} {o}, {a};", "rcp.rn.{t} {o}, {o};"), Op.FLOOR: line("cvt.rmi.{t}.{t} {o}, {a};"),
+             Op.CEIL: line("cvt.rpi.{t}.{t} {o}, {a};"), Op.TRUNC: line("cvt.rzi.{t}.{t} {o}, {a};"), Op.ROUND: line("cvt.rni.{t}.{t} {o}, {a};")}
+FLOAT32_OPS = {**FLOAT_OPS, **{op: (lambda k, op, out, s, sd, f=f: f(k, out, s[0])) for op, f in ptx_math.FLOAT32.items()}}
+# bool's, in predicates: false < true, so a < b is !a & b and a <= b is !a | b
+BOOL_OPS = {Op.ADD: line("or.pred {o}, {a}, {b};"), Op.OR: line("or.pred {o}, {a}, {b};"), Op.MAX: line("or.pred {o}, {a}, {b};"),
+            Op.MUL: line("and.pred {o}, {a}, {b};"), Op.AND: line("and.pred {o}, {a}, {b};"), Op.MIN: line("and.pred {o}, {a}, {b};"),
+            Op.XOR: line("xor.pred {o}, {a}, {b};"), Op.CMPNE: line("xor.pred {o}, {a}, {b};"),
+            Op.CMPEQ: line("xor.pred {o}, {a}, {b};", "not.pred {o}, {o};"), Op.NOT: line("not.pred {o}, {a};"),
+            Op.CMPLT: line("not.pred {o}, {a};", "and.pred {o}, {o}, {b};"), Op.CMPLE: line("not.pred {o}, {a};", "or.pred {o}, {o}, {b};"),
+            Op.WHERE: _where}
+
+def ops_for(d: DType) -> dict:
+  """The ops table of operands of dtype d: an op it lacks is Unsupported (the kernel is rendered as CUDA C)."""
+  return BOOL_OPS if d.is_bool else FLOAT32_OPS if arith_type(d) == "f32" else FLOAT_OPS if d.is_float else OPS
+
 class _Kernel:
   """One kernel's PTX, emitted instruction by instruction."""
   def __init__(self, prog: LinearProgram, arch: str):
@@ -93,11 +149,8 @@ class _Kernel:
     self.loops: list = []       # each open loop: (counter register, first label, count, bits)
     self.shared: list[str] = []
     self.names: dict[int, object] = {}   # id(instr) -> register (a list of registers for a vector load)
-    self.dtypes: dict[int, DType] = {}
-    self.vars: dict[str, str] = {}       # thread index variables -> their register (a group reduction names its lane)
     self.labels = 0
-    self.written = {ins.src[0].src[0].arg for ins in prog.instrs if ins.op in (Kind.STORE, Kind.VSTORE)}
-    self.stepped = {id(ins.src[0]) for ins in prog.instrs if ins.op is Kind.STEP}
+    self.stepped = stepped_pointers(prog.instrs)
     self.params: list[str] = []
     self.ifs: list[str] = []   # the end label of each open if
 
@@ -105,14 +158,14 @@ class _Kernel:
   def reg(self, cls: str) -> str:
     self.counts[cls] += 1
     return f"%{_REG_PREFIX[cls]}{self.counts[cls] - 1}"
-  def emit(self, line: str) -> None: self.out.append("\t" + line)
+  def emit(self, *lines: str) -> None: self.out += ["\t" + line for line in lines]
   def label(self) -> str:
     self.labels += 1
     return f"$L{self.labels - 1}"
 
   # ---- values: constants wanted as registers are set in the head; as an IALU's last operand they are immediates
   def value(self, ins) -> str:
-    if ins.op is Kind.CONST and id(ins) not in self.names: self.names[id(ins)], self.dtypes[id(ins)] = self.const(ins.arg, ins.dtype), ins.dtype
+    if ins.op is Kind.CONST and id(ins) not in self.names: self.name(ins, self.const(ins.arg, ins.dtype))
     return self.names[id(ins)]
   def operand(self, ins) -> str:
     if ins.op is Kind.CONST and not ins.dtype.is_bool: return str(int(ins.arg)) if ins.dtype.is_int else _literal(ins.arg, reg_class(ins.dtype))
@@ -126,7 +179,7 @@ class _Kernel:
     self.emit(f"cvt.u64.u32 {out}, {r};" if wide else f"cvt.u32.u64 {out}, {r};")
     return out
   def to_int32(self, r: str, d: DType) -> str:
-    """C's (int) of a value used as an index."""
+    """The value widened to a 32-bit register (what a shuffle moves)."""
     cls = reg_class(d)
     if cls == "b32": return r
     out = self.reg("b32")
@@ -196,7 +249,7 @@ class _Kernel:
     """Where loads through ptr go: through the read-only cache unless the kernel writes its buffer."""
     buf = ptr.src[0]
     if buf.op is Kind.LOCAL: return "shared"
-    return "global" if buf.arg in self.written else "global.nc"
+    return "global" if buf.arg == 0 else "global.nc"   # slot 0, the output, is the buffer a kernel writes (Kind.PARAM)
 
   def load(self, ptr, offset: int, valid, d: DType) -> str:
     cls, out = reg_class(d), self.reg(reg_class(d))
@@ -228,87 +281,29 @@ class _Kernel:
     """d = op(srcs) where the sources have dtype sd; into `out` when given (an accumulator)."""
     cls = "pred" if op in COMPARE else reg_class(d)
     out = out or self.reg(cls)
-    a, b = srcs[0], srcs[1] if len(srcs) > 1 else None
-    t, bits = arith_type(sd), reg_class(sd)[1:]
-    if sd.is_bool and op is not Op.WHERE:
-      self.bool_alu(op, out, a, b)
-      return out
-    if op in (Op.ADD, Op.SUB, Op.MUL):
-      name = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul"}[op]
-      self.emit(f"{name}{'' if sd.is_float else '.lo' if op is Op.MUL else ''}.{t} {out}, {a}, {b};")
-    elif op in (Op.AND, Op.OR, Op.XOR): self.emit(f"{op.name.lower()}.b{bits} {out}, {a}, {b};")
-    elif op in (Op.SHL, Op.SHR):
-      shift = b   # the shift amount is a u32 operand whatever the width
-      if bits != "32": shift = self.reg("b32"); self.emit(f"cvt.u32.u{bits} {shift}, {b};")
-      self.emit(f"{'shl.b' + bits if op is Op.SHL else 'shr.' + t} {out}, {a}, {shift};")
-    elif op in COMPARE:
-      cmp = {Op.CMPLT: "lt", Op.CMPLE: "le", Op.CMPEQ: "eq", Op.CMPNE: "neu" if sd.is_float else "ne"}[op]
-      self.emit(f"setp.{cmp}.{t} {out}, {a}, {b};")
-    elif op is Op.WHERE:
-      if d.is_bool:
-        other = self.reg("pred")
-        self.emit(f"and.pred {out}, {a}, {b};"); self.emit(f"not.pred {other}, {a};")
-        self.emit(f"and.pred {other}, {other}, {srcs[2]};"); self.emit(f"or.pred {out}, {out}, {other};")
-      else: self.emit(f"selp.{cls if cls[0] == 'f' else 'b' + cls[1:]} {out}, {b}, {srcs[2]}, {a};")
-    elif op is Op.NEG: self.emit(f"neg.{t if sd.is_float else 's' + bits} {out}, {a};")
-    elif op is Op.NOT: self.emit(f"not.b{bits} {out}, {a};")
-    elif op in (Op.MAX, Op.MIN):
-      if sd.is_float:   # a where a beats b or a is NaN, else b: NaN from either side comes through, as in C
-        p, q = self.reg("pred"), self.reg("pred")
-        self.emit(f"setp.{'gt' if op is Op.MAX else 'lt'}.{t} {p}, {a}, {b};")
-        self.emit(f"setp.nan.{t} {q}, {a}, {a};")
-        self.emit(f"or.pred {p}, {p}, {q};")
-        self.emit(f"selp.{t} {out}, {a}, {b}, {p};")
-      else: self.emit(f"{op.name.lower()}.{t} {out}, {a}, {b};")
-    elif op is Op.DIV: self.emit(f"div{'.rn' if sd.is_float else ''}.{t} {out}, {a}, {b};")
-    elif op in (Op.IDIV, Op.MOD):
-      if sd.is_float: raise Unsupported("float floor division")
-      self.floor_div_mod(op, t, out, a, b, sd)
-    elif op is Op.ABS:
-      if sd.is_unsigned: self.emit(f"mov.b{bits} {out}, {a};")
-      else: self.emit(f"abs.{t if sd.is_float else 's' + bits} {out}, {a};")
-    elif op in (Op.RECIP, Op.SQRT, Op.RSQRT) and sd.is_float:
-      if op is Op.RECIP: self.emit(f"rcp.rn.{t} {out}, {a};")
-      elif op is Op.SQRT: self.emit(f"sqrt.rn.{t} {out}, {a};")
-      else: self.emit(f"sqrt.rn.{t} {out}, {a};"); self.emit(f"rcp.rn.{t} {out}, {out};")
-    elif op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND) and sd.is_float:
-      mode = {Op.FLOOR: "rmi", Op.CEIL: "rpi", Op.TRUNC: "rzi", Op.ROUND: "rni"}[op]
-      self.emit(f"cvt.{mode}.{t}.{t} {out}, {a};")
-    elif op in ptx_math.FLOAT32 and t == "f32": ptx_math.FLOAT32[op](self, out, a)
-    else: raise Unsupported(f"{op} on {sd.name}")
+    if (printer := ops_for(sd).get(op)) is None: raise Unsupported(f"{op} on {sd.name}")
+    printer(self, op, out, srcs, sd)
     if cls != "pred" and op is not Op.WHERE: self.wrap(out, d)
     return out
 
-  def bool_alu(self, op: Op, out: str, a: str, b: str | None) -> None:
-    if op in (Op.ADD, Op.OR, Op.MAX): self.emit(f"or.pred {out}, {a}, {b};")
-    elif op in (Op.MUL, Op.AND, Op.MIN): self.emit(f"and.pred {out}, {a}, {b};")
-    elif op in (Op.XOR, Op.CMPNE): self.emit(f"xor.pred {out}, {a}, {b};")
-    elif op is Op.CMPEQ: self.emit(f"xor.pred {out}, {a}, {b};"); self.emit(f"not.pred {out}, {out};")
-    elif op is Op.NOT: self.emit(f"not.pred {out}, {a};")
-    elif op in (Op.CMPLT, Op.CMPLE):   # false < true: a < b is !a & b, a <= b is !a | b
-      self.emit(f"not.pred {out}, {a};")
-      self.emit(f"{'and' if op is Op.CMPLT else 'or'}.pred {out}, {out}, {b};")
-    else: raise Unsupported(f"{op} on bool")
-
-  def floor_div_mod(self, op: Op, t: str, out: str, a: str, b: str, sd: DType) -> None:
+  def floor_div_mod(self, op: Op, out: str, a: str, b: str, sd: DType) -> None:
     """Python's floor division and modulo of integers, with x // 0 and x % 0 giving 0 (as the C renderers do)."""
+    if sd.is_float: raise Unsupported("float floor division")
+    t = arith_type(sd)
     bits = t[1:]
     if sd.is_unsigned:
       if op is Op.IDIV: self.emit(f"div.{t} {out}, {a}, {b};"); return
       zero = self.reg("pred")
-      self.emit(f"rem.{t} {out}, {a}, {b};")
-      self.emit(f"setp.eq.{t} {zero}, {b}, 0;"); self.emit(f"@{zero} mov.b{bits} {out}, 0;")
+      self.emit(f"rem.{t} {out}, {a}, {b};", f"setp.eq.{t} {zero}, {b}, 0;", f"@{zero} mov.b{bits} {out}, 0;")
       return
     r, off, sign, zero = self.reg(f"b{bits}"), self.reg("pred"), self.reg("pred"), self.reg("pred")
-    self.emit(f"rem.{t} {r}, {a}, {b};")
-    self.emit(f"setp.ne.{t} {off}, {r}, 0;")          # a remainder whose sign differs from b's: truncation
-    self.emit(f"setp.lt.{t} {sign}, {r}, 0;")         # rounded toward zero, one step away from floor
-    self.emit(f"setp.lt.xor.{t} {sign}, {b}, 0, {sign};")
-    self.emit(f"and.pred {off}, {off}, {sign};")
-    if op is Op.IDIV: self.emit(f"div.{t} {out}, {a}, {b};"); self.emit(f"@{off} sub.{t} {out}, {out}, 1;")
-    else: self.emit(f"mov.b{bits} {out}, {r};"); self.emit(f"@{off} add.{t} {out}, {out}, {b};")
-    self.emit(f"setp.eq.{t} {zero}, {b}, 0;")
-    self.emit(f"@{zero} mov.b{bits} {out}, 0;")
+    self.emit(f"rem.{t} {r}, {a}, {b};",
+              f"setp.ne.{t} {off}, {r}, 0;",          # a remainder whose sign differs from b's: truncation
+              f"setp.lt.{t} {sign}, {r}, 0;",         # rounded toward zero, one step away from floor
+              f"setp.lt.xor.{t} {sign}, {b}, 0, {sign};", f"and.pred {off}, {off}, {sign};")
+    if op is Op.IDIV: self.emit(f"div.{t} {out}, {a}, {b};", f"@{off} sub.{t} {out}, {out}, 1;")
+    else: self.emit(f"mov.b{bits} {out}, {r};", f"@{off} add.{t} {out}, {out}, {b};")
+    self.emit(f"setp.eq.{t} {zero}, {b}, 0;", f"@{zero} mov.b{bits} {out}, 0;")
 
   def cast(self, v: str, src: DType, dst: DType) -> str:
     scls, dcls = reg_class(src), reg_class(dst)
@@ -363,54 +358,20 @@ class _Kernel:
     else: self.emit(f"cvt.u16.u32 {out}, {wide};")
     return out
 
-  def shared_access(self, kind: str, base: str, index: str | int, v: str, d: DType) -> None:
-    """ld or st of element `index` of a shared array of d's register values (bool as a byte)."""
-    cls = reg_class(d)
-    size, t = _SHARED[cls]
-    start = self.reg("b64")
-    self.emit(f"mov.u64 {start}, {base};")
-    addr = self.element(start, index, size)
-    if kind == "st": self.emit(f"st.shared.{t} [{addr}], {self.stored(v, d) if cls == 'pred' else v};")
-    elif cls != "pred": self.emit(f"ld.shared.{t} {v}, [{addr}];")
-    else:
-      raw = self.reg("b16")
-      self.emit(f"ld.shared.u8 {raw}, [{addr}];"); self.emit(f"setp.ne.s16 {v}, {raw}, 0;")
-
-  def group_reduce(self, acc: str, op: Op, d: DType, lane: str, width: int, scratch: str) -> None:
-    """Combine acc over the `width` threads of the block, the result in every thread's acc: butterfly shuffles
-    within each warp, then one value per warp through shared memory."""
-    def combine(other: str) -> None:
-      self.alu(op, d, [acc, other], d, out=acc)
-      if d.is_float and op not in (Op.MAX, Op.MIN): self.rounded(acc, d)
-    for offset in (16, 8, 4, 2, 1): combine(self.shuffle_xor(acc, d, offset))
-    if width <= 32: return
-    first, warp, lanes = self.reg("pred"), self.reg("b32"), self.reg("b32")
-    skip = self.label()
-    self.emit(f"and.b32 {lanes}, {lane}, 31;")
-    self.emit(f"setp.ne.s32 {first}, {lanes}, 0;")
-    self.emit(f"@{first} bra {skip};")
-    self.emit(f"shr.s32 {warp}, {lane}, 5;")
-    self.shared_access("st", scratch, warp, acc, d)
-    self.out.append(f"{skip}:")
-    self.emit("bar.sync 0;")
-    self.shared_access("ld", scratch, 0, acc, d)
-    for w in range(1, width // 32):
-      other = self.reg(reg_class(d))
-      self.shared_access("ld", scratch, w, other, d)
-      combine(other)
-
   # ---- the program
   def text(self) -> str:
     prog = self.prog
-    for ins in prog.instrs: self.instr(ins)
+    for ins in prog.instrs:
+      if (printer := self.kinds.get(ins.op)) is None: raise Unsupported(f"the {ins.op.name.lower()} instruction")
+      printer(self, ins)
     # the scalar arguments' int32 words after the pointers, every one declared whether used or not (the launch passes all)
     self.params += [f"\t.param .u32 {prog.meta.name}_s{w}" for w in range(sum(map(word_count, prog.meta.scalar_dtypes)))]
     threads = prog.meta.local_size[0]
     regs = [f"\t.reg .{cls} %{_REG_PREFIX[cls]}<{n}>;" for cls, n in self.counts.items() if n]
     return "\n".join([f".version {ptx_version(self.arch)}", f".target {self.arch}", ".address_size 64", "",
                       f".visible .entry {prog.meta.name}(", ",\n".join(self.params), ")",
-                      # as the CUDA C renderer's __launch_bounds__: room for the registers the kernel needs
-                      f".maxntid {threads}, 1, 1", f".minnctapersm {min(32, max(1, 512 // threads))}", "{",
+                      # as the CUDA C renderer's __launch_bounds__ (plan.py's choice), at most 32 as it always was
+                      f".maxntid {threads}, 1, 1", f".minnctapersm {min(32, prog.meta.min_blocks)}", "{",
                       *regs, *self.shared, *self.head, *self.out, "\tret;", "}", ""])
 
   def range_open(self, ins) -> None:
@@ -421,7 +382,7 @@ class _Kernel:
     counter, top = self.index_reg(bits == 64), self.label()
     self.emit(f"mov.b{bits} {counter}, 0;")
     self.out.append(f"{top}:")
-    self.names[id(ins)], self.dtypes[id(ins)] = counter, ins.dtype
+    self.name(ins, counter)
     self.loops.append((counter, top, count, bits))
   def range_close(self) -> None:
     counter, top, count, bits = self.loops.pop()
@@ -440,9 +401,10 @@ class _Kernel:
     return out
 
   def pointer(self, ins) -> str:
-    """A PTR: base + index * element size (a fresh register where a STEP moves it)."""
+    """A PTR: base + index * element size (a fresh register where a STEP moves it); PTX addresses bytes, so the scaling
+    is the printer's, as C's pointer arithmetic is the C compiler's."""
     buf, index = ins.src
-    size = max(1, ins.dtype.itemsize) if buf.op is Kind.PARAM else _SHARED[reg_class(ins.dtype)][0]
+    size = max(1, ins.dtype.itemsize)   # a LOCAL array holds its elements as a buffer does (bool as a byte)
     base = self.value(buf)
     if buf.op is Kind.LOCAL:
       start = self.reg("b64")
@@ -455,93 +417,73 @@ class _Kernel:
       return out
     return self.element(base, self.value(index), size)
 
-  def instr(self, ins) -> None:
-    prog, op = self.prog, ins.op
-    if op is Kind.PARAM:
-      raw, ptr = self.reg("b64"), self.reg("b64")
-      self.params.append(f"\t.param .u64 {prog.meta.name}_p{ins.arg}")
-      self.head += [f"\tld.param.u64 {raw}, [{prog.meta.name}_p{ins.arg}];", f"\tcvta.to.global.u64 {ptr}, {raw};"]
-      self.names[id(ins)] = ptr
-    elif op is Kind.CONST: pass   # a register in the head where one is wanted (value), else an immediate
-    elif op is Kind.VAR: self.names[id(ins)], self.dtypes[id(ins)] = self.scalar(ins.arg, ins.dtype), ins.dtype
-    elif op is Kind.SPECIAL:
-      var, kind = ins.arg
-      wide = ins.dtype.itemsize == 8   # a grid of more than 2^31 threads
-      out = self.index_reg(wide)
-      if kind == "global":
-        block, size, thread = self.reg("b32"), self.reg("b32"), self.reg("b32")
-        self.emit(f"mov.u32 {block}, %ctaid.x;"); self.emit(f"mov.u32 {size}, %ntid.x;"); self.emit(f"mov.u32 {thread}, %tid.x;")
-        if wide: self.emit(f"mad.wide.u32 {out}, {block}, {size}, {self.resized(thread, True)};")
-        else: self.emit(f"mad.lo.s32 {out}, {block}, {size}, {thread};")
-      else: self.emit(f"mov.u32 {out}, {'%ctaid.x' if kind == 'group' else '%tid.x'};")
-      self.vars[var.name] = out
-      self.names[id(ins)], self.dtypes[id(ins)] = out, ins.dtype
-    elif op is Kind.RANGE: self.range_open(ins)
-    elif op is Kind.ENDRANGE: self.range_close()
-    elif op is Kind.IALU: self.names[id(ins)], self.dtypes[id(ins)] = self.index_alu(ins), ins.dtype
-    elif op is Kind.PTR: self.names[id(ins)] = self.pointer(ins)
-    elif op is Kind.STEP:
-      ptr = self.names[id(ins.src[0])]
-      self.emit(f"add.s64 {ptr}, {ptr}, {ins.arg * max(1, ins.src[0].dtype.itemsize)};")
-    elif op is Kind.LOCAL:
-      name, size = ins.arg
-      nbytes = size * _SHARED[reg_class(ins.dtype)][0]
-      self.shared.append(f"\t.shared .align 16 .b8 {name}[{nbytes}];")
-      self.names[id(ins)] = name
-    elif op is Kind.GROUP_REDUCE:
-      reduce_op, width, lane = ins.arg
-      acc = self.names[id(ins.src[0])]
-      self.group_reduce(acc, reduce_op, ins.dtype, self.vars[lane], width, self.names[id(ins.src[1])])
-      self.names[id(ins)], self.dtypes[id(ins)] = acc, ins.dtype
-    elif op is Kind.IF:
-      c, end = ins.src[0], self.label()
-      if c.op is Kind.CONST:
-        if not c.arg: self.emit(f"bra {end};")
-      else: self.emit(f"@!{self.value(c)} bra {end};")
-      self.ifs.append(end)
-    elif op is Kind.ENDIF: self.out.append(f"{self.ifs.pop()}:")
-    elif op is Kind.STORE:
-      ptr, val = ins.src
-      v = self.stored(self.value(val), ptr.dtype)
-      self.emit(f"st.{'shared' if ptr.src[0].op is Kind.LOCAL else 'global'}.{_mem_type(ptr.dtype)} [{self.address(ptr, ins.arg)}], {v};")
-    elif op is Kind.VSTORE:
-      offset, width = ins.arg
-      ptr = ins.src[0]
-      vals = [self.stored(self.value(v), ptr.dtype) for v in ins.src[1:]]
-      vec = f".v{width}" if len(vals) > 1 else ""
-      value = "{" + ", ".join(vals) + "}" if len(vals) > 1 else vals[0]
-      self.emit(f"st.global{vec}.{_mem_type(ptr.dtype)} [{self.address(ptr, offset)}], {value};")
-    elif op is Kind.VLOAD:
-      offset, width = ins.arg
-      ptr = ins.src[0]
-      if reg_class(ins.dtype) not in ("b32", "f32") or ins.dtype.name in _HALVES: raise Unsupported("vector load of 16-bit values")
-      lanes = [self.reg(reg_class(ins.dtype)) for _ in range(width)]
-      self.emit(f"ld.{self.space(ptr)}.v{width}.{_mem_type(ins.dtype)} {{{', '.join(lanes)}}}, [{self.address(ptr, offset)}];")
-      self.names[id(ins)], self.dtypes[id(ins)] = lanes, ins.dtype
-    elif op is Kind.GEP: self.names[id(ins)], self.dtypes[id(ins)] = self.names[id(ins.src[0])][ins.arg], ins.dtype
-    elif op is Kind.UPDATE:
-      acc, val = ins.src
-      a = self.names[id(acc)]
-      self.alu(ins.arg, ins.dtype, [a, self.value(val)], ins.dtype, out=a)
-      if ins.dtype.is_float: self.rounded(a, ins.dtype)
-    elif op is Kind.LOAD:
-      valid = True if len(ins.src) == 1 else ins.src[1]
-      if valid is not True and valid.op is Kind.CONST: valid = True if valid.arg else self.value(valid)
-      elif valid is not True: valid = self.value(valid)
-      self.names[id(ins)], self.dtypes[id(ins)] = self.load(ins.src[0], ins.arg, valid, ins.dtype), ins.dtype
-    elif op is Kind.ACC:
-      cls = reg_class(ins.dtype)
-      out, init = self.reg(cls), self.const(ins.arg, ins.dtype)
-      self.emit(f"mov.{cls} {out}, {init};")
-      self.names[id(ins)], self.dtypes[id(ins)] = out, ins.dtype
-    elif op in (Kind.CAST, Kind.BITCAST):
-      src = ins.src[0]
-      fn = self.cast if op is Kind.CAST else self.bitcast
-      self.names[id(ins)], self.dtypes[id(ins)] = fn(self.value(src), self.dtypes[id(src)], ins.dtype), ins.dtype
-    elif op is Kind.ALU:
-      srcs = [self.value(s) for s in ins.src]
-      sd = ins.dtype if ins.arg is Op.WHERE else self.dtypes[id(ins.src[0])]
-      out = self.alu(ins.arg, ins.dtype, srcs, sd)
-      if ins.arg not in SELECTS and ins.dtype.is_float: self.rounded(out, ins.dtype)
-      self.names[id(ins)], self.dtypes[id(ins)] = out, ins.dtype
-    else: raise Unsupported(f"the {op.name.lower()} instruction")
+  # ---- the instructions
+  def name(self, ins, reg) -> None: self.names[id(ins)] = reg
+  def param(self, ins) -> None:
+    raw, ptr, name = self.reg("b64"), self.reg("b64"), f"{self.prog.meta.name}_p{ins.arg}"
+    self.params.append(f"\t.param .u64 {name}")
+    self.head += [f"\tld.param.u64 {raw}, [{name}];", f"\tcvta.to.global.u64 {ptr}, {raw};"]
+    self.name(ins, ptr)
+  def special(self, ins) -> None:
+    var, kind = ins.arg
+    wide = ins.dtype.itemsize == 8   # a grid of more than 2^31 threads
+    out = self.index_reg(wide)
+    if kind == "global":
+      block, size, thread = self.reg("b32"), self.reg("b32"), self.reg("b32")
+      self.emit(f"mov.u32 {block}, %ctaid.x;", f"mov.u32 {size}, %ntid.x;", f"mov.u32 {thread}, %tid.x;")
+      if wide: self.emit(f"mad.wide.u32 {out}, {block}, {size}, {self.resized(thread, True)};")
+      else: self.emit(f"mad.lo.s32 {out}, {block}, {size}, {thread};")
+    else: self.emit(f"mov.u32 {out}, {'%ctaid.x' if kind == 'group' else '%tid.x'};")
+    self.name(ins, out)
+  def local(self, ins) -> None:
+    name, size = ins.arg
+    self.shared.append(f"\t.shared .align 16 .b8 {name}[{size * max(1, ins.dtype.itemsize)}];")
+    self.name(ins, name)
+  def if_open(self, ins) -> None:
+    end = self.label()
+    self.emit(f"@!{self.value(ins.src[0])} bra {end};")
+    self.ifs.append(end)
+  def store(self, ins) -> None:
+    ptr, val = ins.src
+    space = "shared" if ptr.src[0].op is Kind.LOCAL else "global"
+    self.emit(f"st.{space}.{_mem_type(ptr.dtype)} [{self.address(ptr, ins.arg)}], {self.stored(self.value(val), ptr.dtype)};")
+  def vstore(self, ins) -> None:
+    (offset, width), ptr = ins.arg, ins.src[0]
+    vals = [self.stored(self.value(v), ptr.dtype) for v in ins.src[1:]]
+    value = "{" + ", ".join(vals) + "}" if len(vals) > 1 else vals[0]
+    self.emit(f"st.global{f'.v{width}' if len(vals) > 1 else ''}.{_mem_type(ptr.dtype)} [{self.address(ptr, offset)}], {value};")
+  def vload(self, ins) -> None:
+    (offset, width), ptr = ins.arg, ins.src[0]
+    if reg_class(ins.dtype) not in ("b32", "f32") or ins.dtype.name in _HALVES: raise Unsupported("vector load of 16-bit values")
+    lanes = [self.reg(reg_class(ins.dtype)) for _ in range(width)]
+    self.emit(f"ld.{self.space(ptr)}.v{width}.{_mem_type(ins.dtype)} {{{', '.join(lanes)}}}, [{self.address(ptr, offset)}];")
+    self.name(ins, lanes)
+  def update(self, ins) -> None:
+    a = self.names[id(ins.src[0])]
+    self.alu(ins.arg, ins.dtype, [a, self.value(ins.src[1])], ins.dtype, out=a)
+    if ins.dtype.is_float: self.rounded(a, ins.dtype)
+  def acc(self, ins) -> None:
+    cls = reg_class(ins.dtype)
+    out, init = self.reg(cls), self.const(ins.arg, ins.dtype)
+    self.emit(f"mov.{cls} {out}, {init};")
+    self.name(ins, out)
+  def elementwise(self, ins) -> None:
+    out = self.alu(ins.arg, ins.dtype, [self.value(s) for s in ins.src], ins.dtype if ins.arg is Op.WHERE else ins.src[0].dtype)
+    if ins.arg not in SELECTS and ins.dtype.is_float: self.rounded(out, ins.dtype)
+    self.name(ins, out)
+  def step(self, ins) -> None:
+    ptr = self.names[id(ins.src[0])]
+    self.emit(f"add.s64 {ptr}, {ptr}, {ins.arg * max(1, ins.src[0].dtype.itemsize)};")
+
+  # what each instruction kind prints, f(kernel, instr); a kind not here is Unsupported
+  kinds = {Kind.PARAM: param, Kind.CONST: lambda k, ins: None,   # a register in the head where one is wanted (value), else an immediate
+           Kind.VAR: lambda k, ins: k.name(ins, k.scalar(ins.arg, ins.dtype)), Kind.SPECIAL: special, Kind.LOCAL: local,
+           Kind.RANGE: range_open, Kind.ENDRANGE: lambda k, ins: k.range_close(), Kind.IF: if_open,
+           Kind.ENDIF: lambda k, ins: k.out.append(f"{k.ifs.pop()}:"),
+           Kind.LOAD: lambda k, ins: k.name(ins, k.load(ins.src[0], ins.arg, len(ins.src) == 1 or k.value(ins.src[1]), ins.dtype)), Kind.STORE: store,
+           Kind.ALU: elementwise, Kind.CAST: lambda k, ins: k.name(ins, k.cast(k.value(ins.src[0]), ins.src[0].dtype, ins.dtype)),
+           Kind.BITCAST: lambda k, ins: k.name(ins, k.bitcast(k.value(ins.src[0]), ins.src[0].dtype, ins.dtype)),
+           Kind.ACC: acc, Kind.UPDATE: update, Kind.SHUFFLE: lambda k, ins: k.name(ins, k.shuffle_xor(k.value(ins.src[0]), ins.dtype, ins.arg)),
+           Kind.BARRIER: lambda k, ins: k.emit("bar.sync 0;"),
+           Kind.IALU: lambda k, ins: k.name(ins, k.index_alu(ins)), Kind.PTR: lambda k, ins: k.name(ins, k.pointer(ins)), Kind.STEP: step,
+           Kind.VLOAD: vload, Kind.VSTORE: vstore, Kind.GEP: lambda k, ins: k.name(ins, k.names[id(ins.src[0])][ins.arg])}

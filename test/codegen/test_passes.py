@@ -153,3 +153,16 @@ def test_every_pass_on_gives_numpy_values(device, name, monkeypatch):
   monkeypatch.setattr(dev, "caps", dataclasses.replace(dev.caps, codegen_loops=True))
   monkeypatch.setattr(compiled, "_compiled", collections.OrderedDict())
   np.testing.assert_allclose(_kernels(device)[name].numpy(), _numpy(name), rtol=2e-5, atol=2e-5)
+
+def test_guards_that_always_hold_are_dropped():
+  i = sym.Var("i0", 0, 9)
+  out, x = Instr(Kind.PARAM, dt.float32, (), 0), Instr(Kind.PARAM, None, (), 1)
+  holds, sometimes = sym.Cond((("lt", sym.Const(3), 5),)), sym.lt(i * 1, 5)   # an unrolled copy's guard; a real one
+  load = Instr(Kind.LOAD, dt.float32, (x,), (i * 1, holds))
+  prog = [out, x, Instr(Kind.RANGE, dt.int32, (), (i, False)), Instr(Kind.IF, None, (), holds), load,
+          Instr(Kind.IF, None, (), sometimes), Instr(Kind.STORE, None, (out, load), (i * 1, sym.Cond())), Instr(Kind.ENDIF, None),
+          Instr(Kind.ENDIF, None), Instr(Kind.ENDRANGE, None)]
+  lowered = lower_indices(prog)
+  assert [ins.op for ins in lowered].count(Kind.IF) == 1 and [ins.op for ins in lowered].count(Kind.ENDIF) == 1
+  assert load.src == (load.src[0],), "no valid operand: the load always reads"
+  assert _replay(lowered, {}) == [access for k in range(10) for access in [(1, k, True)] + ([(0, k, False)] if k < 5 else [])]

@@ -19,7 +19,7 @@ def test_kinds_stay_singletons():
 
 def test_describe_prints_kind_names():
   one = Instr(Kind.CONST, dt.float32, (), 2.0)
-  prog = LinearProgram([Instr(Kind.PARAM, dt.float32, (), 0), one, Instr(Kind.GROUP_REDUCE, dt.float32, (one,), None)], KernelMeta("k"))
+  prog = LinearProgram([Instr(Kind.PARAM, dt.float32, (), 0), one, Instr(Kind.SHUFFLE, dt.float32, (one,), 16)], KernelMeta("k"))
   lines = prog.describe().split("\n")
   assert lines[0].split()[:2] == ["%0", "param"] and lines[1].split()[:3] == ["%1", "const", "float32"]
-  assert lines[2].split()[:4] == ["%2", "group_reduce", "float32", "[%1]"]
+  assert lines[2].split()[:4] == ["%2", "shuffle", "float32", "[%1]"]

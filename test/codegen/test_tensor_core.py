@@ -104,15 +104,16 @@ SIMT_CAPS = DeviceCaps(threads=True, codegen_loops=True, tensor_cores=(tc.SIMT_F
 def test_simt_heuristics_and_validator(rng):
   f = lambda *s: Tensor(rng.uniform(-1, 1, s).astype(np.float32))
   big, small = _ast(f(2048, 256) @ f(256, 2048)), _ast(f(200, 96) @ f(96, 136))
-  assert choose_opts(big, SIMT_CAPS) == [tensor_core(1, tc.SIMT_TILES[0])]
-  assert choose_opts(small, SIMT_CAPS) == [tensor_core(1, tc.SIMT_TILES[2])]
+  assert choose_opts(big, SIMT_CAPS) == [tensor_core(1, tc.SIMT_TILES[1])]   # 16 x 16 threadgroups: not three waves of 256 x 128
+  assert choose_opts(_ast(f(4096, 64) @ f(64, 4096)), SIMT_CAPS) == [tensor_core(1, tc.SIMT_TILES[0])]
+  assert choose_opts(small, SIMT_CAPS) == [tensor_core(1, tc.SIMT_TILES[3])]
   decode = _ast(f(32, 768) @ f(768, 3072))   # a decode step's few rows: not the tile (SIMT_MIN_ROWS)
   assert not any(o.kind is OptKind.TENSOR_CORE for o in choose_opts(decode, SIMT_CAPS))
   assert "takes two float32" in check(_ast(_half(rng, 64, 48) @ _half(rng, 48, 40)), SIMT_CAPS, [tensor_core(1, tc.SIMT_TILES[0])])
   assert "double-buffers" in check(big, SIMT_CAPS, [tensor_core(1, tc.SIMT_TILES[0]), stage(1, 3)])
   # with mma.sync too, a float32 matmul takes the float32 tile while matmuls stay exact, tf32 where allowed
   both = DeviceCaps(threads=True, codegen_loops=True, tensor_cores=(tc.SIMT_F32, tc.MMA_SYNC), dynamic_shared_bytes=227 << 10)
-  assert choose_opts(big, both) == [tensor_core(1, tc.SIMT_TILES[0])]
+  assert choose_opts(big, both) == [tensor_core(1, tc.SIMT_TILES[1])]
   alloy.set_float32_matmul_precision("high")
   try: assert choose_opts(big, both) == [tensor_core(1, 0)]
   finally: alloy.set_float32_matmul_precision("highest")

@@ -105,6 +105,7 @@ def test_cuda():
 # ---- the rendered sources, for every language: no memory needed (a buffer allocates on first use)
 
 CPU_CAPS, GPU_CAPS = DeviceCaps(threads=False, vector_widths=(8, 4), vector_arithmetic=True), DeviceCaps(threads=True)
+METAL_CAPS = DeviceCaps(threads=True, shuffle_bytes=4)   # as the METAL device's: no 64-bit shuffles
 
 def programs(t: Tensor, caps: DeviceCaps) -> list:
   return [lower(ast, caps) for _, ast, *_ in schedule([t.node])]
@@ -125,7 +126,7 @@ def sources(t: Tensor) -> dict:
   """language -> the bodies of t's kernels."""
   gpu = programs(t, GPU_CAPS)
   return {"c": [CRenderer().render(p) for p in programs(t, CPU_CAPS)], "cuda": [CUDARenderer().render(p) for p in gpu],
-          "ptx": [PTXRenderer("sm_90").render(p) for p in gpu], "metal": [MetalRenderer().render(p) for p in gpu]}
+          "ptx": [PTXRenderer("sm_90").render(p) for p in gpu], "metal": [MetalRenderer().render(p) for p in programs(t, METAL_CAPS)]}
 
 def test_small_kernels_keep_32bit_indices():
   x = Tensor(np.ones((64, 100), np.float32), device="CPU")

@@ -71,7 +71,7 @@ class MetalDevice(Device):
   renderer = MetalRenderer()
   # 32 KiB of threadgroup memory (Apple's feature-set tables); Apple publishes no per-thread register count: 128 is a
   # conservative figure for the validator
-  caps = DeviceCaps(threads=True, registers=128, shared_bytes=32 << 10)
+  caps = DeviceCaps(threads=True, registers=128, shared_bytes=32 << 10, shuffle_bytes=4)
   graph = MetalGraph   # None per instance where indirect command buffers are missing
 
   def __new__(cls, name: str = "METAL"):
