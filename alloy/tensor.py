@@ -12,7 +12,7 @@ import numpy as np
 from alloy import dtype as dt
 from alloy.dtype import DType
 from alloy.helpers import prod, all_same
-from alloy.ir.node import Node
+from alloy.ir.node import Node, moved
 from alloy.ir.ops import Op
 from alloy.ir.symbolic import INT32_MAX
 from alloy.ir.view import ShapeTracker, View
@@ -327,13 +327,7 @@ class Tensor:
     t.node, t.device, t._ag = node, self.device, None
     return t
   def _view(self, method: str, *args) -> "Tensor":
-    if self.node.op is Op.VIEW: base, st = self.node.src[0], self.node.arg
-    else: base, st = self.node, ShapeTracker.contiguous(self.shape)
-    st = getattr(st, method)(*args)
-    if base.op is Op.CONST and method != "pad" and all(v.mask is None for v in st.views):   # stays one node (a padded constant is not one value)
-      t = self._new(Node(Op.CONST, (), base.arg, self.dtype, st.shape))
-    elif st.is_contiguous and st.shape == base.shape and base.op is not Op.BUFFER: t = self._new(base)
-    else: t = self._new(Node(Op.VIEW, (base,), st, self.dtype, st.shape))
+    t = self._new(moved(self.node, method, *args))
     if self._ag is not None: t = autograd.record(t, autograd.view_rule, (self,), method, args, self.shape)
     if method in ("reshape", "permute", "shrink"): note_view(self, t, method, args)   # PyTorch's views
     return t
@@ -645,13 +639,7 @@ class Tensor:
       shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
       return autograd.record(t, autograd.reduce_rule, (self,), op, axes, shape, self.shape, self.detach())
     shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
-    if (parts := _split_count(self.shape, axes)) > 1:
-      # few long reductions: reduce `parts` slices of each in parallel, then the partial results
-      k, n = axes[0], prod(self.shape[a] for a in axes)
-      sliced = self._reshaped(self.shape[:k] + (parts, n // parts))
-      partial = sliced._new(Node(Op.REDUCE, (sliced.node,), (op, (k + 1,)), self.dtype, self.shape[:k] + (parts, 1))).contiguous()
-      t = partial._new(Node(Op.REDUCE, (partial.node,), (op, (k,)), self.dtype, self.shape[:k] + (1, 1)))._reshaped(shape)
-    else: t = self._new(Node(Op.REDUCE, (self.node,), (op, axes), self.dtype, shape))
+    t = self._new(Node(Op.REDUCE, (self.node,), (op, axes), self.dtype, shape))   # a long one is split by the schedule (schedule/split.py)
     return t if keepdim else t._reshaped(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def sum(self, dim=None, keepdim=False, dtype=None):
     d = dt.to_dtype(dtype) if dtype is not None else (dt.int64 if self.dtype.is_int or self.dtype.is_bool else self.dtype)
@@ -777,18 +765,6 @@ class Tensor:
   def dot(self, other: "Tensor") -> "Tensor":
     if self.ndim != 1 or other.ndim != 1: raise ValueError(f"dot: expected 1-D tensors, got shapes {self.shape} and {other.shape}")
     return self.matmul(other)
-
-SPLIT_MIN_LENGTH = 1 << 15    # reductions shorter than this run in one stage
-SPLIT_PARTIALS = 4096         # about this many partial results: several waves of blocks on a big GPU (small tail), all cores busy
-
-def _split_count(shape: tuple, axes: tuple) -> int:
-  """How many slices to cut each reduction into, so that a few long reductions (a full sum, say) spread over
-  the device instead of running on one thread group each; 1 for no split. Only trailing axes are cut."""
-  if not axes or axes != tuple(range(axes[0], len(shape))): return 1
-  n, rows = prod(shape[a] for a in axes), prod(shape[:axes[0]])
-  if n < SPLIT_MIN_LENGTH or rows * 64 > SPLIT_PARTIALS: return 1
-  # the most slices (at most SPLIT_PARTIALS // rows, each at least 256 long, at least 16 of them) that divide n
-  return next((p for p in range(min(SPLIT_PARTIALS // rows, n // 256), 15, -1) if n % p == 0), 1)
 
 def _accept_axis(fn):
   """NumPy spelling: reductions take axis= as well as dim=."""

@@ -4,6 +4,7 @@ import itertools, weakref
 from alloy.dtype import DType
 from alloy.helpers import toposort
 from alloy.ir.ops import Op
+from alloy.ir.view import ShapeTracker
 
 # key -> weak reference to the live node with that key. A plain dict without death callbacks: a callback per
 # node costs a Python call at every death, and graph building makes and drops a few nodes per op. Dead entries
@@ -77,3 +78,14 @@ class Node:
 def views_a_buffer(n: Node) -> bool:
   """Whether n reads a buffer through a view (any layout): a computed value."""
   return n.op is Op.VIEW and n.src[0].op is Op.BUFFER
+
+def moved(n: Node, method: str, *args) -> Node:
+  """n through a movement op (a ShapeTracker method: reshape, permute, ...): one VIEW over n's base (a view of a view
+  composes), a constant of the new shape where no padding shows, or the base itself where the view is a no-op."""
+  if n.op is Op.VIEW: base, st = n.src[0], n.arg
+  else: base, st = n, ShapeTracker.contiguous(n.shape)
+  st = getattr(st, method)(*args)
+  if base.op is _CONST and method != "pad" and all(v.mask is None for v in st.views):   # stays one node (a padded constant is not one value)
+    return Node(_CONST, (), base.arg, n.dtype, st.shape)
+  if st.is_contiguous and st.shape == base.shape and base.op is not _BUFFER: return base
+  return Node(Op.VIEW, (base,), st, n.dtype, st.shape)

@@ -6,7 +6,8 @@ lead the consumer's loop order (so it is computed once per output row, not once 
 matmul or convolution (is_contraction) read by a reduction or broadcast further: that one gets its own kernel;
 otherwise, and when it feeds several kernels or a gather, it becomes a kernel of its own. A contraction's operand
 that is computed (beneath its views and widening casts: a layer norm, a cast down to float16) is a kernel of its own
-(_computed_operand), as PyTorch's matmul reads a materialized input.
+(_computed_operand), as PyTorch's matmul reads a materialized input. Before any of this, a few long reductions are
+split into partial results and a final reduction (split.py).
 
 Constants become kernel arguments (VAR leaves of the AST) where their value does not shape the code, so a new
 value reuses the kernel: the schedule cache keys those by dtype and shape only, and each kernel comes with the
@@ -19,6 +20,7 @@ from alloy.ir.node import Node, constant_signature
 from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker
 from alloy.ir.kernel import KernelAST
+from alloy.schedule import split
 
 def _pure_expand_dims(view_node: Node) -> list[bool] | None:
   """For VIEW(reduce) that only broadcasts (and adds or drops size-1 axes): per axis, True where the value varies."""
@@ -135,15 +137,20 @@ def schedule(targets: list[Node], walked: tuple | None = None) -> list[tuple[Nod
   the caller has it (one_kernel's)."""
   order, position, key = walked or _structure(targets)
   if (variants := _schedules.get(key)) is not None:
-    for pinned, hit in variants:
+    for pinned, hit, has_split in variants:
       if not pinned or all(order[p].key[2] == v for p, v in pinned):
-        return [(order[k], ast, [order[i] for i in inputs], [order[c] for c in consts]) for k, ast, inputs, consts in hit]
-  items, pinned = _schedule(targets)
+        at = order.__getitem__
+        if has_split:   # a split reduction's kernels are no nodes of the graph: made again from the reduction
+          made = {k: split.made_again(order, k) for k, *_ in hit if k < 0}
+          at = lambda k: order[k] if k >= 0 else made[k]
+        return [(at(k), ast, [at(i) for i in inputs], [order[c] for c in consts]) for k, ast, inputs, consts in hit]
+  items, pinned, made = _schedule(targets)
   if len(_schedules) >= SCHEDULE_CACHE_SIZE: _schedules.clear()
   variants = _schedules.setdefault(key, [])
   if len(variants) >= SCHEDULE_VARIANTS: del variants[0]
+  def place(n: Node) -> int: return position[n] if n in position else split.place(position[made[id(n)][0]], made[id(n)][1])
   variants.append((tuple((position[n], n.key[2]) for n in pinned),
-                   [(position[n], ast, [position[i] for i in inputs], [position[c] for c in consts]) for n, ast, inputs, consts in items]))
+                   [(place(n), ast, [place(i) for i in inputs], [position[c] for c in consts]) for n, ast, inputs, consts in items], bool(made)))
   return items
 
 def _structure(targets: list[Node]) -> tuple:
@@ -190,7 +197,7 @@ def one_kernel(n: Node) -> tuple:
   hit = None
   if not is_buffer_view(n) and 0 not in n.shape:
     items = schedule([n], walked)
-    pinned = any(p for p, _ in _schedules.get(walked[2], ()))
+    pinned = any(p for p, *_ in _schedules.get(walked[2], ()))
     if len(items) == 1 and items[0][0] is n and not pinned and all(i.op is Op.BUFFER for i in items[0][2][1:]):
       _, ast, inputs, consts = items[0]
       position = walked[1]
@@ -199,7 +206,22 @@ def one_kernel(n: Node) -> tuple:
   _one_kernel[walked[2]] = hit
   return walked, hit
 
-def _schedule(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, list]], list]:
+def _schedule(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, list]], list, dict]:
+  """schedule's kernels and the constants kept literal past MAX_KERNEL_VARS, made anew; and split.split's kernels
+  that are no nodes of the targets' graph (a split reduction's partials and final one), by id."""
+  # long reductions become two (split.py); the kernels then name the nodes of the targets' graph they stand for
+  graph_targets = targets
+  targets, stands_for, made, graph = split.split(targets)
+  out, pinned = _kernels(targets)
+  if not made: return out, pinned, made
+  def was(n: Node) -> Node: return stands_for.get(id(n), n)
+  out = [(was(n), ast, [was(i) for i in inputs], [was(c) for c in consts]) for n, ast, inputs, consts in out]
+  named = [id(n) for n, *_ in out]
+  if len(set(named)) < len(named) or any(k not in graph and k not in made for k in named):
+    return (*_kernels(graph_targets), {})   # two kernels for one node (a gather of a split reduction's result): unsplit
+  return out, [was(c) for c in pinned], made
+
+def _kernels(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, list]], list]:
   # 1. decide which nodes become kernels
   parents: dict[int, int] = {}
   nodes = {}
