@@ -266,6 +266,25 @@ def test_out_of_memory(dev):
   assert str(ask) in str(exc.value) and "free" in str(exc.value)
 
 @gpu
+def test_freed_buffers_are_kept_up_to_half_the_memory(dev, monkeypatch):
+  """A freed buffer past the old 4 GiB bound comes back from the cache (GPT-2's prefill freed and allocated its
+  attention scores again each call); the bound is half the GPU's memory unless ALLOY_CUDA_LRU_BYTES says otherwise."""
+  from cuda.bindings import driver
+  from alloy.runtime.cuda.allocator import CUDAAllocator
+  total = driver.cuDeviceTotalMem(dev.cu_device)[1]
+  monkeypatch.delenv("ALLOY_CUDA_LRU_BYTES", raising=False)
+  assert CUDAAllocator(dev).max_cached_bytes == total // 2
+  monkeypatch.setenv("ALLOY_CUDA_LRU_BYTES", str(1 << 20))
+  assert CUDAAllocator(dev).max_cached_bytes == 1 << 20
+  n = 5 << 30
+  if total // 2 < 2 * n: pytest.skip("a GPU with less than 20 GiB")
+  h = dev.allocator.alloc(n)
+  dev.allocator.free(h, n)
+  again = dev.allocator.alloc(n)
+  dev.allocator.free(again, n)
+  assert again == h
+
+@gpu
 def test_device_selection():
   from alloy.runtime.registry import get_device, canonical_device
   assert canonical_device("cuda:0") == "CUDA"
