@@ -68,7 +68,9 @@ class TensorCoreTile:
     """Both operands' slices; on Metal also the float32 tile the accumulators are stored through."""
     out = self.bm * self.bn * 4 if self.instruction == SIMDGROUP_8X8 else 0
     return out + self.stages * (self.bm + self.bn) * self.bk * itemsize
-  def __str__(self): return f"{self.bm}x{self.bn}x{self.bk} {self.warps} warps of {self.wm}x{self.wn}, {self.stages} stages"
+  def __str__(self):
+    units = f"{self.threads} threads" if self.instruction == SIMT_F32 else f"{self.warps} warps"   # a SIMT_F32 tile's WM x WN is a thread's
+    return f"{self.bm}x{self.bn}x{self.bk} {units} of {self.wm}x{self.wn}, {self.stages} stages"
 
 TILES = (   # shared memory: stages x (BM + BN) x BK x 2 bytes
   TensorCoreTile(128, 128, 32, 64, 32, 4),   # 0: large matmuls: 64 KiB, 64 accumulators a thread, 2 threadgroups an SM
@@ -124,20 +126,10 @@ def check(spec: MatmulSpec | None, tile: TensorCoreTile, caps: DeviceCaps) -> st
   if spec is None: return "the kernel is not a matmul with an elementwise epilogue (codegen/matmul.py)"
   if tile.instruction not in caps.tensor_cores: return f"the device has no {tile.instruction} tensor cores"
   if tile.instruction == SIMDGROUP_8X8: return _check_simdgroup(spec, tile, caps)
-  if tile.instruction == SIMT_F32: return _check_simt(spec, tile, caps)
-  if spec.operand_dtype is not None and spec.operand_dtype.name == "float32":
-    if float32_matmul_precision() == "highest":
-      return ("float32 operands: tensor cores round them to tf32, which alloy.set_float32_matmul_precision('high') "
-              "allows (the default, 'highest', keeps float32 matmuls exact)")
-    if not TF32_VERIFIED:
-      return ("float32 operands as tf32: the m16n8k8 tile compiles but gave wrong results on an H200 (6 of 6 GPU checks), "
-              "so it is refused until that is fixed; float32 matmuls stay exact")
-  elif spec.operand_dtype is None or spec.operand_dtype.name not in MMA_DTYPES:
-    return (f"operands {spec.a.dtype.name} and {spec.b.dtype.name}: {tile.instruction} takes two float16 or two bfloat16 "
-            f"operands (two float32 as tf32)")
+  # CUDA's tiles: what each instruction takes, then the resources and layouts both need
+  if (why := (_check_simt if tile.instruction == SIMT_F32 else _check_mma)(spec, tile)) is not None: return why
   if spec.acc_dtype.name != "float32":
     return f"{spec.acc_dtype.name} accumulation: the tiles accumulate in float32 only"
-  if tile.stages < 2: return f"{tile.stages} stages: the pipeline needs at least 2"
   limit = max(caps.shared_bytes, caps.dynamic_shared_bytes)   # the pipeline is in dynamic shared memory
   if (nb := tile.shared_bytes(spec.operand_dtype.itemsize)) > limit:
     return f"{tile}: {nb} bytes of shared memory, over the device's {limit}"
@@ -150,6 +142,27 @@ def check(spec: MatmulSpec | None, tile: TensorCoreTile, caps: DeviceCaps) -> st
   if not b_n and spec.b.k_stride != 1 and spec.K > 1: return "B has no contiguous axis (neither K nor N has stride 1)"
   return None
 
+def _check_mma(spec: MatmulSpec, tile: TensorCoreTile) -> str | None:
+  if spec.operand_dtype is not None and spec.operand_dtype.name == "float32":
+    if float32_matmul_precision() == "highest":
+      return ("float32 operands: tensor cores round them to tf32, which alloy.set_float32_matmul_precision('high') "
+              "allows (the default, 'highest', keeps float32 matmuls exact)")
+    if not TF32_VERIFIED:
+      return ("float32 operands as tf32: the m16n8k8 tile compiles but gave wrong results on an H200 (6 of 6 GPU checks), "
+              "so it is refused until that is fixed; float32 matmuls stay exact")
+  elif spec.operand_dtype is None or spec.operand_dtype.name not in MMA_DTYPES:
+    return (f"operands {spec.a.dtype.name} and {spec.b.dtype.name}: {tile.instruction} takes two float16 or two bfloat16 "
+            f"operands (two float32 as tf32)")
+  if tile.stages < 2: return f"{tile.stages} stages: the pipeline needs at least 2"
+  return None
+
+def _check_simt(spec: MatmulSpec, tile: TensorCoreTile) -> str | None:
+  if spec.operand_dtype is None or spec.operand_dtype.name != "float32":
+    return f"operands {spec.a.dtype.name} and {spec.b.dtype.name}: {tile.instruction} takes two float32 operands"
+  if tile.stages != 2: return f"{tile.stages} stages: the float32 tile double-buffers its slices (2)"
+  if tile.wm % 4 or tile.wn % 4 or tile.bk % 4: return f"{tile}: a thread's rows, columns and the slice's depth go in 16-byte words (multiples of 4)"
+  return None
+
 def _check_simdgroup(spec: MatmulSpec, tile: TensorCoreTile, caps: DeviceCaps) -> str | None:
   if spec.operand_dtype is None or spec.operand_dtype.name not in SIMDGROUP_DTYPES:
     return f"operands {spec.a.dtype.name} and {spec.b.dtype.name}: {tile.instruction} takes two float16 or two float32 operands"
@@ -160,22 +173,6 @@ def _check_simdgroup(spec: MatmulSpec, tile: TensorCoreTile, caps: DeviceCaps) -
   if tile.threads > caps.max_local: return f"{tile}: {tile.threads} threads, over the device's {caps.max_local}"
   if tile.accumulators + FRAGMENT_REGISTERS > caps.registers:
     return f"{tile}: {tile.accumulators} accumulators per thread, over the device's {caps.registers} registers"
-  return None
-
-def _check_simt(spec: MatmulSpec, tile: TensorCoreTile, caps: DeviceCaps) -> str | None:
-  if spec.operand_dtype is None or spec.operand_dtype.name != "float32":
-    return f"operands {spec.a.dtype.name} and {spec.b.dtype.name}: {tile.instruction} takes two float32 operands"
-  if spec.acc_dtype.name != "float32": return f"{spec.acc_dtype.name} accumulation: the tiles accumulate in float32 only"
-  if tile.stages != 2: return f"{tile.stages} stages: the float32 tile double-buffers its slices (2)"
-  if tile.wm % 4 or tile.wn % 4 or tile.bk % 4: return f"{tile}: a thread's rows, columns and the slice's depth go in 16-byte words (multiples of 4)"
-  limit = max(caps.shared_bytes, caps.dynamic_shared_bytes)
-  if (nb := tile.shared_bytes(4)) > limit: return f"{tile}: {nb} bytes of shared memory, over the device's {limit}"
-  if tile.threads > caps.max_local: return f"{tile}: {tile.threads} threads, over the device's {caps.max_local}"
-  if tile.accumulators + FRAGMENT_REGISTERS > caps.registers:
-    return f"{tile}: {tile.accumulators} accumulators per thread, over the device's {caps.registers} registers"
-  a_k, b_n = unit_axes(spec)
-  if not a_k and spec.a.stride != 1 and spec.M > 1: return "A has no contiguous axis (neither M nor K has stride 1)"
-  if not b_n and spec.b.k_stride != 1 and spec.K > 1: return "B has no contiguous axis (neither K nor N has stride 1)"
   return None
 
 def aligned(spec: MatmulSpec) -> tuple[bool, bool]:
