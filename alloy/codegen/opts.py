@@ -11,7 +11,7 @@ from alloy.ir.ops import Op, ELEMENTWISE
 from alloy.ir.kernel import KernelAST
 from alloy.caps import DeviceCaps
 from alloy.codegen.transforms import Opt, upcast as up, unroll as unroll_opt, local, group, thread, swap, stage, loop_order, tensor_core
-from alloy.codegen.matmul import match_matmul
+from alloy.codegen.matmul import MatmulSpec, match_matmul
 from alloy.codegen import tensor_core as tc
 
 PARALLEL_MIN_WORK = 1 << 15   # elements; below this, threads cost more than they save
@@ -50,30 +50,29 @@ def choose_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt]:
   if 0 < n <= TINY_OUTPUTS and work(ast.root) <= TINY_WORK:
     # one thread, every loop unrolled: its loads and stores become a few vector accesses
     return [up(a, s) for a, s in enumerate(ast.root.shape) if s > 1] + [unroll_opt(0)]
-  if caps.tensor_cores and (tiled := _tensor_core_opts(ast, caps)) is not None: return tiled
-  if caps.threads and (few := _few_rows_opts(ast)) is not None: return few
+  spec = match_matmul(ast) if caps.threads or caps.tensor_cores else None   # the matmul the GPU heuristics below read
+  if caps.tensor_cores and (tiled := _tensor_core_opts(spec, caps)) is not None: return tiled
+  if caps.threads and (few := _few_rows_opts(spec)) is not None: return few
   return _gpu_opts(ast.root, caps) if caps.threads else _cpu_opts(ast.root, caps)
 
-def _few_rows_opts(ast: KernelAST) -> list[Opt] | None:
+def _few_rows_opts(spec: MatmulSpec | None) -> list[Opt] | None:
   """A GPU matmul of a few rows (a decode step's batch: 2 to SIMT_MIN_ROWS - 1), one thread per output or two: where
   B's rows run along N, neighbouring threads read neighbouring columns of it, every element once per row; where they
   run along K (x @ W.T), each thread walks its own row of B once, for every row of A. H200, float32, GFLOP/s (bench/
   small_m.py --sweep): 32x768 @ 768x3072 2370 -> 5665 (torch 5100-6500), 32x3072 @ 3072x768 313 -> 3808, 32x768 @
   768x50257.T 584 -> 6325 (torch 24000), against the register tile or a threadgroup per output (GROUP, whose threads
   read B's column a row apart)."""
-  spec = match_matmul(ast)
   if spec is None or not 2 <= spec.M < SIMT_MIN_ROWS or spec.batch or spec.K < GPU_TILE_MIN_REDUCE: return None
   if tuple(a for a in spec.out_axes if a != "1") != ("m", "n"): return None
   m = spec.out_axes.index("m")
   if spec.b.k_major: return [local(FEW_ROWS_LOCAL), up(m, spec.M)]
   return [local(FEW_ROWS_LOCAL)] + ([up(m, 2)] if spec.M % 2 == 0 and spec.M * spec.N >= 2 * FEW_ROWS_MIN_THREADS else []) + [unroll_opt(4)]
 
-def _tensor_core_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt] | None:
+def _tensor_core_opts(spec: MatmulSpec | None, caps: DeviceCaps) -> list[Opt] | None:
   """A matmul on the device's matrix instructions: CUDA's mma.sync (16-bit floats, float32 as tf32 where allowed) in
   the 128x128 tile where enough of them fill the GPU, else 64x64; else CUDA's float32 tiles on the CUDA cores (256x128,
   128x128, 128x64 or 64x64: the largest of which enough fill the GPU), for at least SIMT_MIN_ROWS rows; Metal's simdgroup
   matrices (fp16, fp32) in 64x64 tiles where enough of them fill the GPU, else 32x32."""
-  spec = match_matmul(ast)
   if spec is None or min(spec.M, spec.N, spec.K) < TENSOR_CORE_MIN or "n" not in spec.out_axes: return None
   choices = []   # per instruction, by preference: (tile, the threadgroups it needs), largest first; then the smallest
   if tc.MMA_SYNC in caps.tensor_cores: choices.append(((0, TENSOR_CORE_BIG_TILES),) * (spec.K > TENSOR_CORE_SHORT_K) + ((2, 0),))
