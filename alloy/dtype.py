@@ -43,6 +43,11 @@ ALIASES = {"half": float16, "float": float32, "double": float64, "int": int32, "
 default_float = float32
 default_int = int64
 
+def widens(src: DType, dst: DType) -> bool:
+  """Whether a cast from src to dst is an exact float widening (float16 or bfloat16 to float32, any to float64): a
+  load through it is still a load of the narrower value (a matmul's operand, codegen/matmul.py and the schedule)."""
+  return src.is_float and dst.is_float and dst.itemsize > src.itemsize
+
 def to_dtype(x) -> DType:
   """Accept an alloy DType, a name, a NumPy dtype or a Python type."""
   if isinstance(x, DType): return x

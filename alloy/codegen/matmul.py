@@ -29,7 +29,7 @@ multiplying the stored operands and accumulating in `acc_dtype` computes the sam
 """
 from __future__ import annotations
 from dataclasses import dataclass
-from alloy.dtype import DType
+from alloy.dtype import DType, widens
 from alloy.helpers import prod, strides_for_shape
 from alloy.ir import symbolic as sym
 from alloy.ir.kernel import KernelAST
@@ -75,8 +75,6 @@ class MatmulSpec:
     """The stored dtype both operands share, or None where they differ."""
     return self.a.dtype if self.a.dtype == self.b.dtype else None
 
-WIDENING = {("float16", "float32"), ("bfloat16", "float32"), ("float16", "float64"), ("bfloat16", "float64"),
-            ("float32", "float64")}
 
 def _address(n: Node, idx: tuple) -> tuple | None:
   """(slot, stored dtype, flat index, casts) of a chain of views and widening casts down to an input, read at idx;
@@ -84,7 +82,7 @@ def _address(n: Node, idx: tuple) -> tuple | None:
   casts = []
   while True:
     if n.op is Op.CAST:
-      if (n.src[0].dtype.name, n.dtype.name) not in WIDENING and n.src[0].dtype != n.dtype: return None
+      if not widens(n.src[0].dtype, n.dtype) and n.src[0].dtype != n.dtype: return None
       casts.append(n.dtype)
       n = n.src[0]
     elif n.op is Op.VIEW:

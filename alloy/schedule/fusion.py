@@ -15,6 +15,7 @@ graph constants that give its arguments' values (see _lifted and _literal_use fo
 """
 from __future__ import annotations
 import itertools
+from alloy.dtype import widens
 from alloy.helpers import prod, strides_for_shape
 from alloy.ir.node import Node, constant_signature
 from alloy.ir.ops import Op
@@ -85,8 +86,7 @@ def _computed_operand(x: Node) -> Node | None:
   buffer or a constant as it is. Such an operand gets its own kernel, as PyTorch's matmul reads a materialized
   input: fused, it is recomputed for every element of the other operand's free axis (a layer norm inside GPT-2's
   c_attn, N = 2304 times), and the matrix engines take only loads (codegen/matmul.py)."""
-  while x.op is Op.VIEW or (x.op is Op.CAST and x.dtype.is_float and x.src[0].dtype.is_float and x.dtype.itemsize > x.src[0].dtype.itemsize):
-    x = x.src[0]
+  while x.op is Op.VIEW or (x.op is Op.CAST and widens(x.src[0].dtype, x.dtype)): x = x.src[0]
   return None if x.op in (Op.BUFFER, Op.CONST, Op.CONTIGUOUS) or not x.src else x
 
 def _broadcast_further(view: Node | None) -> bool:
