@@ -53,7 +53,7 @@ def run(quick: bool = False, fp32_only: bool = False):
     row(f"fp32 matmul {n}^3 (exact)", 2 * n ** 3, h, mm)
   h = [rng.uniform(-1, 1, s).astype(np.float32) for s in ((8192, 768), (768, 3072), (3072,))]
   row("fp32 gelu(x@W + b) 8192x768x3072", 2 * 8192 * 768 * 3072, h, lambda a, b, c: (a @ b + c).gelu(),
-      torch_fn=lambda a, b, c: torch.nn.functional.gelu(torch.addmm(c, a, b)))
+      torch_fn=lambda a, b, c: torch.nn.functional.gelu(torch.addmm(c, a, b)), compile_too=True)
   print(f"matmul benchmark on {dev.device_name} ({dev.target}); alloy device time from CUDA events")
   print_table(rows, ["alloy", "torch"] + (["compile"] if any("compile" in r for r in rows) else []), {})
   print("torch: cuBLAS (eager; gelu row: addmm then gelu, two kernels; compile: torch.compile of the same function); "
