@@ -1,16 +1,16 @@
 """What BEAM search (engine/search.py) tries next: the lists one transform away from a list.
 
-Each neighbour adds, changes or removes one transform (an UPCAST's lanes, the UNROLL, the threadgroup's size, CPU
-threads, a loop swap, operand staging), or swaps the GPU's grouped form for the thread-per-tile one and back; a
-tensor-core list's neighbours are its other tiles and pipeline depths, and the plain GPU form. Only lists the validator
-(plan.check) accepts are returned, each once.
+Each neighbour adds, changes or removes one transform (an UPCAST's lanes, a PAD to the tile where it does not divide
+its axis, the UNROLL, the threadgroup's size, CPU threads, a loop swap, operand staging), or swaps the GPU's grouped
+form for the thread-per-tile one and back; a tensor-core list's neighbours are its other tiles and pipeline depths,
+and the plain GPU form. Only lists the validator (plan.check) accepts are returned, each once.
 """
 from __future__ import annotations
 from alloy.helpers import prod
 from alloy.ir.ops import Op
 from alloy.ir.kernel import KernelAST
 from alloy.caps import DeviceCaps
-from alloy.codegen.transforms import Opt, OptKind, upcast, unroll, local, group, thread, swap, stage, loop_order, tensor_core
+from alloy.codegen.transforms import Opt, OptKind, upcast, unroll, local, group, thread, swap, stage, pad, loop_order, tensor_core
 from alloy.codegen.tensor_core import TILES
 from alloy.codegen.plan import check, make_plan
 from alloy.codegen.opts import row_axes
@@ -47,13 +47,18 @@ def neighbours(ast: KernelAST, caps: DeviceCaps, opts) -> list[tuple]:
         add([tensor_core(tco.axis, arg)] + ([] if depth is None else [stage(tco.axis, depth)]))
     add([local(caps.default_local)])
   ups = {o.axis: o for o in opts if o.kind is OptKind.UPCAST}
+  pads = {o.axis: o for o in opts if o.kind is OptKind.PAD}
   for a, s in enumerate(shape):
     if s < 2: continue
     for n in LANES:
-      if n > s: break
+      if n > s:   # a tile longer than the axis: one padded tile
+        if a not in ups and a not in pads: add(opts + [pad(a, n), upcast(a, n)])
+        break
       if a not in ups: add(opts + [upcast(a, n)])
-      elif ups[a].arg != n: add([upcast(a, n) if x is ups[a] else x for x in opts])
-    if a in ups: add(without(ups[a]))
+      elif ups[a].arg != n: add([upcast(a, n) if x is ups[a] else x for x in opts if x is not pads.get(a)])
+    if a in ups: add([x for x in opts if x is not ups[a] and x is not pads.get(a)])
+    if a in pads: add(without(pads[a]))
+    elif a in ups and s % ups[a].arg: add(opts + [pad(a, ups[a].arg)])   # whole tiles instead of an overlapping last one
   if has_reduce:
     u = kinds.get(OptKind.UNROLL)
     for n in UNROLLS:

@@ -17,7 +17,7 @@ from alloy.ir.node import Node
 from alloy.ir.ops import Op, FLOP_COST, ELEMENTWISE
 from alloy.codegen.program import Instr, Kind, KernelMeta, LinearProgram
 from alloy.codegen.opts import choose_opts
-from alloy.codegen.plan import Plan, make_plan
+from alloy.codegen.plan import Plan, make_plan, padded_shape
 from alloy.codegen.vectorize import vectorize
 from alloy.codegen.passes import after_lowering
 from alloy.codegen.tensor_core import accumulator_index, grid, tile_origin
@@ -361,16 +361,26 @@ class Lowerer:
     return flat
 
   def _store(self, lanes: list) -> None:
-    for idx, val in zip(lanes, self.value(self.ast.root, tuple(tuple(idx) for idx in lanes))):
+    """Each lane's output computed and stored. A lane past a padded axis' end (PAD) computes the output its index
+    wraps to, whose loads all stay inside the buffers, and stores nothing: its store is guarded."""
+    shape, pads = self.ast.root.shape, dict(self.opts.pad)
+    reads = tuple(tuple(sym.mod(e, shape[a]) if a in pads else e for a, e in enumerate(idx)) for idx in lanes)
+    for idx, val in zip(lanes, self.value(self.ast.root, reads)):
       flat = self._output_flat(idx)
+      guard = sym.Cond()
+      for a in pads: guard = guard & sym.lt(idx[a], shape[a])
+      block = self.stack[self._level_for((self.params[0], val), [flat])]
+      if not guard.is_true: block.add(Instr(Kind.IF, None, (), guard))
       self.emit(Kind.STORE, None, (self.params[0], val), (flat, sym.Cond()), exprs=[flat], cse=False)
+      if not guard.is_true: block.add(Instr(Kind.ENDIF, None))
 
   def _lower_loops(self) -> None:
     """CPU: a loop per output axis (in opts.loop_order), the outer one split across cores when the kernel is big;
     the upcast axes are unrolled into lanes that share each load of the others (a register tile for matmul).
     Where an upcast does not divide its axis, the last tile ends at the axis' end, overlapping the one before it:
     those outputs are computed twice, to the same value, and every tile stays vector code (no scalar tail)."""
-    shape, opts = self.ast.root.shape, self.opts
+    opts = self.opts
+    shape = padded_shape(self.ast.root.shape, dict(opts.pad))
     saved, start, lanes_of = [], [sym.Const(0)] * len(shape), {}
     if opts.pack is not None: self.pack_axis = next(m for m in self.ast.root.toposort() if m.op is Op.REDUCE).arg[1][0]
     order = [a for a in opts.loop_order or range(len(shape)) if shape[a] > 1]
@@ -449,7 +459,8 @@ class Lowerer:
   def _lower_threads(self) -> None:
     """GPU: one thread per output element, or per register tile of the upcast axes (neighbouring threads take
     neighbouring tiles along the innermost axis), flattened; a guard keeps the extra threads of the last block out."""
-    shape, opts = self.ast.root.shape, self.opts
+    opts = self.opts
+    shape = padded_shape(self.ast.root.shape, dict(opts.pad))
     lanes_of = dict(opts.upcast)
     tiles = tuple(-(-s // lanes_of.get(a, 1)) for a, s in enumerate(shape))
     total = prod(tiles)

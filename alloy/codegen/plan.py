@@ -32,6 +32,7 @@ class Plan:
   group: int = 0              # GPU: threads of a row's threadgroup (GROUP) ...
   block_axes: int = 0         # ... and the leading output axes that pick the row
   upcast: tuple = ()          # ((output axis, lanes), ...); with `pack`, the staged axis last
+  pad: tuple = ()             # ((output axis, padded length), ...): PAD's axes, tiled to the padded length
   loop_order: tuple = ()      # CPU: output axes outermost first (SWAP; default: in order)
   reduce_unroll: int = 1      # UNROLL's n
   unroll_lanes: bool = False  # UNROLL has an axis: the unroll applies to each of several lanes too
@@ -56,15 +57,15 @@ class Plan:
 class InvalidOpts(ValueError):
   """A list of transforms the lowering cannot carry out for this kernel and device; the message says why."""
 
-NOT_BUILT = {
-  OptKind.PAD: "padding is not built yet: the lowering ends a tile that does not divide its axis by overlapping the "
-               "tile before it, or with a remainder loop (UPCAST)",
-}
-
 def _reduces(root: Node) -> list: return [m for m in root.toposort() if m.op is Op.REDUCE]
 
-def _stash(root: Node, threads: bool, full: bool, split_axis) -> tuple:
-  if threads or full or not _reduces(root): return None, None
+def padded(shape: tuple, opts) -> dict:
+  """{axis: its length rounded up to PAD's multiple} for each padded axis."""
+  return {o.axis: -(-shape[o.axis] // o.arg) * o.arg for o in opts if o.kind is OptKind.PAD}
+
+def _stash(root: Node, threads: bool, full: bool, split_axis, pad: dict) -> tuple:
+  # off with PAD: a padded lane computes (and would stash) an output another lane owns
+  if threads or full or pad or not _reduces(root): return None, None
   if split_axis == len(root.shape) - 1: return None, None
   return output_stash(root)
 
@@ -76,7 +77,6 @@ def check(ast: KernelAST, caps: DeviceCaps, opts) -> str | None:
   opts = list(opts)
   for o in opts:
     if not isinstance(o, Opt) or not isinstance(o.kind, OptKind): return f"{o!r} is not an Opt"
-    if o.kind in NOT_BUILT: return f"{o!r}: {NOT_BUILT[o.kind]}"
     if not isinstance(o.arg, int) or (o.axis is not None and not isinstance(o.axis, int)): return f"{o!r}: axis and arg are ints"
     if o.axis is None and o.kind is not OptKind.UNROLL: return f"{o!r}: needs an axis"
     limit = ndim + 1 if o.kind is OptKind.GROUP else ndim   # GROUP's axis counts leading axes: 0..ndim
@@ -91,15 +91,24 @@ def check(ast: KernelAST, caps: DeviceCaps, opts) -> str | None:
     if o.kind is not OptKind.UPCAST: continue
     if o.axis in ups: return f"{o!r}: axis {o.axis} is already upcast"
     ups[o.axis] = o.arg
+  pads = padded(shape, opts)
+  for o in opts:
+    if o.kind is not OptKind.PAD: continue
+    if sum(p.axis == o.axis for p in opts if p.kind is OptKind.PAD) > 1: return f"{o!r}: axis {o.axis} is padded twice"
+    s = shape[o.axis]
+    if o.arg < 2 or s % o.arg == 0: return f"{o!r}: {s} is already a multiple of {o.arg}"
+    if pads[o.axis] >= 2 * s: return f"{o!r}: padding {s} to {pads[o.axis]} would more than double the axis' work"
+    if (n := ups.get(o.axis)) is not None and pads[o.axis] % n:
+      return f"{o!r}: the padded length {pads[o.axis]} is not a multiple of the axis' UPCAST {n}"
   by = {o.kind: o for o in opts}
   unr = by.get(OptKind.UNROLL)
   full = unr is not None and unr.arg == 0
   reduces = _reduces(root)
   order = [a for a in loop_order(ndim, opts) if shape[a] > 1]
   split = by[OptKind.THREAD].axis if OptKind.THREAD in by else None
-  stash = _stash(root, gpu, full, split)[0]
+  stash = _stash(root, gpu, full, split, pads)[0]
   for a, n in ups.items():
-    s = shape[a]
+    s = pads.get(a, shape[a])
     if n < 2 or n > s: return f"UPCAST({a}, {n}): lanes must be 2..{s} (the axis' length)"
     if s % n and s < 2 * n: return f"UPCAST({a}, {n}): {n} does not divide {s} and the axis is too short for an overlapping last tile"
     if s % n and stash is not None and a != order[-1]:
@@ -147,6 +156,7 @@ def check(ast: KernelAST, caps: DeviceCaps, opts) -> str | None:
     if not order or t.axis != order[0]: return f"{t!r}: axis {t.axis} is not the outermost loop ({order[0] if order else 'none'})"
   if (st := by.get(OptKind.STAGE)) is not None:
     if st.arg != 1: return f"{st!r}: pipelined staging (depth > 1) is not built yet"
+    if pads: return f"{st!r}: the panel copy takes no PAD (a padded lane's columns would wrap inside the panel)"
     if len(ups) != 2 or st.axis not in ups: return f"{st!r}: needs a register tile of two UPCASTs, one of them on axis {st.axis}"
     if len(reduces) != 1 or len(reduces[0].arg[1]) != 1: return f"{st!r}: needs one reduction over one axis"
     row = next(a for a in ups if a != st.axis)
@@ -184,6 +194,7 @@ def make_plan(ast: KernelAST, caps: DeviceCaps, opts) -> Plan:
   root, shape = ast.root, ast.root.shape
   by = {o.kind: o for o in opts}
   ups = tuple((o.axis, o.arg) for o in opts if o.kind is OptKind.UPCAST)
+  pads = padded(shape, opts)
   unr = by.get(OptKind.UNROLL)
   if unr is not None and unr.arg == 0: return Plan(caps.threads, (1, 1, 1), (1, 1, 1), full_unroll=True, applied=opts)
   if OptKind.TENSOR_CORE in by:
@@ -195,18 +206,20 @@ def make_plan(ast: KernelAST, caps: DeviceCaps, opts) -> Plan:
       return Plan(True, (max(prod(shape[:g.axis]), 1), 1, 1), (g.arg, 1, 1), group=g.arg, block_axes=g.axis, applied=opts,
                   simd_width=caps.simd_width, shuffle_bytes=caps.shuffle_bytes, **extra)
     n, lanes = (by[OptKind.LOCAL].arg if OptKind.LOCAL in by else 1), dict(ups)
-    tiles = prod(-(-s // lanes.get(a, 1)) for a, s in enumerate(shape))
-    return Plan(True, (max(1, -(-tiles // n)), 1, 1), (n, 1, 1), upcast=ups, applied=opts, **extra)
+    tiles = prod(-(-s // lanes.get(a, 1)) for a, s in enumerate(padded_shape(shape, pads)))
+    return Plan(True, (max(1, -(-tiles // n)), 1, 1), (n, 1, 1), upcast=ups, pad=tuple(pads.items()), applied=opts, **extra)
   order = loop_order(len(shape), opts)
   parallel = OptKind.THREAD in by
   split = by[OptKind.THREAD].axis if parallel else None
-  stash, stash_reduce = _stash(root, False, False, split)
+  stash, stash_reduce = _stash(root, False, False, split, pads)
   pack = None
   if (st := by.get(OptKind.STAGE)) is not None:
     ups = tuple(sorted(ups, key=lambda u: u[0] == st.axis))   # the Lowerer reads (rows, staged columns)
     row = ups[0][0]
     pack = panel_operand(root, row, st.axis, dict(ups)[st.axis], caps.shared_bytes)
-  outer = -(-shape[split] // dict(ups).get(split, 1)) if parallel else 1   # the split loop's length
+  outer = -(-pads.get(split, shape[split]) // dict(ups).get(split, 1)) if parallel else 1   # the split loop's length
   applied = opts + ((("STASH", stash.op.name),) if stash is not None else ())
   return Plan(False, (outer, 1, 1), (1, 1, 1), parallel, upcast=ups, loop_order=tuple(order) if OptKind.SWAP in by else (),
-              stash=stash, stash_reduce=stash_reduce, pack=pack, applied=applied, **extra)
+              stash=stash, stash_reduce=stash_reduce, pack=pack, pad=tuple(pads.items()), applied=applied, **extra)
+
+def padded_shape(shape: tuple, pads: dict) -> tuple: return tuple(pads.get(a, s) for a, s in enumerate(shape))

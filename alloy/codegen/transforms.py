@@ -22,7 +22,11 @@ Each kind, its `axis` and its `arg` (KIND_DOCS below is the one table of them):
   and shared memory) and the row's other output elements.
 - THREAD(axis, 0): CPU: the loop of axis, which must be the outermost, is split between the runtime's threads (one
   per core: arg 0 is the only size there is, the team is the runtime's).
-- PAD(axis, m): the axis padded to a multiple of m. Refused: not built (plan.py says why).
+- PAD(axis, m): the axis is tiled as if its length were the next multiple of m, so that an UPCAST the length does not
+  divide gets whole tiles (no overlapping last tile) and an axis shorter than the tile can still be one. A lane past
+  the end computes the output its index wraps to (modulo the length, so every load stays in bounds) and its store is
+  guarded off. Refused where it would more than double the axis, with CPU STAGE, and in the grouped, tensor-core and
+  loop-free forms.
 - SWAP(a, b): CPU: the loops of output axes a and b trade places (loops run in axis order otherwise).
 - STAGE(axis, depth): the operand of a register tile's reduction that is the same along the tile's other axis is
   copied, for each tile of `axis`, into fast memory that the tile's steps then read contiguously. On the CPU the
@@ -75,6 +79,7 @@ def unroll(n: int, axis: int | None = None) -> Opt: return Opt(OptKind.UNROLL, a
 def local(n: int) -> Opt: return Opt(OptKind.LOCAL, 0, n)
 def group(axes: int, n: int) -> Opt: return Opt(OptKind.GROUP, axes, n)
 def thread(axis: int) -> Opt: return Opt(OptKind.THREAD, axis, 0)
+def pad(axis: int, multiple: int) -> Opt: return Opt(OptKind.PAD, axis, multiple)
 def swap(a: int, b: int) -> Opt: return Opt(OptKind.SWAP, a, b)
 def stage(axis: int, depth: int = 1) -> Opt: return Opt(OptKind.STAGE, axis, depth)
 def tensor_core(axis: int, tile: int = 0) -> Opt: return Opt(OptKind.TENSOR_CORE, axis, tile)

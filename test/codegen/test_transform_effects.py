@@ -6,7 +6,7 @@ from alloy.runtime.registry import get_device
 from alloy.schedule.fusion import schedule
 from alloy.codegen.lower import lower
 from alloy.codegen.plan import check
-from alloy.codegen.transforms import upcast, unroll, local, group, thread, swap, stage
+from alloy.codegen.transforms import upcast, unroll, local, group, thread, swap, stage, pad
 from alloy.engine.search_worker import time_kernel
 from conftest import rand_np, assert_close
 
@@ -33,6 +33,10 @@ EFFECTS = [
   ("rowsum", [group(1, 64)]), ("softmax", [group(1, 128)]), ("colsum", [group(1, 32)]), ("rowsum", [group(0, 256)]),
   ("matmul", [thread(0)]), ("elementwise", [thread(0), upcast(0, 2)]), ("matmul", [swap(0, 1), thread(1)]),
   ("matmul", [swap(0, 1), upcast(0, 8), upcast(1, 8), stage(1), thread(1)]), ("matmul", [upcast(0, 8), upcast(1, 8), stage(0)]),
+  # PAD: 40 columns as 48 or 64, 203 as 208, 70 as 72 (a thread or loop past the end stores nothing), 3 rows as one tile of 4
+  ("matmul", [pad(1, 16), upcast(1, 16)]), ("matmul", [upcast(0, 2), pad(1, 32), upcast(1, 32)]), ("softmax", [pad(1, 8), upcast(1, 8)]),
+  ("elementwise", [pad(1, 8), upcast(1, 8), thread(0)]), ("elementwise", [pad(1, 4)]), ("tiny", [pad(0, 4), upcast(0, 4)]),
+  ("matmul", [pad(0, 24), upcast(0, 3), pad(1, 16), upcast(1, 16)]),
 ]
 
 def _run(device: str, ast, inputs, opts) -> np.ndarray:

@@ -5,7 +5,7 @@ from alloy.caps import DeviceCaps
 from alloy.schedule.fusion import schedule
 from alloy.codegen.opts import choose_opts
 from alloy.codegen.plan import check, make_plan, InvalidOpts
-from alloy.codegen.transforms import Opt, OptKind, upcast, unroll, local, group, thread, swap, stage, describe
+from alloy.codegen.transforms import Opt, OptKind, upcast, unroll, local, group, thread, swap, stage, pad, describe
 from alloy.codegen.candidates import neighbours
 from alloy.runtime.cpu import CPUDevice
 
@@ -35,7 +35,12 @@ def test_heuristic_lists_are_valid(name, caps):
 # (kernel, caps, list, a phrase of the reason)
 BAD = [
   ("matmul", GPU, [Opt(OptKind.TENSOR_CORE, 1, 0)], "the device has no mma.sync.m16n8k16 tensor cores"),
-  ("matmul", CPU, [Opt(OptKind.PAD, 0, 16)], "padding is not built yet"),
+  ("matmul", CPU, [pad(0, 16)], "64 is already a multiple of 16"),
+  ("matmul", CPU, [pad(1, 128)], "would more than double the axis' work"),
+  ("matmul", CPU, [pad(1, 16), pad(1, 32)], "padded twice"),
+  ("matmul", CPU, [pad(1, 16), upcast(1, 32)], "48 is not a multiple of the axis' UPCAST 32"),
+  ("matmul", CPU, [upcast(0, 4), pad(1, 16), upcast(1, 16), stage(1)], "the panel copy takes no PAD"),
+  ("rowsum", GPU, [group(1, 64), pad(0, 48)], "takes no register tile"),
   ("matmul", CPU, [("UPCAST", 0, 8)], "is not an Opt"),
   ("matmul", CPU, [upcast(5, 4)], "out of range"),
   ("matmul", CPU, [upcast(0, 128)], "lanes must be 2..64"),
@@ -95,6 +100,9 @@ def test_good_lists_make_plans():
   assert make_plan(sm, CPU, [upcast(1, 8)]).stash is not None   # the stash pass is on...
   assert make_plan(sm, CPU, [upcast(1, 8)]).applied[-1] == ("STASH", "EXP")
   assert make_plan(sm, CPU, [upcast(1, 8), swap(0, 1), thread(1)]).stash is None   # ...but not where threads split the row
+  assert make_plan(sm, CPU, [pad(1, 16), upcast(1, 16)]).stash is None               # ...or a padded lane would stash
+  p = make_plan(mm, GPU, [pad(1, 16), upcast(1, 16)])   # 40 columns tiled as 48: 3 tiles per row, none overlapping
+  assert p.pad == ((1, 48),) and p.global_size == (64 * 3, 1, 1)
 
 def test_opt_reads_and_compares_as_a_tuple():
   assert upcast(0, 8) == ("UPCAST", 0, 8) and upcast(0, 8)[0] == "UPCAST"
