@@ -20,11 +20,13 @@ from alloy.codegen.opts import choose_opts
 from alloy.codegen.plan import Plan, make_plan, padded_shape
 from alloy.codegen.vectorize import vectorize
 from alloy.codegen.passes import after_lowering
-from alloy.codegen.tensor_core import accumulator_index, grid, tile_origin
+from alloy.codegen.tensor_core import MMA_SYNC, accumulator_index, grid, tile_origin
 from alloy.ir.kernel import KernelAST
 
 GROUP_VECTOR = 4   # elements a grouped-reduction thread takes at once: one 16-byte access for 4-byte types
 PAIR_STORE_DTYPES = ("float16", "bfloat16", "float32")   # TENSOR_CORE outputs stored two at a time (CUDA's 2-wide types)
+STAGE_VECTOR = 8   # a staged 16-bit tile's copy-out: 16 bytes a thread
+STAGE_PAD = 8      # elements past each staged row, so the 8 rows a warp's pair stores hit fall in different banks
 
 REDUCE_IDENTITY = {Op.ADD: lambda d: False if d.is_bool else 0, Op.MUL: lambda d: True if d.is_bool else 1,
                    Op.MAX: dt.min_value, Op.MIN: dt.max_value}
@@ -520,6 +522,8 @@ class Lowerer:
     # accumulators 2j and 2j+1 are neighbours in a row: where N is the output's contiguous axis and even, one
     # 2-wide store writes both (4 or 8 bytes, aligned), under one guard
     pairs = spec.out_axes[-1] == "n" and spec.N % 2 == 0 and spec.out_dtype.name in PAIR_STORE_DTYPES
+    staged = self._epilogue_stage(spec, tile)
+    if staged is not None: self.stack[0].add(Instr(Kind.BARRIER, None))   # every warp's last reads of the pipeline are done
     where = accumulator_index(tile, lane)
     for k in range(0, len(where), 2 if pairs else 1):
       row, col = m0 + where[k][0], n0 + where[k][1]
@@ -530,15 +534,50 @@ class Lowerer:
       idxs, vals = [], []
       for j in range(k, k + 2) if pairs else (k,):
         r, c = m0 + where[j][0], n0 + where[j][1]
-        idxs.append(tuple(r if a == "m" else c if a == "n" else sym.Const(0) if a == "1" else batch[int(a[1:])] for a in spec.out_axes))
+        idxs.append(_output_index(spec, r, c, batch))
         self.mma_lane = j
         vals += self.value(self.ast.root, tuple(idxs[-1:]))
-      if pairs:
+      if staged is not None:
+        at = where[k][0] * (tile.bn + STAGE_PAD) + where[k][1]
+        self.emit(Kind.VSTORE, None, (staged, *vals), (at, 2), exprs=[at], cse=False)
+      elif pairs:
         flat = self._output_flat(idxs[0])
         self.emit(Kind.VSTORE, None, (self.params[0], *vals), (flat, 2), exprs=[flat], cse=False)
       else: self._store([list(idxs[0])])
       if not guard.is_true: self.stack[0].add(Instr(Kind.ENDIF, None))
       self.cse, self.memo = cse, memo
+    if staged is not None: self._copy_out_stage(spec, tile, staged, lane, m0, n0, batch)
+
+  def _epilogue_stage(self, spec, tile) -> Instr | None:
+    """CUDA's mma.sync tile with a 16-bit output, N contiguous and a multiple of 8: a LOCAL array, in the pipeline's
+    shared memory (free once the MMA is done), that the epilogue's values go to before they are copied out in whole
+    rows. A thread's own accumulators are 2-element pairs 8 rows apart, so stored directly a warp writes 16 bytes of
+    each of 8 rows: half sectors, and four times the store instructions of 16-byte ones (the attention scores' fp16
+    output wrote at 1.2 TB/s that way)."""
+    if tile.instruction != MMA_SYNC or spec.out_dtype.itemsize != 2 or spec.out_axes[-1] != "n" or spec.N % STAGE_VECTOR: return None
+    size = tile.bm * (tile.bn + STAGE_PAD)
+    if size * 2 > tile.shared_bytes(spec.operand_dtype.itemsize) or (tile.bm * tile.bn // STAGE_VECTOR) % tile.threads: return None
+    return self.emit(Kind.LOCAL, spec.out_dtype, (), ("stage", size, True), cse=False)
+
+  def _copy_out_stage(self, spec, tile, staged: Instr, lane: sym.Expr, m0, n0, batch) -> None:
+    """The staged tile to the output, 16 bytes a thread: a warp's 32 copies cover whole rows (full 128-byte lines)."""
+    self.stack[0].add(Instr(Kind.BARRIER, None))
+    per_row = tile.bn // STAGE_VECTOR
+    for i in range(tile.bm * tile.bn // STAGE_VECTOR // tile.threads):
+      chunk = lane + i * tile.threads
+      r, c = sym.div(chunk, per_row), sym.mod(chunk, per_row) * STAGE_VECTOR
+      row, col = m0 + r, n0 + c
+      guard = sym.in_range(row, 0, spec.M) & sym.in_range(col, 0, spec.N)
+      if not guard.is_true: self.stack[0].add(Instr(Kind.IF, None, (), guard))
+      at = r * (tile.bn + STAGE_PAD) + c
+      vec = self.emit(Kind.VLOAD, spec.out_dtype, (staged,), (at, STAGE_VECTOR), exprs=[at], cse=False)
+      flat = self._output_flat(_output_index(spec, row, col, batch))
+      self.emit(Kind.VSTORE, None, (self.params[0], vec), (flat, STAGE_VECTOR), exprs=[flat], cse=False)
+      if not guard.is_true: self.stack[0].add(Instr(Kind.ENDIF, None))
+
+def _output_index(spec, row: sym.Expr, col: sym.Expr, batch: list) -> tuple:
+  """The output element at the matmul's (row, column) of batch element `batch`, in the output's axes."""
+  return tuple(row if a == "m" else col if a == "n" else sym.Const(0) if a == "1" else batch[int(a[1:])] for a in spec.out_axes)
 
 def _flatten(body) -> list:
   out = []

@@ -32,7 +32,8 @@ Kind.VAR = Kind("VAR", dtype="the scalar's dtype", src="()", arg="the scalar arg
 Kind.SPECIAL = Kind("SPECIAL", dtype="the index dtype (int64 for a grid past 2^31 threads)", src="()",
                     arg='(sym.Var it defines, "global" (flat over the grid) | "group" (the threadgroup) | "lane" (in it))')
 Kind.LOCAL = Kind("LOCAL", dtype="the element dtype", src="()",
-                  arg="(name, size in elements): an array in fast memory (a threadgroup's shared memory; the thread's own on the CPU)")
+                  arg="(name, size in elements[, True: in the tensor-core tile's pipeline memory, free once its MMA is done]): an array in "
+                      "fast memory (a threadgroup's shared memory; the thread's own on the CPU)")
 # ---- blocks
 Kind.RANGE = Kind("RANGE", dtype="the counter's index dtype", src="()",
                   arg="(sym.Var counter over 0..var.max, parallel: the CPU's outer loop that the thread team splits); ENDRANGE "

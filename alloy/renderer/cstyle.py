@@ -151,7 +151,8 @@ class CStyleRenderer:
     Kind.VAR: scalar(lambda r, t, ins: r.scalar_value(ins.arg, ins.dtype, t.prog)),
     Kind.SPECIAL: lambda r, t, ins: t.named(ins, ins.arg[0].name,
                                             f"{r.index_type(ins.dtype)} {ins.arg[0].name} = {r.special(ins.arg[1], ins.dtype.itemsize == 8)};"),
-    Kind.LOCAL: lambda r, t, ins: t.named(ins, ins.arg[0], r.local_decl(ins.arg[0], ins.dtype, ins.arg[1])),
+    Kind.LOCAL: lambda r, t, ins: t.named(ins, ins.arg[0], r.local_decl(ins.arg[0], ins.dtype, ins.arg[1]) if len(ins.arg) == 2 else
+                                          r.tile_memory_decl(ins.arg[0], ins.dtype)),
     Kind.RANGE: _range,
     Kind.ENDRANGE: lambda r, t, ins: t.close(),
     Kind.IF: lambda r, t, ins: t.open(f"if ({t[ins.src[0]]}) {{"),
@@ -226,6 +227,9 @@ class CStyleRenderer:
   def local_decl(self, name: str, d: DType, size: int) -> str:
     """An array in fast memory of the kernel's own: shared by a threadgroup on GPUs, the thread's on the CPU."""
     raise NotImplementedError
+  def tile_memory_decl(self, name: str, d: DType) -> str:
+    """A pointer to the tensor-core tile's pipeline memory as an array of d (an epilogue's staging; see Kind.LOCAL)."""
+    raise NotImplementedError(f"{type(self).__name__} stages no tensor-core epilogue")
   barrier = ""   # a statement all threads of a group wait at, their shared-memory writes visible after it
   def shuffle_xor(self, value: str, offset: str, d: DType) -> str:
     """The value of `value` in the SIMD lane `offset` away (lane ^ offset)."""

@@ -58,6 +58,8 @@ class CUDARenderer(CStyleRenderer):
     if wide and kind == "global": return "((int64_t)blockIdx.x*blockDim.x+threadIdx.x)"   # the product passes 2^32
     return {"global": "(int)(blockIdx.x*blockDim.x+threadIdx.x)", "group": "(int)blockIdx.x", "lane": "(int)threadIdx.x"}[kind]
   def local_decl(self, name: str, d: DType, size: int) -> str: return f"__shared__ {self.tname(d)} {name}[{size}];"
+  def tile_memory_decl(self, name: str, d: DType) -> str:   # every extern __shared__ array starts at the dynamic memory's start
+    return f"extern __shared__ __align__(128) unsigned char alloy_tile_smem[]; {self.tname(d)}* {name} = ({self.tname(d)}*)alloy_tile_smem;"
   barrier = "__syncthreads();"
   def shuffle_xor(self, value: str, offset: str, d: DType) -> str:
     return f"__shfl_xor_sync(0xffffffffu, {self.shuffle_operand(value, d)}, {offset})"
@@ -68,6 +70,7 @@ class CUDARenderer(CStyleRenderer):
   half_pairs = {"float16": ("__half2", "__halves2half2"), "bfloat16": ("__nv_bfloat162", "__halves2bfloat162")}   # 2-wide stores
   def vec_type(self, d: DType, width: int) -> str:
     if d.name in self.half_pairs and width == 2: return self.half_pairs[d.name][0]
+    if d.name in self.half_pairs and width == 8: return "uint4"   # 16 bytes moved whole (a staged epilogue's copy), never read by lane
     return f"{self.vector_names[d.name]}{width}"
   def vec_lane(self, v: str, k: int) -> str: return f"{v}.{'xyzw'[k]}"
   def vec_make(self, vals: list[str], d: DType, width: int) -> str:

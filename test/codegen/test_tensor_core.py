@@ -311,6 +311,16 @@ def test_source_declares_its_shared_memory(rng):
   assert 'extern "C" __device__ int alloy_dynamic_shared_bytes = 49152;' in src   # 3 x (128 + 128) x 32 x 2 bytes
   assert "__launch_bounds__(256, 2)" in src
 
+def test_epilogue_stage(rng):
+  # a 16-bit output with N a multiple of 8 goes through the pipeline's shared memory and out in 16-byte copies
+  staged = lambda src: "alloy_tile_smem" in src and "uint4" in src
+  render = lambda a, b, *opts: CUDARenderer().render(lower(_ast(a @ b), TC_CAPS, [tensor_core(1, 0), *opts]))
+  assert staged(render(_half(rng, 200, 64), _half(rng, 64, 136)))
+  assert not staged(render(_half(rng, 200, 64), _half(rng, 64, 132)))    # rows not 16-byte multiples: pair stores
+  assert not staged(CUDARenderer().render(lower(_ast((_half(rng, 64, 64) @ _half(rng, 64, 64)).float()), TC_CAPS, [tensor_core(1, 0)])))
+  assert not staged(CUDARenderer().render(lower(_ast(_half(rng, 256, 64) @ _half(rng, 64, 256)), TC_CAPS, [tensor_core(1, 3), stage(1, 2)])))
+  # (two stages of 128 x 256 x 32 hold 48 KiB; the staged tile needs 66)
+
 @cuda
 def test_gpu_jit_graph_replay():
   # a captured tensor-core kernel replays as a CUDA graph node, with its dynamic shared memory
