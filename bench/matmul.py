@@ -1,4 +1,5 @@
-"""Matmul on the GPU: alloy's tensor-core tiles (codegen/tensor_core.py) beside cuBLAS through PyTorch, one process.
+"""Matmul on the GPU: alloy's tensor-core tiles (codegen/tensor_core.py) beside cuBLAS (and a convolution beside cuDNN)
+through PyTorch, one process.
 
 Floors (H200): dense fp16/bf16 tensor cores ~989 TFLOP/s (cuBLAS reaches 750-800 with wgmma); mma.sync, the
 sm_80 instruction, issues at about half of wgmma's rate on sm_90, so ~0.5x cuBLAS is its ceiling in practice.
@@ -13,6 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
 import alloy
 from alloy import Tensor
+import alloy.nn.functional as F
 from common import device_seconds, print_table, torch_compiled, torch_time
 import torch
 
@@ -47,6 +49,10 @@ def run(quick: bool = False, fp32_only: bool = False):
     h = [rng.uniform(-1, 1, (n, n)).astype(np.float16), rng.uniform(-1, 1, (n, n)).astype(np.float16), rng.uniform(-1, 1, n).astype(np.float16)]
     row("fp16 gelu(a@b + bias) 4096^3", 2 * n ** 3, h, lambda a, b, c: (a @ b + c).gelu(),
         torch_fn=lambda a, b, c: torch.nn.functional.gelu(torch.addmm(c, a, b)), compile_too=True)
+    torch.backends.cudnn.benchmark = True   # cuDNN's fastest algorithm for the shape, its best form
+    h = [rng.uniform(-1, 1, (64, 64, 56, 56)).astype(np.float16), rng.uniform(-0.1, 0.1, (64, 64, 3, 3)).astype(np.float16)]
+    row("fp16 conv2d b64 64->64 56x56 3x3", 2 * 64 * 64 * 64 * 56 * 56 * 9, h, lambda x, w: F.conv2d(x, w, padding=1),
+        torch_fn=lambda x, w: torch.nn.functional.conv2d(x, w, padding=1))
   torch.backends.cuda.matmul.allow_tf32 = False
   for n in (1000, 4096) + (() if quick else (8192,)):   # exact float32: the CUDA cores' tile (tensor_core.SIMT_F32)
     h = [rng.uniform(-1, 1, (n, n)).astype(np.float32) for _ in range(2)]
@@ -57,7 +63,7 @@ def run(quick: bool = False, fp32_only: bool = False):
   print(f"matmul benchmark on {dev.device_name} ({dev.target}); alloy device time from CUDA events")
   print_table(rows, ["alloy", "torch"] + (["compile"] if any("compile" in r for r in rows) else []), {})
   print("torch: cuBLAS (eager; gelu row: addmm then gelu, two kernels; compile: torch.compile of the same function); "
-        "fp32: allow_tf32=False")
+        "conv2d: cuDNN with benchmark=True; fp32: allow_tf32=False")
   for note in sorted(notes): print(note)
 
 if __name__ == "__main__":

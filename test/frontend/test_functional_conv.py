@@ -25,7 +25,10 @@ CONV2D = [((2, 3, 7, 9), (4, 3, 3, 3), dict(padding=1)),
           ((2, 6, 9, 8), (6, 2, 3, 3), dict(padding="same", dilation=(2, 1), groups=3)),
           ((2, 2, 9, 8), (3, 2, 3, 3), dict(stride=(3, 2), padding=4)),
           ((1, 3, 5, 6), (2, 3, 2, 4), dict(padding="valid", stride=1)),
-          ((3, 5, 4), (2, 3, 1, 3), dict(padding="same"))]   # unbatched
+          ((3, 5, 4), (2, 3, 1, 3), dict(padding="same")),   # unbatched
+          # window and output channels of IM2COL_MIN_DEPTH or more: im2col and a matmul on GPUs
+          ((2, 8, 9, 10), (16, 8, 3, 3), dict(padding=1)),
+          ((2, 8, 7, 6), (32, 4, 3, 2), dict(stride=2, padding=(1, 0), dilation=(1, 2), groups=2))]
 CONV_T2D = [((2, 3, 5, 6), (3, 4, 3, 3), dict()),
             ((2, 4, 5, 4), (4, 3, 3, 3), dict(stride=2, padding=1, output_padding=1, groups=2)),
             ((1, 2, 4, 4), (2, 3, 2, 3), dict(stride=3, padding=(1, 0), output_padding=(2, 1), dilation=2)),
@@ -122,6 +125,19 @@ def test_conv_forward_is_one_kernel_over_a_window_view(padding, device):
   before = realize.kernels_launched
   out.realize()
   assert realize.kernels_launched - before == len(kernels)
+
+def test_gpu_conv_runs_as_im2col_and_matmul(device):
+  """On a GPU a convolution with window and output channels of IM2COL_MIN_DEPTH or more copies its windows out as
+  the rows of a matrix and multiplies them by the weight (conv.py says why); below, or on the CPU, it does not."""
+  if lane_device(device): pytest.skip("the CPU's convolution reads the window view (test above)")
+  from alloy.codegen.matmul import match_matmul
+  rng = np.random.default_rng(0)
+  x = Tensor(rand(rng, 2, 16, 12, 12), device=device).realize()
+  for cout, matmul in ((16, True), (8, False)):
+    w = Tensor(rand(rng, cout, 16, 3, 3), device=device).realize()
+    kernels = schedule([F.conv2d(x, w, padding=1).node])
+    assert any(match_matmul(ast) is not None for _, ast, _, _ in kernels) == matmul
+    if matmul: assert kernels[0][1].shape == (2, 1, 12 * 12, 16 * 9)   # the windows as (N, groups, O, Cg * K)
 
 def test_conv_backward_kernels(device):
   """The backward is a few kernels per gradient, not one per op."""
