@@ -27,6 +27,11 @@ optimizer's flags) through `guard`: a replay that finds it changed runs the func
 as it does where state reached through a closure or `self` moved to another layout (a module's load_state_dict);
 the RECAPTURES_WARNED-th time it warns.
 
+A collective (alloy/collectives.py) the function calls, its gradient's too, is captured as a Step in launch order:
+a replay runs it again on the buffers bound to its slots that call (inputs, outputs made anew, fixed ones), between
+the batches of the kernels around it: NCCL enqueued on each device's stream (the graphs are split around it; see
+_build_batches), the host implementation between CPU:k devices. A cross-device Tensor.to is still a host read.
+
 JIT=0 turns capture off, JIT=2 captures but replays launch by launch (no graphs).
 """
 from __future__ import annotations

@@ -168,7 +168,21 @@ def test_errors():
 
 JIT_DEVS = ["CPU:0", "CPU:1"]
 
-def _jit_cases():
+def _gpus() -> int:
+  from alloy.runtime.registry import device_available
+  if not device_available("CUDA"): return 0   # (alloy.runtime.cuda needs cuda-bindings to import)
+  from alloy.runtime.cuda import device_count
+  return device_count()
+
+def _need(devices: list[str]) -> None:
+  """Skip unless the devices are there (and NCCL, for CUDA ones)."""
+  if not devices[0].startswith("CUDA"): return
+  if _gpus() < len(devices): pytest.skip(f"needs {len(devices)} CUDA GPU{'s' if len(devices) > 1 else ''}, {_gpus()} present")
+  from alloy.runtime.cuda import nccl
+  try: nccl.library()
+  except RuntimeError as e: pytest.skip(str(e))
+
+def _jit_cases(devices):
   """name -> (the function of two tensors, one per device, its NumPy reference): each with kernels before and after."""
   def reduce_fn(a, b):
     s = collectives.all_reduce([a * 2, b + 1], "sum")
@@ -181,7 +195,7 @@ def _jit_cases():
     r = collectives.reduce_scatter([a - 1, b * 0.5], axis=0)
     return r[0] * 2, r[1].relu()
   def broadcast_fn(a, b):
-    c = collectives.broadcast((b * 4).tanh(), JIT_DEVS)
+    c = collectives.broadcast((b * 4).tanh(), devices)
     return c[0] + a, c[1] * 1
   reduce_np = lambda a, b: ((2 * a + b + 1) * 3, 2 * a + b + 1 - np.maximum(a, b))
   gather_np = lambda a, b: (np.concatenate([np.exp(a), b * b], 1) + 1, np.concatenate([np.exp(a), b * b], 1).sum(1))
@@ -190,19 +204,21 @@ def _jit_cases():
   return {"all_reduce": (reduce_fn, reduce_np), "all_gather": (gather_fn, gather_np), "reduce_scatter": (scatter_fn, scatter_np),
           "broadcast": (broadcast_fn, broadcast_np)}
 
+@pytest.mark.parametrize("devices", [JIT_DEVS, ["CUDA:0", "CUDA:1"]], ids=["cpu", "cuda"])
 @pytest.mark.parametrize("graph", [True, False], ids=["graphs", "launch_list"])
 @pytest.mark.parametrize("name", ["all_reduce", "all_gather", "reduce_scatter", "broadcast"])
-def test_jit_replays_collectives(name, graph):
-  fn, ref = _jit_cases()[name]
+def test_jit_replays_collectives(name, graph, devices):
+  _need(devices)
+  fn, ref = _jit_cases(devices)[name]
   f = alloy.jit(fn, graph=graph)
   gen = np.random.default_rng(1)
   held = []   # results of earlier calls stay as they were: each replay writes its outputs into buffers of its own
   for call in range(5):
     a, b = gen.uniform(-1, 1, (4, 3)).astype(np.float32), gen.uniform(-1, 1, (4, 3)).astype(np.float32)
-    outs = f(Tensor(a, device=JIT_DEVS[0]), Tensor(b, device=JIT_DEVS[1]))
+    outs = f(Tensor(a, device=devices[0]), Tensor(b, device=devices[1]))
     if call >= 2:
       assert f.replay is not None and f.replay.splits, "the collective is a step of the replay"
-    assert [o.device for o in outs] == ["CPU", "CPU:1"]
+    assert [o.device for o in outs] == [alloy.get_device(d).name for d in devices]
     held.append((outs, ref(a, b)))
   for outs, want in held:
     for o, w in zip(outs, want): _close(o.numpy(), w)
@@ -223,6 +239,29 @@ def test_jit_replays_collective_gradients():
     _close(ga.numpy(), 2 * x)
     _close(gb.numpy(), np.full(5, 3.0))
   assert [s.split(" on ")[0] for s in f.replay.splits] == ["all_reduce(sum)", "broadcast"]
+
+@pytest.mark.parametrize("device", ["CPU", "CUDA"])
+def test_jit_one_rank_between_graphs(device):
+  # one rank (NCCL's communicator of one GPU on CUDA): the kernels on either side of the all-reduce replay as device
+  # graphs, the collective between them on the stream, and the results follow each call's inputs
+  _need([device])
+  @alloy.jit
+  def f(a):
+    u = (a * 2).exp().realize()
+    v = (u @ a).realize()
+    s = collectives.all_reduce([v + u])[0]
+    w = (s.sum(0) + 1).realize()
+    return w * s.amax(), s
+  gen = np.random.default_rng(5)
+  for call in range(5):
+    x = gen.uniform(-1, 1, (8, 8)).astype(np.float32)
+    w, s = f(Tensor(x, device=device))
+    u = np.exp(2 * x)
+    want_s = u @ x + u
+    _close(s.numpy(), want_s, 1e-4)
+    _close(w.numpy(), (want_s.sum(0) + 1) * want_s.max(), 1e-4)
+    if call >= 2: assert f.replay.splits == [f"all_reduce(sum) on {alloy.get_device(device).name}"]
+  assert sum(1 for g, *_ in f.replay.graphs if g is not None) >= 2, f.replay.describe()   # graphs before and after it
 
 def _dp_data(steps=5):
   gen = np.random.default_rng(3)
