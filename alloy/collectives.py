@@ -7,7 +7,8 @@
 
 They realize their inputs and run runtime/collective.py on the buffers (NCCL on CUDA, enqueued on each device's
 stream; a host implementation between CPU:k devices), so they are eager: a collective is a point where the lazy
-graph of each device is cut.
+graph of each device is cut. Each tells the watchers it ran (Watcher.step) with a function repeating it on other
+buffers of the same sizes: a @jit capture keeps that as a step of its replay, between the kernels around it (jit.py).
 
 Gradients follow from the outputs being ordinary functions of all the inputs: each output is one autograd node whose
 parents are every rank's input, and its rule sends each parent its share of the output's gradient, copied to the
@@ -18,8 +19,10 @@ gradients by point-to-point copies (Tensor.to: a peer copy where GPUs reach each
 one output at a time, so a collective of the gradients of every output has nothing to wait for.
 """
 from __future__ import annotations
+import functools
 from alloy import autograd
 from alloy.engine.realize import buffer_view
+from alloy.engine.watch import watchers
 from alloy.realize_tensors import buffer_of, realize
 from alloy.runtime import collective as runtime
 from alloy.runtime.buffer import Buffer
@@ -27,7 +30,6 @@ from alloy.runtime.registry import canonical_device
 from alloy.tensor import Tensor, norm_axis
 
 def _check(what: str, tensors) -> list[Tensor]:
-  from alloy.jit import JitError, capturing
   tensors = list(tensors)
   if not tensors or not all(isinstance(t, Tensor) for t in tensors): raise TypeError(f"{what}: expected a list of Tensors, one per device")
   devices = [t.device for t in tensors]
@@ -36,13 +38,16 @@ def _check(what: str, tensors) -> list[Tensor]:
     if t.shape != tensors[0].shape or t.dtype is not tensors[0].dtype:
       raise ValueError(f"{what}: rank {k} is a {t.dtype.name} tensor of shape {t.shape}, rank 0 a {tensors[0].dtype.name} one of shape "
                        f"{tensors[0].shape}; every rank needs the same shape and dtype")
-  if capturing():
-    raise JitError(f"{what}: collectives are not captured by @jit yet (a replay would skip it); call the function without @jit")
   return tensors
 
 def _buffers(tensors: list[Tensor]) -> list[Buffer]:
   realize(tensors)   # every device's pending work at once, then each one's buffer
-  return [buffer_of(t) for t in tensors]
+  return [buffer_of(t, host=False) for t in tensors]   # read by the collective on the devices, not by the host
+
+def _run(name: str, run, ins: list[Buffer], outs: list[Buffer]) -> None:
+  """run(ins, outs), then the watchers told (a @jit capture replays run on the buffers bound to the same places)."""
+  run(ins, outs)
+  if watchers.on_step: watchers.stepped(name, run, ins + outs, len(ins))
 
 def _wrap(buf: Buffer, shape: tuple) -> Tensor: return Tensor(buffer_view(buf, shape), device=buf.device)
 
@@ -63,7 +68,7 @@ def all_reduce(tensors, op: str = "sum") -> list[Tensor]:
   tensors = _check("all_reduce", tensors)
   ins = _buffers(tensors)
   outs = [Buffer(b.device, b.size, b.dtype) for b in ins]
-  runtime.all_reduce(ins, outs, op)
+  _run(f"all_reduce({op})", functools.partial(runtime.all_reduce, op=op), ins, outs)
   values = None if op == "sum" else [t.detach() for t in tensors]   # max and min route the gradient by value
   return _record([_wrap(b, tensors[0].shape) for b in outs], all_reduce_rule, tensors, op, [t.device for t in tensors], values)
 
@@ -83,7 +88,7 @@ def all_gather(tensors, axis: int = 0) -> list[Tensor]:
   moved = [_leading(t, ax) for t in tensors]
   ins = _buffers(moved)
   outs = [Buffer(b.device, b.size * n, b.dtype) for b in ins]
-  runtime.all_gather(ins, outs)
+  _run("all_gather", runtime.all_gather, ins, outs)
   shape = (moved[0].shape[0] * n, *moved[0].shape[1:])
   return _record([_back(_wrap(b, shape), ax) for b in outs], all_gather_rule, tensors, ax, tensors[0].shape[ax])
 
@@ -99,7 +104,7 @@ def reduce_scatter(tensors, axis: int = 0, op: str = "sum") -> list[Tensor]:
   moved = [_leading(t, ax) for t in tensors]
   ins = _buffers(moved)
   outs = [Buffer(b.device, b.size // n, b.dtype) for b in ins]
-  runtime.reduce_scatter(ins, outs, op)
+  _run(f"reduce_scatter({op})", functools.partial(runtime.reduce_scatter, op=op), ins, outs)
   shape = (moved[0].shape[0] // n, *moved[0].shape[1:])
   return _record([_back(_wrap(b, shape), ax) for b in outs], reduce_scatter_rule, tensors, ax, n)
 
@@ -117,7 +122,7 @@ def broadcast(t: Tensor, devices) -> list[Tensor]:
   root = devices.index(t.device)
   src = _buffers([t])[0]
   outs = [Buffer(d, src.size, src.dtype) for d in devices]
-  runtime.broadcast([src if k == root else o for k, o in enumerate(outs)], outs, root)
+  _run("broadcast", functools.partial(runtime.broadcast, root=root), [src if k == root else o for k, o in enumerate(outs)], outs)
   return _record([_wrap(b, t.shape) for b in outs], broadcast_rule, [t])
 
 def broadcast_rule(out, g, k): return (_to(g, out._ag.parents[0].device),)

@@ -16,6 +16,9 @@ whole batch, up to float rounding, and the running statistics stay equal across 
 weights each shard's mean loss fn(out_k, *targets_k) by its share of the batch; its backward starts from every part
 at once (reaching the other replicas' graphs through the batch norms' all-reduces), its value is the parts'
 all-reduce, and reduce_gradients all-reduces the replicas' partial gradients (the adjoint of the replication).
+Every cross-device move of a step is a collective (the loss's seed reaches the parts by a broadcast), so a whole step
+(forward, backward, reduce_gradients, the optimizers' steps) can be one @jit function, the collectives replayed
+between its kernels.
 """
 from __future__ import annotations
 import copy
@@ -87,8 +90,10 @@ def _lift(replicas: list[Module]) -> Module:
   return lifted
 
 def seed_rule(out, g) -> tuple:
-  """The sum of the parts: each part's gradient is the sum's, on the part's device."""
-  return tuple(g if p.device == g.device else g.to(p.device) for p in out._ag.parents)
+  """The sum of the parts: each part's gradient is the sum's, on the part's device (a broadcast from the root's, a
+  collective, so a @jit capture replays it)."""
+  parents = out._ag.parents
+  return tuple(collectives.broadcast(g, [p.device for p in parents])) if len(parents) > 1 else (g,)
 
 class Loss:
   """A loss that is the sum of one part per device, left lazy: backward() starts from every part at once (one walk

@@ -27,6 +27,11 @@ optimizer's flags) through `guard`: a replay that finds it changed runs the func
 as it does where state reached through a closure or `self` moved to another layout (a module's load_state_dict);
 the RECAPTURES_WARNED-th time it warns.
 
+A collective (alloy/collectives.py) the function calls, its gradient's too, is captured as a Step in launch order:
+a replay runs it again on the buffers bound to its slots that call (inputs, outputs made anew, fixed ones), between
+the batches of the kernels around it: NCCL enqueued on each device's stream (the graphs are split around it; see
+_build_batches), the host implementation between CPU:k devices. A cross-device Tensor.to is still a host read.
+
 JIT=0 turns capture off, JIT=2 captures but replays launch by launch (no graphs).
 """
 from __future__ import annotations
@@ -34,7 +39,7 @@ import functools, inspect, time, warnings
 from alloy.helpers import DEBUG, getenv
 from alloy.ir.node import Node, views_a_buffer
 from alloy.ir.ops import Op
-from alloy.runtime.buffer import Buffer
+from alloy.runtime.buffer import Borrowed, Buffer
 from alloy.runtime.registry import get_device
 from alloy import realize_tensors
 from alloy.engine.results import Results
@@ -91,7 +96,7 @@ class _Capture(Watcher):
   """Watches the function run the second time: every launch, every random key, any host read."""
   def __init__(self, name: str):
     self.name = name
-    self.launches: list = []   # (CompiledKernel, [Buffer], its scalar arguments' values)
+    self.launches: list = []   # (CompiledKernel, [Buffer], its scalar arguments' values), or (Step, [Buffer], [])
     self.rng_keys: list = []   # the key Buffers, in the order they were made
     self.baked: dict = {}      # number argument -> how the function used its value as a plain number
     self.hooks: list = []      # on_replay hooks, in order
@@ -108,6 +113,7 @@ class _Capture(Watcher):
   def launch(self, ck, buffers, elapsed, t_submit, consts=()) -> None:
     self.launches.append((ck, list(buffers), [c.arg for c in consts]))
   def rng_key(self, key: Tensor) -> None: self.rng_keys.append(key.node.src[0].arg)
+  def step(self, name: str, run, buffers: list, n_in: int) -> None: self.launches.append((Step(name, run, buffers, n_in), list(buffers), []))
   def host_read(self, t: Tensor) -> None:
     raise JitError(f"jit {self.name}: a tensor of shape {t.shape} is read on the host (numpy(), item(), tolist(), bool() "
                    f"or a copy to another device) inside the captured function; a replay cannot repeat that. "
@@ -147,6 +153,30 @@ class _Slots:
       self.buffers.append(buf)
     return i
 
+class Step:
+  """Work other than a kernel the function ran (a collective, Watcher.step), replayed in launch order on the buffers
+  bound to its slots: run(ins, outs) over Borrowed buffers of the sizes captured."""
+  def __init__(self, name: str, run, buffers: list, n_in: int):
+    self.name, self.run, self.n_in = name, run, n_in
+    self.layouts = [(b.device, b.size, b.dtype) for b in buffers]
+    self.devices = sorted({b.device for b in buffers})
+  def writes(self, buffers: list) -> list: return buffers[self.n_in:]
+  def __call__(self, handles) -> None:
+    bufs = [Borrowed(device, size, dtype, h) for (device, size, dtype), h in zip(self.layouts, handles)]
+    self.run(bufs[:self.n_in], bufs[self.n_in:])
+
+class _StepRunner:
+  """A Step as a replay batch of one (the batches' call): the handles bound to its slots this call, else its fixed ones."""
+  def __init__(self, step: Step, handles: list): self.step, self.handles = step, handles
+  def __call__(self, buffers_per_launch=None, wait: bool = False, scalars_per_launch=None) -> None:
+    self.step(buffers_per_launch[0] if buffers_per_launch and buffers_per_launch[0] is not None else self.handles)
+
+def _written(ck, buffers: list) -> list:
+  """The buffers a captured launch or step writes: a kernel its first, a step its outputs."""
+  return ck.writes(buffers) if type(ck) is Step else buffers[:1]
+
+def _name(ck) -> str: return ck.name if type(ck) is Step else ck.meta.name
+
 def _tensor(node: Node, device: str) -> Tensor:
   """A Tensor of a node whose device and dtype were checked at capture."""
   t = Tensor.__new__(Tensor)
@@ -175,7 +205,7 @@ class Replay:
     self.specs = [jit_args.spec(t, n) for t, n in zip(tensors, inputs)]
     slots = _Slots()
     self.launches = [(ck, tuple(slots.slot(b) for b in bufs)) for ck, bufs, _ in cap.launches]
-    made = {id(bufs[0]) for _, bufs, _ in cap.launches}
+    made = {id(b) for ck, bufs, _ in cap.launches for b in _written(ck, bufs)}
     self._trace_numbers(cap)
     # inputs: the first argument holding a buffer binds it; a later argument holding the same buffer must again
     self.input_slots: list = []
@@ -218,7 +248,8 @@ class Replay:
     self.buffers = slots.buffers
     self.handles = [b.handle for b in slots.buffers]
     self.variable = {s for s in self.input_slots if s is not None} | {s for s, _ in self.fresh} | {r[0] for r in self.rng if r[0] is not None}
-    self.direct = [(ck.runner, jit_args.picker(idx), ck.meta.global_size, ck.meta.local_size) for ck, idx in self.launches]
+    self.direct = [(ck, jit_args.picker(idx), None, None) if type(ck) is Step else (ck.runner, jit_args.picker(idx), ck.meta.global_size,
+                    ck.meta.local_size) for ck, idx in self.launches]
     self.batches, self.graph_off = self._build_batches(graph_mode)
     self.graphs = [(runner if is_graph else None, i, j, var) for runner, i, j, var, is_graph in self.batches] if graph_mode else []
     for slot in self.variable:   # bound anew on every call: do not keep the capture call's buffers alive
@@ -231,7 +262,7 @@ class Replay:
     self.numbers = [self.others[k] for k in self.number_at]
     self.baked = cap.baked
     self.values = [list(values) for _, _, values in cap.launches]
-    self.words = [scalar_words(ck.meta.scalar_dtypes, values) for ck, _, values in cap.launches]
+    self.words = [() if type(ck) is Step else scalar_words(ck.meta.scalar_dtypes, values) for ck, _, values in cap.launches]
     traced = [(i, [(j, v.source) for j, v in enumerate(values) if type(v) in TRACED]) for i, (_, _, values) in enumerate(cap.launches)]
     self.traced = [(i, found) for i, found in traced if found]
     self.stale: set = set()   # launches whose batch runner holds older words than self.words
@@ -245,14 +276,29 @@ class Replay:
     """Consecutive launches on one device, as (runner, first, end, [(launch in batch, picker)] for launches that
     take variable buffers, is_graph). With graphs, batches of 2, 4, 8, ... launches so the device starts early ones
     at once, each a device graph where there is one that takes them (a launch alone goes without: a graph of one
-    only adds the cost of updating it); without, one LaunchList per device."""
+    only adds the cost of updating it); without, one LaunchList per device. A Step (a collective) is a batch of its
+    own, between graphs (self.splits names them)."""
+    self.splits: list = []
     if not self.launches: return [], "nothing to replay"
     batches, reasons, i = [], set(), 0
     size = FIRST_BATCH if graph_mode else len(self.launches)
     while i < len(self.launches):
-      device = get_device(self.buffers[self.launches[i][1][0]].device)
+      ck, idx = self.launches[i]
+      if type(ck) is Step:
+        # Not put into a graph: NCCL can be stream-captured, but its captured node keeps the pointers it was
+        # captured with, while a replay binds new input and output buffers per call (a kernel node's are updated in
+        # place), and with several GPUs every rank's stream would have to be captured at once. Enqueued on each
+        # device's stream between the graphs before and after it, it keeps their order with no host wait (NCCL);
+        # a CPU:k host collective waits for its inputs whatever batching surrounds it.
+        var = [(0, jit_args.picker(idx))] if any(s in self.variable for s in idx) else []
+        batches.append((_StepRunner(ck, [self.handles[s] for s in idx]), i, i + 1, var, False))
+        self.splits.append(f"{ck.name} on {', '.join(ck.devices)}")
+        i += 1
+        continue
+      device = get_device(self.buffers[idx[0]].device)
       j = i
-      while j < len(self.launches) and j - i < size and self.buffers[self.launches[j][1][0]].device == device.name: j += 1
+      while (j < len(self.launches) and j - i < size and type(self.launches[j][0]) is not Step
+             and self.buffers[self.launches[j][1][0]].device == device.name): j += 1
       batch = self.launches[i:j]
       launches = [(ck.runner, [self.handles[s] for s in idx], self.words[i + k], ck.meta.global_size, ck.meta.local_size)
                   for k, (ck, idx) in enumerate(batch)]
@@ -272,19 +318,23 @@ class Replay:
     return batches, "; ".join(sorted(reasons))
 
   def describe(self) -> str:
-    names = [ck.meta.name for ck, _ in self.launches]
+    names = [_name(ck) for ck, _ in self.launches]
     shown = ", ".join(names[:8]) + (f", ... ({len(names) - 8} more)" if len(names) > 8 else "")
     ins = ", ".join(f"{label}: {spec[0]} {spec[1].name} {spec[2]}" for label, spec in zip(self.labels, self.specs)) or "none"
     graphs = [j - i for g, i, j, _ in self.graphs if g is not None]
-    alone = sum(j - i for _, i, j, _, is_graph in self.batches if not is_graph)
+    alone = sum(j - i for _, i, j, _, is_graph in self.batches if not is_graph) - len(self.splits)
     how = f"replays as {len(graphs)} graph{'s' if len(graphs) != 1 else ''} of {graphs} launches" if graphs else "replays"
     if alone: how += f"{' and' if graphs else ''} {alone} launch{'es' if alone != 1 else ''} one by one"
     if self.graph_off: how += f" ({self.graph_off})"
+    if self.splits:
+      how += (f"; {len(self.splits)} collective{'s' if len(self.splits) != 1 else ''} between the batches, on the devices' streams "
+              f"(not in a graph: see _build_batches): {', '.join(self.splits)}")
     if self.numbers:
       how += (f"; {len(self.numbers)} number argument{'s' if len(self.numbers) != 1 else ''} "
               f"({len(self.numbers) - len(self.baked)} replayed, into {len(self.traced)} launches; {len(self.baked)} baked)")
     n_fresh = len(self.fresh)
-    return (f"jit {self.name}: captured {len(names)} kernel{'s' if len(names) != 1 else ''} [{shown}]; inputs {ins}; "
+    kernels = len(names) - len(self.splits)
+    return (f"jit {self.name}: captured {kernels} kernel{'s' if kernels != 1 else ''} [{shown}]; inputs {ins}; "
             f"{n_fresh} output buffer{'s' if n_fresh != 1 else ''} per call (reused once its results are dropped), "
             f"{len(self.rng)} random key{'s' if len(self.rng) != 1 else ''}, {len(self.buffers) - len(self.variable)} fixed buffers; {how}")
 
@@ -418,8 +468,9 @@ class Replay:
     for pressure, nbytes in self.pressure: pressure.launched(nbytes)
     if DEBUG >= 2:
       n_graphs = sum(1 for g, *_ in self.graphs if g is not None)
-      print(f"jit {self.name}: replayed {len(self.launches)} kernels in {n_graphs} graph{'s' if n_graphs != 1 else ''}"
-            + (f"; one by one: {self.graph_off}" if self.graph_off else ""))
+      print(f"jit {self.name}: replayed {len(self.launches) - len(self.splits)} kernels in {n_graphs} graph{'s' if n_graphs != 1 else ''}"
+            + (f"; one by one: {self.graph_off}" if self.graph_off else "")
+            + (f"; split around {len(self.splits)} collectives" if self.splits else ""))
     n = len(self.outputs) - sum(1 for kind, _ in self.changes if kind != "no grad")   # the returned ones, then the changed state
     if self.changes:
       jit_state.apply(self.changes, list(args_only) + self.implicit, [self._result(k, results, bound) for k in range(n, len(self.outputs))])
@@ -451,6 +502,10 @@ class Replay:
     for s, b in zip([r[0] for r in self.rng if r[0] is not None], keys): buffers[s] = b
     wait = watchers.device_time
     for i, ((ck, idx), (prog, pick, gs, ls)) in enumerate(zip(self.launches, self.direct)):
+      if type(ck) is Step:
+        ck(pick(h))
+        if watchers.on_step: watchers.stepped(ck.name, ck.run, [buffers[s] for s in idx], ck.n_in)
+        continue
       t0 = time.perf_counter()
       elapsed = prog(pick(h), self.words[i], gs, ls, wait=wait)   # the batches keep their stale words for a later call
       t_submit = time.perf_counter() - t0

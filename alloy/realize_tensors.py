@@ -32,12 +32,13 @@ def realize(tensors) -> None:
     return
   for t, n in zip(tensors, engine.realize_nodes([(t.node, t.device) for t in tensors])): t.node = n
 
-def buffer_of(t, share: bool = False) -> Buffer:
+def buffer_of(t, share: bool = False, host: bool = True) -> Buffer:
   """The contiguous buffer holding exactly t's elements, realizing (and copying) as needed: to read on the host or
   copy to another device. t takes its computed value but keeps its layout: a view of part of a buffer (an optimizer's
   parameter, a slice of its update's vector) is copied for the read alone, so a @jit replay binding t finds the layout
-  it captured. share: t takes the copy too (DLPack hands out t's own buffer, the same one on every export)."""
-  if watchers.on_host_read: watchers.host_read(t)
+  it captured. share: t takes the copy too (DLPack hands out t's own buffer, the same one on every export). host=False:
+  the caller's own work reads it and tells the watchers so (a collective: a @jit capture replays it), not a host read."""
+  if host and watchers.on_host_read: watchers.host_read(t)
   if _pending: realize([t])
   if not views_a_buffer(t.node): t.node = engine.realize_one(t.node, t.device)
   n = engine.stored(t.node, t.device)

@@ -26,11 +26,14 @@ class Watcher:
     """tensor's value is about to be read on the host; raise to refuse (the jit's capture cannot replay a read)."""
   def rng_key(self, key) -> None:
     """A random key Tensor was made (a replay refreshes it)."""
+  def step(self, name: str, run, buffers: list, n_in: int) -> None:
+    """Work other than a kernel ran on Buffers (a collective): run(ins, outs) repeats it on buffers of the same sizes;
+    `buffers` are its inputs (the first n_in) and then its outputs."""
   def changed(self, obj) -> None:
     """A Tensor is about to be changed in place, or backward is about to set a leaf's .grad (its autograd Leaf): told
     before, so the watcher still sees the old value (the jit's capture keeps it)."""
 
-EVENTS = ("launch", "stage", "compiled", "commit", "host_read", "rng_key", "changed")
+EVENTS = ("launch", "stage", "compiled", "commit", "host_read", "rng_key", "step", "changed")
 
 class Watchers:
   """The watchers attached now, and per event the ones that override it (on_<event>, tuples); quiet: no one watches
@@ -78,6 +81,8 @@ class Watchers:
     for w in self.on_host_read: w.host_read(tensor)
   def rng_key(self, key) -> None:
     for w in self.on_rng_key: w.rng_key(key)
+  def stepped(self, name: str, run, buffers: list, n_in: int) -> None:
+    for w in self.on_step: w.step(name, run, buffers, n_in)
   def changed(self, obj) -> None:
     for w in self.on_changed: w.changed(obj)
 

@@ -36,3 +36,13 @@ class Buffer:
       try: _device(self.device).allocator.free(self._handle, max(self.size * self.dtype.itemsize, 1))
       except Exception: pass   # interpreter shutdown
   def __repr__(self): return f"<Buffer {self.device} {self.size} {self.dtype.name}>"
+
+class Borrowed:
+  """A buffer's device, size and dtype with a handle it does not own (it never allocates nor frees): a @jit replay
+  hands a captured collective the buffers bound to its slots this call as these (runtime/collective.py reads no more)."""
+  __slots__ = ("device", "size", "dtype", "handle")
+  def __init__(self, device: str, size: int, dtype: DType, handle):
+    self.device, self.size, self.dtype, self.handle = device, size, dtype, handle
+  @property
+  def nbytes(self) -> int: return self.size * self.dtype.itemsize
+  def __repr__(self): return f"<Borrowed {self.device} {self.size} {self.dtype.name}>"

@@ -1,7 +1,8 @@
 """Collectives between buffers on several devices of one kind: all_reduce, all_gather, reduce_scatter, broadcast.
 
 Each takes one Buffer per device (distinct devices, rank = position in the list) and writes one Buffer per device, in
-rank order, as NCCL defines them on flat arrays:
+rank order, as NCCL defines them on flat arrays (a @jit replay passes Borrowed buffers, runtime/buffer.py: the
+handles bound that call):
 - all_reduce(ins, outs, op): outs[k] = op over ranks of ins[j] (elementwise), for every k;
 - all_gather(ins, outs): outs[k] = ins[0] ++ ins[1] ++ ... (each out N times an input);
 - reduce_scatter(ins, outs, op): outs[k] = op over ranks of chunk k of ins[j] (each input N times an output);

@@ -162,12 +162,150 @@ def test_errors():
   with pytest.raises(ValueError, match="same devices"): xs + x.shard(DEVS[:2], 0)
   with pytest.raises(ValueError, match="same shape and dtype"): collectives.all_reduce([Tensor(_r(2), device="CPU"), Tensor(_r(3), device="CPU:1")])
   with pytest.raises(AttributeError, match="ShardedTensor has no attribute 'conv2d'"): xs.conv2d(None)
-  @alloy.jit
-  def f(a, b): return collectives.all_reduce([a * 2, b * 2])[0]
-  a, b = Tensor(_r(4), device="CPU"), Tensor(_r(4), device="CPU:1")
-  f(a, b)
-  with pytest.raises(alloy.JitError, match="not captured by @jit"): f(a, b)
   assert isinstance(xs, ShardedTensor) and "split on axis 0" in repr(xs)
+
+# ---- collectives under @jit: captured once, replayed as steps between the kernels on the buffers of each call
+
+JIT_DEVS = ["CPU:0", "CPU:1"]
+
+def _gpus() -> int:
+  from alloy.runtime.registry import device_available
+  if not device_available("CUDA"): return 0   # (alloy.runtime.cuda needs cuda-bindings to import)
+  from alloy.runtime.cuda import device_count
+  return device_count()
+
+def _need(devices: list[str]) -> None:
+  """Skip unless the devices are there (and NCCL, for CUDA ones)."""
+  if not devices[0].startswith("CUDA"): return
+  if _gpus() < len(devices): pytest.skip(f"needs {len(devices)} CUDA GPU{'s' if len(devices) > 1 else ''}, {_gpus()} present")
+  from alloy.runtime.cuda import nccl
+  try: nccl.library()
+  except RuntimeError as e: pytest.skip(str(e))
+
+def _jit_cases(devices):
+  """name -> (the function of two tensors, one per device, its NumPy reference): each with kernels before and after."""
+  def reduce_fn(a, b):
+    s = collectives.all_reduce([a * 2, b + 1], "sum")
+    m = collectives.all_reduce([a, b], "max")
+    return s[0] * 3, s[1] - m[1]
+  def gather_fn(a, b):
+    g = collectives.all_gather([a.exp(), b * b], axis=1)
+    return g[0] + 1, g[1].sum(1)
+  def scatter_fn(a, b):
+    r = collectives.reduce_scatter([a - 1, b * 0.5], axis=0)
+    return r[0] * 2, r[1].relu()
+  def broadcast_fn(a, b):
+    c = collectives.broadcast((b * 4).tanh(), devices)
+    return c[0] + a, c[1] * 1
+  reduce_np = lambda a, b: ((2 * a + b + 1) * 3, 2 * a + b + 1 - np.maximum(a, b))
+  gather_np = lambda a, b: (np.concatenate([np.exp(a), b * b], 1) + 1, np.concatenate([np.exp(a), b * b], 1).sum(1))
+  scatter_np = lambda a, b: ((a - 1 + b * 0.5)[:2] * 2, np.maximum((a - 1 + b * 0.5)[2:], 0))
+  broadcast_np = lambda a, b: (np.tanh(b * 4) + a, np.tanh(b * 4))
+  return {"all_reduce": (reduce_fn, reduce_np), "all_gather": (gather_fn, gather_np), "reduce_scatter": (scatter_fn, scatter_np),
+          "broadcast": (broadcast_fn, broadcast_np)}
+
+@pytest.mark.parametrize("devices", [JIT_DEVS, ["CUDA:0", "CUDA:1"]], ids=["cpu", "cuda"])
+@pytest.mark.parametrize("graph", [True, False], ids=["graphs", "launch_list"])
+@pytest.mark.parametrize("name", ["all_reduce", "all_gather", "reduce_scatter", "broadcast"])
+def test_jit_replays_collectives(name, graph, devices):
+  _need(devices)
+  fn, ref = _jit_cases(devices)[name]
+  f = alloy.jit(fn, graph=graph)
+  gen = np.random.default_rng(1)
+  held = []   # results of earlier calls stay as they were: each replay writes its outputs into buffers of its own
+  for call in range(5):
+    a, b = gen.uniform(-1, 1, (4, 3)).astype(np.float32), gen.uniform(-1, 1, (4, 3)).astype(np.float32)
+    outs = f(Tensor(a, device=devices[0]), Tensor(b, device=devices[1]))
+    if call >= 2:
+      assert f.replay is not None and f.replay.splits, "the collective is a step of the replay"
+    assert [o.device for o in outs] == [alloy.get_device(d).name for d in devices]
+    held.append((outs, ref(a, b)))
+  for outs, want in held:
+    for o, w in zip(outs, want): _close(o.numpy(), w)
+
+def test_jit_replays_collective_gradients():
+  # all-reduce's adjoint is a broadcast (a collective again): the backward's collectives are captured with the forward's
+  @alloy.jit
+  def f(a, b):
+    total = collectives.all_reduce([(a * a).sum(), (b * 3).sum()])
+    total[1].backward()
+    return total[0], a.grad * 1, b.grad * 1
+  gen = np.random.default_rng(2)
+  for _ in range(4):
+    x, y = gen.uniform(-1, 1, 5).astype(np.float32), gen.uniform(-1, 1, 5).astype(np.float32)
+    a, b = Tensor(x, device="CPU:0", requires_grad=True), Tensor(y, device="CPU:1", requires_grad=True)
+    total, ga, gb = f(a, b)
+    _close(total.numpy(), (x * x).sum() + 3 * y.sum())
+    _close(ga.numpy(), 2 * x)
+    _close(gb.numpy(), np.full(5, 3.0))
+  assert [s.split(" on ")[0] for s in f.replay.splits] == ["all_reduce(sum)", "broadcast"]
+
+@pytest.mark.parametrize("device", ["CPU", "CUDA"])
+def test_jit_one_rank_between_graphs(device):
+  # one rank (NCCL's communicator of one GPU on CUDA): the kernels on either side of the all-reduce replay as device
+  # graphs, the collective between them on the stream, and the results follow each call's inputs
+  _need([device])
+  @alloy.jit
+  def f(a):
+    u = (a * 2).exp().realize()
+    v = (u @ a).realize()
+    s = collectives.all_reduce([v + u])[0]
+    w = (s.sum(0) + 1).realize()
+    return w * s.amax(), s
+  gen = np.random.default_rng(5)
+  for call in range(5):
+    x = gen.uniform(-1, 1, (8, 8)).astype(np.float32)
+    w, s = f(Tensor(x, device=device))
+    u = np.exp(2 * x)
+    want_s = u @ x + u
+    _close(s.numpy(), want_s, 1e-4)
+    _close(w.numpy(), (want_s.sum(0) + 1) * want_s.max(), 1e-4)
+    if call >= 2: assert f.replay.splits == [f"all_reduce(sum) on {alloy.get_device(device).name}"]
+  assert sum(1 for g, *_ in f.replay.graphs if g is not None) >= 2, f.replay.describe()   # graphs before and after it
+
+def _dp_data(steps=5):
+  gen = np.random.default_rng(3)
+  w1, w2 = gen.uniform(-0.5, 0.5, (6, 8)).astype(np.float32), gen.uniform(-0.5, 0.5, (8, 2)).astype(np.float32)
+  xs = [gen.uniform(-1, 1, (8, 6)).astype(np.float32) for _ in range(steps)]
+  ys = [gen.uniform(-1, 1, (8, 2)).astype(np.float32) for _ in range(steps)]
+  return (w1, w2), xs, ys
+
+def _mlp_loss(x, y, w1, w2): return (((x @ w1).tanh() @ w2 - y) ** 2).mean()
+
+def test_jit_data_parallel_step():
+  # a data-parallel step: each device's half of the batch forward and backward, the gradients all-reduced, SGD on every
+  # replica; replayed, the replicas stay identical and follow the single-device run on the whole batch
+  weights, xs, ys = _dp_data()
+  lr = 0.2
+  one = [Tensor(w, device="CPU", requires_grad=True) for w in weights]
+  want = []
+  for x, y in zip(xs, ys):
+    loss = _mlp_loss(Tensor(x), Tensor(y), *one)
+    loss.backward()
+    with alloy.no_grad():
+      for p in one:
+        p -= lr * p.grad
+        p.grad = None
+    want.append(loss.item())
+  replicas = [[Tensor(w, device=d, requires_grad=True) for w in weights] for d in JIT_DEVS]
+
+  @alloy.jit
+  def step(x0, y0, x1, y1):
+    parts = [_mlp_loss(x, y, *params) * 0.5 for (x, y), params in zip([(x0, y0), (x1, y1)], replicas)]   # the halves' mean
+    for part in parts: part.backward()
+    for group in zip(*replicas):   # one all-reduce per parameter: its replicas' gradients summed on every device
+      for p, g in zip(group, collectives.all_reduce([p.grad for p in group])):
+        with alloy.no_grad(): p -= lr * g
+        p.grad = None
+    return collectives.all_reduce([p.detach() for p in parts])[0]
+
+  for k, (x, y) in enumerate(zip(xs, ys)):
+    halves = [(Tensor(x[i * 4:(i + 1) * 4], device=d), Tensor(y[i * 4:(i + 1) * 4], device=d)) for i, d in enumerate(JIT_DEVS)]
+    loss = step(*halves[0], *halves[1])
+    if k >= 2: assert step.replay is not None and len(step.replay.splits) == 3
+    _close(loss.numpy(), want[k], 1e-5)
+    for a, b in zip(*replicas): np.testing.assert_array_equal(a.numpy(), b.numpy())   # the same bits on both devices
+  for p, q in zip(replicas[0], one): _close(p.numpy(), q.numpy(), 1e-5)
 
 def test_cpu_devices_are_separate():
   from alloy.runtime.registry import get_device

@@ -8,6 +8,7 @@ from alloy import nn, optim
 import alloy.nn.functional as F
 from alloy.data import DataLoader
 from alloy.data_parallel import DataParallel
+from alloy.multi import ShardedTensor
 
 DEVS = ["CPU:0", "CPU:1"]
 
@@ -60,6 +61,38 @@ def test_loss_curve_matches_and_replicas_stay_identical(devices):
   # the last layer's weight follows one device's closely (earlier ones too, but for the bias before the batch norm,
   # whose gradient is rounding noise that AdamW scales up)
   np.testing.assert_allclose(dp.replicas[1][7].weight.numpy(), model[7].weight.numpy(), rtol=1e-3, atol=1e-4)
+
+def _dp_steps(devices, x, y, jitted: bool):
+  """Data-parallel AdamW steps, the whole step under @jit or not: (losses, the DataParallel)."""
+  dp = DataParallel(_net(), devices)
+  opts = [optim.AdamW(r.parameters(), lr=1e-2) for r in dp.replicas]
+  def step(*halves):
+    n = len(devices)
+    loss = dp.loss(F.cross_entropy, dp(ShardedTensor(list(halves[:n]), 0)), ShardedTensor(list(halves[n:]), 0))
+    for o in opts: o.zero_grad()
+    loss.backward()   # the seed's broadcast, the batch norms' all-reduces and their adjoints: collectives a capture replays
+    dp.reduce_gradients()
+    for o in opts: o.step()
+    return loss.value.shards[0]
+  f = alloy.jit(step) if jitted else step
+  losses = []
+  for i in range(len(x)):
+    xb, yb = dp.scatter(x[i], y[i])
+    losses.append(f(*xb.shards, *yb.shards).item())
+    if jitted and i >= 2: assert f.replay is not None and f.replay.splits   # replayed, the collectives among its steps
+  return losses, dp
+
+@pytest.mark.parametrize("devices", [DEVS, ["CUDA:0", "CUDA:1"]], ids=["cpu", "cuda"])
+def test_jitted_step_matches_eager(devices):
+  if devices[0].startswith("CUDA") and _gpus() < 2: pytest.skip(f"needs 2 CUDA GPUs, {_gpus()} present: data parallel over GPUs has not run here")
+  rng = np.random.default_rng(4)
+  x = rng.standard_normal((5, 8, 1, 8, 8)).astype(np.float32)
+  y = rng.integers(0, 10, (5, 8))
+  want, eager = _dp_steps(devices, x, y, False)
+  got, dp = _dp_steps(devices, x, y, True)
+  np.testing.assert_allclose(got, want, rtol=1e-5)
+  assert dp.max_difference() == 0.0
+  for a, b in zip(eager.replicas[1].parameters(), dp.replicas[1].parameters()): np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5)
 
 def test_gradients_are_the_whole_batch_gradients():
   rng = np.random.default_rng(1)

@@ -1,8 +1,9 @@
 """Collectives between CPU:k devices (see runtime/collective.py for what each computes), on the host.
 
 Each CPU:k device has its own queue, so the inputs are read only once the entries writing them have run
-(allocator.readable) and the outputs written only once the entries using them have (allocator.writable): the
-collective sits in every device's order as a queued launch would. Reductions fold the ranks left to right in the
+(allocator.readable) and the outputs written only once every entry queued on their device has (the queue books
+writers, not readers, and a @jit replay writes the same outputs on every call while the last call's kernels may
+still read them): the collective sits in every device's order as a queued launch would. Reductions fold the ranks left to right in the
 buffers' dtype (bfloat16, which NumPy lacks, in float32, rounded once at the end), and every rank gets
 the same array, so the replicas stay bit-identical. The host waits for the inputs: a CPU collective is a sync point.
 """
@@ -19,7 +20,9 @@ def _read(b: Buffer) -> np.ndarray:
   return np.frombuffer(get_device(b.device).allocator.readable(b.handle, b.nbytes), dtype=b.dtype.np)
 
 def _write(b: Buffer, values: np.ndarray) -> None:
-  np.frombuffer(get_device(b.device).allocator.writable(b.handle, b.nbytes), dtype=b.dtype.np)[:] = values
+  device = get_device(b.device)
+  device.wait_fence(device.fence())   # earlier readers of b included
+  np.frombuffer(device.allocator.writable(b.handle, b.nbytes), dtype=b.dtype.np)[:] = values
 
 def _reduce(arrays: list[np.ndarray], dtype: dt.DType, op: str) -> np.ndarray:
   fold = _FOLD[op]
