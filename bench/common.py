@@ -100,3 +100,19 @@ def torch_time(fn) -> float:
     e.record(); e.synchronize()
     ts.append(s.elapsed_time(e) / 10 / 1e3)
   return sorted(ts)[1]
+
+def forced_seconds(ast, inputs: list, lists: list, device: str, rounds: int = 3) -> list:
+  """Device seconds of `ast`'s kernel under each transform list (each one valid), compiled side by side (NVRTC and
+  the C compiler run outside the GIL), on the buffers of `inputs` (its schedule's input nodes)."""
+  import math
+  from concurrent.futures import ThreadPoolExecutor
+  import alloy
+  from alloy.codegen.lower import lower
+  from alloy.engine.search_worker import time_kernel
+  dev = alloy.get_device(device)
+  progs = [lower(ast, dev.caps, opts) for opts in lists]
+  with ThreadPoolExecutor(16) as pool:
+    binaries = list(pool.map(lambda p: dev.compiler.compile_cached(dev.renderer.render(p)), progs))
+  buffers, out = [n.arg for n in inputs], (ast.root.dtype.name, math.prod(ast.shape))
+  return [time_kernel(device, buffers, out, (p.meta.name, b, p.meta.global_size, p.meta.local_size), (), rounds, 1.0)[0]
+          for p, b in zip(progs, binaries)]

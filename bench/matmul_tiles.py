@@ -5,18 +5,17 @@ python bench/matmul_tiles.py [--quick] [--fp32]
 """
 from __future__ import annotations
 import math, os, sys
-from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
 import alloy
 from alloy import Tensor
 from alloy.schedule.fusion import schedule
-from alloy.codegen.lower import lower
 from alloy.codegen.opts import choose_opts
 from alloy.codegen.candidates import neighbours
 from alloy.codegen.transforms import describe
 from alloy.codegen.tensor_core import tile_for
-from alloy.engine.search_worker import time_kernel
+from common import forced_seconds
 
 def run():
   dev = alloy.get_device("CUDA")
@@ -31,18 +30,10 @@ def run():
             "fp32 8192x768x3072": (f(8192, 768), f(768, 3072)), "fp32 8192x3072x768": (f(8192, 3072), f(3072, 768))}
   for name, (a, b) in work.items():
     ((_, ast, inputs, _),) = schedule([(a @ b).node])
-    buffers = [n.arg for n in inputs[1:]]
     flops = 2 * math.prod(ast.shape) * a.shape[-1]
     base = choose_opts(ast, dev.caps)
-    results = []
     lists = [tuple(base)] + [o for o in neighbours(ast, dev.caps, base) if len(o) == 1 or o[-1].arg == tile_for(o[0].arg).stages + 1]
-    progs = [lower(ast, dev.caps, opts) for opts in lists]
-    with ThreadPoolExecutor(16) as pool:   # NVRTC runs outside the GIL
-      binaries = list(pool.map(lambda p: dev.compiler.compile_cached(dev.renderer.render(p)), progs))
-    for opts, prog, binary in zip(lists, progs, binaries):
-      t, _ = time_kernel("CUDA", buffers, (ast.root.dtype.name, math.prod(ast.shape)), (prog.meta.name, binary, prog.meta.global_size,
-                         prog.meta.local_size), (), 4, 1.0)
-      results.append((flops / t / 1e12, describe(opts)))
+    results = [(flops / t / 1e12, describe(opts)) for opts, t in zip(lists, forced_seconds(ast, inputs[1:], lists, "CUDA", 4))]
     print(f"{name}: heuristics {describe(base)} {results[0][0]:.0f} TFLOP/s; best: " +
           ", ".join(f"{describe_} {tf:.0f}" for tf, describe_ in sorted(results, reverse=True)[:5]))
 

@@ -49,11 +49,10 @@ def sweep():
   """--sweep: forced transform lists on each decode shape (the register tile's shapes), timed by the device."""
   import math
   from alloy.schedule.fusion import schedule
-  from alloy.codegen.lower import lower
   from alloy.codegen.opts import choose_opts
   from alloy.codegen.plan import check
   from alloy.codegen.transforms import describe, local, upcast, unroll
-  from alloy.engine.search_worker import time_kernel
+  from common import forced_seconds
   device = alloy.default_device()
   dev = alloy.get_device(device)
   rng = np.random.default_rng(0)
@@ -70,14 +69,8 @@ def sweep():
           for k in (None, 4):
             lists.append([local(threads)] + ([upcast(0, rows)] if rows > 1 else []) + ([upcast(1, cols)] if cols > 1 else []) +
                          ([unroll(k)] if k else []))
-    results = []
-    for opts in lists:
-      if check(ast, dev.caps, opts) is not None: continue
-      prog = lower(ast, dev.caps, opts)
-      binary = dev.compiler.compile_cached(dev.renderer.render(prog))
-      t, _ = time_kernel(device, [n.arg for n in inputs[1:]], (ast.root.dtype.name, math.prod(ast.shape)),
-                         (prog.meta.name, binary, prog.meta.global_size, prog.meta.local_size), (), 3, 1.0)
-      results.append((flops / t / 1e9, describe(opts)))
+    lists = [opts for opts in lists if check(ast, dev.caps, opts) is None]
+    results = [(flops / t / 1e9, describe(opts)) for opts, t in zip(lists, forced_seconds(ast, inputs[1:], lists, device))]
     print(f"{name}: heuristics {results[0][1]} {results[0][0]:.0f} GFLOP/s; best: " +
           ", ".join(f"{d} {g:.0f}" for g, d in sorted(results, reverse=True)[:6]), flush=True)
 
