@@ -131,6 +131,8 @@ def conv_weight_grad(x, gy, w_shape: tuple, stride, pads, dilation, groups):
   o = gy.shape[2:]
   if xw.shape[3:3 + nd] != o: xw = xw.shrink(tuple((0, s) for s in xw.shape[:3]) + tuple((0, m) for m in o) + tuple((0, k) for k in kernel))
   sp, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
+  if cg * prod(kernel) >= IM2COL_MIN_DEPTH and cog >= IM2COL_MIN_DEPTH:
+    return _weight_grad_as_gpu_matmul(xw, computed(gy.cast(d)), w_shape, acc)
   # computed as (G, Cg, *K, Cout_g), the output channels innermost: a register tile of input channels times output
   # channels, each loaded element serving a row or a column of it (matmul's), then viewed as the weight's layout
   xw = xw.permute((1, 2) + ks + (0,) + sp).reshape((g, cg) + kernel + (1, n) + o)
@@ -138,6 +140,28 @@ def conv_weight_grad(x, gy, w_shape: tuple, stride, pads, dilation, groups):
   gg = gg.reshape((g, 1) + (1,) * nd + (cog, n) + o)
   gw = (xw.cast(acc) * gg.cast(acc)).sum(tuple(range(3 + nd, 4 + 2 * nd))).cast(d)   # (G, Cg, *K, Cout_g)
   return gw.permute((0, 2 + nd, 1) + tuple(range(2, 2 + nd))).reshape(w_shape)
+
+WEIGHT_GRAD_BLOCKS = 264   # the GPU weight gradient's partial products: about two waves of 64 x 64 tiles on an H200
+
+def _weight_grad_as_gpu_matmul(xw, gy, w_shape: tuple, acc):
+  """The weight gradient on a GPU as matmuls: gw[g] = gy[g] (Cout_g, L) @ cols[g] (L, Cg*K) over the L = N*O
+  positions, with the windows copied out as rows (the forward's im2col again). The product is small and L long, so
+  it is cut into P chunks of L whose partial products (float32) run side by side as one batched matmul, then added."""
+  n, g, cg = xw.shape[:3]
+  nd = (xw.ndim - 3) // 2
+  o, kernel, cog = xw.shape[3:3 + nd], xw.shape[3 + nd:], w_shape[0] // g
+  sp, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
+  length, depth = n * prod(o), cg * prod(kernel)
+  tiles = -(-cog // 64) * -(-depth // 64)
+  parts = max(1, min(-(-WEIGHT_GRAD_BLOCKS // tiles), length // 256))
+  chunk = -(-length // parts)
+  extra = parts * chunk - length   # zero positions past the end, so the chunks divide them
+  cols = xw.permute((1, 0) + sp + (2,) + ks).reshape(g, length, depth).pad(((0, 0), (0, extra), (0, 0)))
+  cols = cols.reshape(g, parts, chunk, depth).contiguous()
+  gt = gy.reshape((n, g, cog) + o).permute((1, 2, 0) + tuple(range(3, 3 + nd))).reshape(g, cog, length).pad(((0, 0), (0, 0), (0, extra)))
+  gt = gt.reshape(g, cog, parts, chunk).permute(0, 2, 1, 3).contiguous()   # (G, P, Cout_g, chunk)
+  partial = gt.cast(acc) @ cols.cast(acc)   # (G, P, Cout_g, Cg*K): the 16-bit operands widen inside the matmul
+  return (partial.sum(1) if parts > 1 else partial.reshape(g, cog, depth)).cast(gy.dtype).reshape(w_shape)
 
 def _weight_grad_as_matmul(xp, gy, w_shape: tuple, dilation, groups, acc):
   """The stride-1 weight gradient (gy already dilated for a strided one) as one matmul-shaped reduction, for lane
