@@ -1,6 +1,9 @@
 """Convolutions with PyTorch's signatures: conv1d/2d/3d and conv_transpose1d/2d/3d.
 
 The forward is one reduction over a window view of the (padded) input times the broadcast weight: no im2col copy.
+On a GPU, a convolution big enough for the matrix engines (im2col) copies its windows out as the rows of a matrix
+and runs the forward, the input gradient and the weight gradient as matmuls (the tensor cores take only plain
+strided operands).
 A convolution is recorded for autograd as one node whose rule is again convolutions: the input's gradient is a
 convolution of the (dilated, padded) output gradient with the flipped, transposed weight, and the weight's gradient
 a reduction over the input's window view times the output gradient. A transposed convolution is the same pair of
@@ -70,14 +73,18 @@ def conv_forward(x, w, stride, pads, dilation, groups):
   xw = windows(x.reshape((n, g, cg) + x.shape[2:]), kernel, stride, dilation)   # (N, G, Cg, *O, *K)
   o = xw.shape[3:3 + nd]
   sp, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
-  if not lane_device(x.device) and cg * prod(kernel) >= IM2COL_MIN_DEPTH and cout // g >= IM2COL_MIN_DEPTH:
-    return _forward_as_matmul(xw, w.cast(d))
+  if im2col(x.device, cg, kernel, cout // g): return _forward_as_matmul(xw, w.cast(d))
   xw = xw.permute((0, 1) + sp + (2,) + ks).reshape((n, g, 1) + o + (cg,) + kernel)
   ww = w.cast(d).reshape((1, g, cout // g) + (1,) * nd + (cg,) + kernel)
   out = (xw.cast(acc) * ww.cast(acc)).sum(tuple(range(3 + nd, 4 + 2 * nd))).cast(d)
   return out.reshape((n, cout) + o)
 
 IM2COL_MIN_DEPTH = 16   # a GPU convolution whose window (Cg x K) and output channels reach this runs as a matmul
+
+def im2col(device: str, window_channels: int, kernel: tuple, out_channels: int) -> bool:
+  """Whether a convolution (per group) runs as im2col and a matmul: on GPUs, where the matmul is big enough for the
+  matrix engines' tiles to pay for the copy."""
+  return not lane_device(device) and window_channels * prod(kernel) >= IM2COL_MIN_DEPTH and out_channels >= IM2COL_MIN_DEPTH
 
 def _forward_as_matmul(xw, w):
   """A GPU convolution as im2col and a matmul: the window view copied out as (N, G, O, Cg*K) rows, and the weight
@@ -104,6 +111,8 @@ def conv_input_grad(gy, w, in_spatial: tuple, stride, pads_before, dilation, gro
   pads = tuple((d * (k - 1) - pb, n + pb - (m - 1) * s - 1) for k, d, pb, n, m, s in zip(kernel, dilation, pads_before, in_spatial, o, stride))
   wt = w.reshape((groups, cout // groups, cg) + kernel).transpose(1, 2).reshape((groups * cg, cout // groups) + kernel)
   wt = wt.flip(tuple(range(2, 2 + nd)))
+  # the im2col matmul reads the weight as a matrix, which a flipped view (negative strides) is not: copied once
+  if im2col(w.device, cout // groups, kernel, cg): wt = wt.contiguous()
   return conv_forward(gy, wt, (1,) * nd, pads, dilation, groups)
 
 WEIGHT_GRAD_CHUNK = 1024   # positions per partial sum of the matmul-shaped weight gradient (see _weight_grad_as_matmul)
@@ -131,8 +140,7 @@ def conv_weight_grad(x, gy, w_shape: tuple, stride, pads, dilation, groups):
   o = gy.shape[2:]
   if xw.shape[3:3 + nd] != o: xw = xw.shrink(tuple((0, s) for s in xw.shape[:3]) + tuple((0, m) for m in o) + tuple((0, k) for k in kernel))
   sp, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
-  if cg * prod(kernel) >= IM2COL_MIN_DEPTH and cog >= IM2COL_MIN_DEPTH:
-    return _weight_grad_as_gpu_matmul(xw, computed(gy.cast(d)), w_shape, acc)
+  if im2col(x.device, cg, kernel, cog): return _weight_grad_as_gpu_matmul(xw, computed(gy.cast(d)), w_shape, acc)
   # computed as (G, Cg, *K, Cout_g), the output channels innermost: a register tile of input channels times output
   # channels, each loaded element serving a row or a column of it (matmul's), then viewed as the weight's layout
   xw = xw.permute((1, 2) + ks + (0,) + sp).reshape((g, cg) + kernel + (1, n) + o)

@@ -1,6 +1,6 @@
 """alloy.nn.functional convolutions: forwards against PyTorch on every device, gradients against PyTorch autograd and
 (float64, CPU) central finite differences; odd shapes (stride, padding, 'same', dilation, groups, one channel,
-non-square), the window view (one kernel, no im2col buffer) and the errors."""
+non-square), the window view (one kernel, no im2col buffer; im2col and matmuls for big GPU convolutions) and the errors."""
 import numpy as np, pytest
 from alloy import Tensor
 import alloy.nn.functional as F
