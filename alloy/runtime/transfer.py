@@ -16,12 +16,15 @@ from alloy.runtime.registry import get_device
 
 def _kind(device) -> str: return device.name.partition(":")[0]   # CPU:1 is a CPU device with its own queue
 
-def copy_buffer(dst: Buffer, src: Buffer) -> None:
+def copy_buffer(dst: Buffer, src: Buffer, reused: bool = False) -> None:
   """dst := src (the same size and dtype, any devices); returns once the copy is queued (or done, where a host
-  copy does it)."""
+  copy does it). Every path waits for src's writer. reused: dst may still be read by work queued on its device (a
+  @jit replay copies into the same buffer on every call), which a host write into a CPU buffer waits for (CUDA
+  orders its copies after them on the stream, METAL waits for a buffer's users itself)."""
   if dst.nbytes != src.nbytes: raise ValueError(f"copy_buffer: {src!r} into {dst!r}: the sizes differ")
   if not src.nbytes: return
   sdev, ddev, n = get_device(src.device), get_device(dst.device), src.nbytes
+  if reused and hasattr(ddev.allocator, "wait_readers"): ddev.allocator.wait_readers()
   if sdev is ddev and hasattr(ddev.allocator, "transfer"): return ddev.allocator.transfer(dst.handle, src.handle, n)
   if _kind(sdev) == "CPU": return ddev.allocator.copyin(dst.handle, sdev.allocator.readable(src.handle, n))
   if _kind(ddev) == "CPU": return sdev.allocator.copyout(ddev.allocator.writable(dst.handle, n), src.handle)

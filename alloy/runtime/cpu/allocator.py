@@ -31,6 +31,11 @@ class CPUAllocator(LRUAllocator):
     """Before the host writes a buffer: the launch writing it, and a reused one's earlier readers, have run."""
     self.device.wait_for_writer(handle)
     if (seq := self.device.freed_at.pop(id(handle), 0)): self.device.wait_seq(seq)
+  def wait_readers(self) -> None:
+    """Before the host writes a buffer that queued entries may still read though none writes it (the queue books
+    writers, not readers: a @jit replay writes the same buffer on every call while the last call's kernels may read
+    it): everything queued on the device has run."""
+    self.device.wait_fence(self.device.fence())
   def writable(self, handle, nbytes: int) -> memoryview:
     """The buffer's first nbytes for another device's copyout to write, once nothing queued uses them."""
     self.wait_unused(handle)

@@ -20,9 +20,9 @@ def _read(b: Buffer) -> np.ndarray:
   return np.frombuffer(get_device(b.device).allocator.readable(b.handle, b.nbytes), dtype=b.dtype.np)
 
 def _write(b: Buffer, values: np.ndarray) -> None:
-  device = get_device(b.device)
-  device.wait_fence(device.fence())   # earlier readers of b included
-  np.frombuffer(device.allocator.writable(b.handle, b.nbytes), dtype=b.dtype.np)[:] = values
+  allocator = get_device(b.device).allocator
+  allocator.wait_readers()   # a replay's earlier readers of b included
+  np.frombuffer(allocator.writable(b.handle, b.nbytes), dtype=b.dtype.np)[:] = values
 
 def _reduce(arrays: list[np.ndarray], dtype: dt.DType, op: str) -> np.ndarray:
   fold = _FOLD[op]
