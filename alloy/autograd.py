@@ -222,7 +222,7 @@ def _prod_grad(x, g, axes):
 def identity_rule(out, g): return (g,)
 
 def to_rule(out, g, device):
-  """A copy to another device: the gradient is copied back (a host round trip, as the forward's copy is)."""
+  """A copy to another device: the gradient is copied back (Tensor.to again, the copy the forward took)."""
   return (g.to(device),)
 
 def gather_rule(out, g, adv_pos, in_shape):

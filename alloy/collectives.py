@@ -15,8 +15,9 @@ parents are every rank's input, and its rule sends each parent its share of the 
 parent's device. So all-reduce's adjoint is a broadcast of the gradient (this collective again: NCCL on CUDA; the
 gradients of several outputs add up: the all-reduce of the gradients), all-gather's a slice per rank (several: a
 reduce-scatter), reduce-scatter's an all-gather, broadcast's a sum at the root. All but all-reduce's move their
-gradients by point-to-point copies (Tensor.to: a peer copy where GPUs reach each other): the walk backward reaches
-one output at a time, so a collective of the gradients of every output has nothing to wait for.
+gradients by point-to-point copies (Tensor.to: a peer copy where GPUs reach each other; a @jit capture replays them
+as steps too): the walk backward reaches one output at a time, so a collective of the gradients of every output has
+nothing to wait for.
 """
 from __future__ import annotations
 import functools

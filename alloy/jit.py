@@ -30,7 +30,11 @@ the RECAPTURES_WARNED-th time it warns.
 A collective (alloy/collectives.py) the function calls, its gradient's too, is captured as a Step in launch order:
 a replay runs it again on the buffers bound to its slots that call (inputs, outputs made anew, fixed ones), between
 the batches of the kernels around it: NCCL enqueued on each device's stream (the graphs are split around it; see
-_build_batches), the host implementation between CPU:k devices. A cross-device Tensor.to is still a host read.
+_build_batches), the host implementation between CPU:k devices. A cross-device Tensor.to is a Step too
+(realize_tensors.copy_to): runtime/transfer.py's copy_buffer again, into the same destination buffer, after its
+source's writer of that call (a peer or host-to-device copy on the destination's stream; a copy into a CPU:k
+buffer once everything queued there has run, since the last call's kernels may still read it). So are the
+copies in the adjoints of all_gather, reduce_scatter and broadcast, and a model-parallel step's.
 
 JIT=0 turns capture off, JIT=2 captures but replays launch by launch (no graphs).
 """
@@ -116,7 +120,7 @@ class _Capture(Watcher):
   def step(self, name: str, run, buffers: list, n_in: int) -> None: self.launches.append((Step(name, run, buffers, n_in), list(buffers), []))
   def host_read(self, t: Tensor) -> None:
     raise JitError(f"jit {self.name}: a tensor of shape {t.shape} is read on the host (numpy(), item(), tolist(), bool() "
-                   f"or a copy to another device) inside the captured function; a replay cannot repeat that. "
+                   f"or float()) inside the captured function; a replay cannot repeat that. "
                    f"Return the tensor and read it after the call, or call the function without @jit")
 
   def run(self, fn, args, kwargs, state: jit_state.State, before: dict):
@@ -154,7 +158,7 @@ class _Slots:
     return i
 
 class Step:
-  """Work other than a kernel the function ran (a collective, Watcher.step), replayed in launch order on the buffers
+  """Work other than a kernel the function ran (a collective, a copy between devices: Watcher.step), replayed in launch order on the buffers
   bound to its slots: run(ins, outs) over Borrowed buffers of the sizes captured."""
   def __init__(self, name: str, run, buffers: list, n_in: int):
     self.name, self.run, self.n_in = name, run, n_in
@@ -276,8 +280,8 @@ class Replay:
     """Consecutive launches on one device, as (runner, first, end, [(launch in batch, picker)] for launches that
     take variable buffers, is_graph). With graphs, batches of 2, 4, 8, ... launches so the device starts early ones
     at once, each a device graph where there is one that takes them (a launch alone goes without: a graph of one
-    only adds the cost of updating it); without, one LaunchList per device. A Step (a collective) is a batch of its
-    own, between graphs (self.splits names them)."""
+    only adds the cost of updating it); without, one LaunchList per device. A Step (a collective, a copy between
+    devices) is a batch of its own, between graphs (self.splits names them)."""
     self.splits: list = []
     if not self.launches: return [], "nothing to replay"
     batches, reasons, i = [], set(), 0
@@ -288,8 +292,9 @@ class Replay:
         # Not put into a graph: NCCL can be stream-captured, but its captured node keeps the pointers it was
         # captured with, while a replay binds new input and output buffers per call (a kernel node's are updated in
         # place), and with several GPUs every rank's stream would have to be captured at once. Enqueued on each
-        # device's stream between the graphs before and after it, it keeps their order with no host wait (NCCL);
-        # a CPU:k host collective waits for its inputs whatever batching surrounds it.
+        # device's stream between the graphs before and after it, it keeps their order with no host wait (NCCL, a
+        # peer or host-to-device copy); a CPU:k host collective, or a copy from a GPU or into a CPU:k buffer, waits
+        # on the host for its inputs' writers whatever batching surrounds it.
         var = [(0, jit_args.picker(idx))] if any(s in self.variable for s in idx) else []
         batches.append((_StepRunner(ck, [self.handles[s] for s in idx]), i, i + 1, var, False))
         self.splits.append(f"{ck.name} on {', '.join(ck.devices)}")
@@ -327,8 +332,8 @@ class Replay:
     if alone: how += f"{' and' if graphs else ''} {alone} launch{'es' if alone != 1 else ''} one by one"
     if self.graph_off: how += f" ({self.graph_off})"
     if self.splits:
-      how += (f"; {len(self.splits)} collective{'s' if len(self.splits) != 1 else ''} between the batches, on the devices' streams "
-              f"(not in a graph: see _build_batches): {', '.join(self.splits)}")
+      how += (f"; {len(self.splits)} step{'s' if len(self.splits) != 1 else ''} (collectives, copies between devices) between the "
+              f"batches (not in a graph: see _build_batches): {', '.join(self.splits)}")
     if self.numbers:
       how += (f"; {len(self.numbers)} number argument{'s' if len(self.numbers) != 1 else ''} "
               f"({len(self.numbers) - len(self.baked)} replayed, into {len(self.traced)} launches; {len(self.baked)} baked)")
@@ -470,7 +475,7 @@ class Replay:
       n_graphs = sum(1 for g, *_ in self.graphs if g is not None)
       print(f"jit {self.name}: replayed {len(self.launches) - len(self.splits)} kernels in {n_graphs} graph{'s' if n_graphs != 1 else ''}"
             + (f"; one by one: {self.graph_off}" if self.graph_off else "")
-            + (f"; split around {len(self.splits)} collectives" if self.splits else ""))
+            + (f"; split around {len(self.splits)} steps (collectives, copies)" if self.splits else ""))
     n = len(self.outputs) - sum(1 for kind, _ in self.changes if kind != "no grad")   # the returned ones, then the changed state
     if self.changes:
       jit_state.apply(self.changes, list(args_only) + self.implicit, [self._result(k, results, bound) for k in range(n, len(self.outputs))])

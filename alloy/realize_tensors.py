@@ -7,6 +7,7 @@ from __future__ import annotations
 import weakref
 from alloy.ir.node import views_a_buffer
 from alloy.runtime.buffer import Buffer
+from alloy.runtime.transfer import copy_buffer
 from alloy.engine import realize as engine
 from alloy.engine.watch import watchers
 
@@ -37,10 +38,22 @@ def buffer_of(t, share: bool = False, host: bool = True) -> Buffer:
   copy to another device. t takes its computed value but keeps its layout: a view of part of a buffer (an optimizer's
   parameter, a slice of its update's vector) is copied for the read alone, so a @jit replay binding t finds the layout
   it captured. share: t takes the copy too (DLPack hands out t's own buffer, the same one on every export). host=False:
-  the caller's own work reads it and tells the watchers so (a collective: a @jit capture replays it), not a host read."""
+  the caller's own work reads it and tells the watchers so (a collective, copy_to: a @jit capture replays it), not a host read."""
   if host and watchers.on_host_read: watchers.host_read(t)
   if _pending: realize([t])
   if not views_a_buffer(t.node): t.node = engine.realize_one(t.node, t.device)
   n = engine.stored(t.node, t.device)
   if share: t.node = n
   return n.src[0].arg
+
+def copy_to(t, device: str) -> Buffer:
+  """t's elements in a new buffer on another device (Tensor.to), by copy_buffer (runtime/transfer.py). The copy, not
+  the host, reads t: the watchers are told it as a step, which a @jit capture replays in launch order on each call's
+  buffers (into the same destination buffer every call, hence reused)."""
+  src = buffer_of(t, host=False)
+  dst = Buffer(device, src.size, src.dtype)
+  copy_buffer(dst, src)
+  if watchers.on_step: watchers.stepped(f"copy to {device}", _copy_again, [src, dst], 1)
+  return dst
+
+def _copy_again(ins: list, outs: list) -> None: copy_buffer(outs[0], ins[0], reused=True)

@@ -18,9 +18,8 @@ from alloy.ir.symbolic import INT32_MAX
 from alloy.ir.view import ShapeTracker, View
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import canonical_device, default_device, unsupported_dtype
-from alloy.runtime.transfer import copy_buffer
 from alloy.engine.realize import buffer_view as _buffer_view
-from alloy.realize_tensors import buffer_of, realize as _realize
+from alloy.realize_tensors import buffer_of, copy_to, realize as _realize
 from alloy.engine.watch import watchers
 from alloy import dlpack, autograd
 from alloy.assign import note_view
@@ -303,9 +302,7 @@ class Tensor:
     t = self
     if device is not None and canonical_device(device) != self.device:
       dev = canonical_device(device)
-      src = buffer_of(self)
-      buf = Buffer(dev, src.size, src.dtype)
-      copy_buffer(buf, src)   # no host round trip where the devices allow it (runtime/transfer.py)
+      buf = copy_to(self, dev)   # no host round trip where the devices allow it; a @jit capture replays it
       t = Tensor(_buffer_view(buf, self.shape), device=dev)
       if self._ag is not None: t = autograd.record(t, autograd.to_rule, (self,), self.device)   # the gradient goes back
     return t.cast(dtype) if dtype is not None else t

@@ -27,7 +27,7 @@ class Watcher:
   def rng_key(self, key) -> None:
     """A random key Tensor was made (a replay refreshes it)."""
   def step(self, name: str, run, buffers: list, n_in: int) -> None:
-    """Work other than a kernel ran on Buffers (a collective): run(ins, outs) repeats it on buffers of the same sizes;
+    """Work other than a kernel ran on Buffers (a collective, a copy between devices): run(ins, outs) repeats it on buffers of the same sizes;
     `buffers` are its inputs (the first n_in) and then its outputs."""
   def changed(self, obj) -> None:
     """A Tensor is about to be changed in place, or backward is about to set a leaf's .grad (its autograd Leaf): told
