@@ -174,10 +174,12 @@ def _gpus() -> int:
   from alloy.runtime.cuda import device_count
   return device_count()
 
-def _need(devices: list[str]) -> None:
-  """Skip unless the devices are there (and NCCL, for CUDA ones)."""
-  if not devices[0].startswith("CUDA"): return
-  if _gpus() < len(devices): pytest.skip(f"needs {len(devices)} CUDA GPU{'s' if len(devices) > 1 else ''}, {_gpus()} present")
+def _need(devices: list[str], with_nccl: bool = True) -> None:
+  """Skip unless the devices are there (and NCCL where it is asked for, with CUDA ones)."""
+  gpus = [d for d in devices if d.startswith("CUDA")]
+  if not gpus: return
+  if _gpus() < len(gpus): pytest.skip(f"needs {len(gpus)} CUDA GPU{'s' if len(gpus) > 1 else ''}, {_gpus()} present")
+  if not with_nccl: return
   from alloy.runtime.cuda import nccl
   try: nccl.library()
   except RuntimeError as e: pytest.skip(str(e))
@@ -272,21 +274,27 @@ def _dp_data(steps=5):
 
 def _mlp_loss(x, y, w1, w2): return (((x @ w1).tanh() @ w2 - y) ** 2).mean()
 
-def test_jit_data_parallel_step():
-  # a data-parallel step: each device's half of the batch forward and backward, the gradients all-reduced, SGD on every
-  # replica; replayed, the replicas stay identical and follow the single-device run on the whole batch
-  weights, xs, ys = _dp_data()
-  lr = 0.2
+def _sgd(p: Tensor, g: Tensor, lr: float) -> None:
+  with alloy.no_grad(): p -= lr * g
+  p.grad = None
+
+def _one_device(weights, xs, ys, lr: float):
+  """The reference run on one device: each step's loss, and the parameters after the steps."""
   one = [Tensor(w, device="CPU", requires_grad=True) for w in weights]
   want = []
   for x, y in zip(xs, ys):
     loss = _mlp_loss(Tensor(x), Tensor(y), *one)
     loss.backward()
-    with alloy.no_grad():
-      for p in one:
-        p -= lr * p.grad
-        p.grad = None
+    for p in one: _sgd(p, p.grad, lr)
     want.append(loss.item())
+  return want, one
+
+def test_jit_data_parallel_step():
+  # a data-parallel step: each device's half of the batch forward and backward, the gradients all-reduced, SGD on every
+  # replica; replayed, the replicas stay identical and follow the single-device run on the whole batch
+  weights, xs, ys = _dp_data()
+  lr = 0.2
+  want, one = _one_device(weights, xs, ys, lr)
   replicas = [[Tensor(w, device=d, requires_grad=True) for w in weights] for d in JIT_DEVS]
 
   @alloy.jit
@@ -294,9 +302,7 @@ def test_jit_data_parallel_step():
     parts = [_mlp_loss(x, y, *params) * 0.5 for (x, y), params in zip([(x0, y0), (x1, y1)], replicas)]   # the halves' mean
     for part in parts: part.backward()
     for group in zip(*replicas):   # one all-reduce per parameter: its replicas' gradients summed on every device
-      for p, g in zip(group, collectives.all_reduce([p.grad for p in group])):
-        with alloy.no_grad(): p -= lr * g
-        p.grad = None
+      for p, g in zip(group, collectives.all_reduce([p.grad for p in group])): _sgd(p, g, lr)
     return collectives.all_reduce([p.detach() for p in parts])[0]
 
   for k, (x, y) in enumerate(zip(xs, ys)):
@@ -306,6 +312,118 @@ def test_jit_data_parallel_step():
     _close(loss.numpy(), want[k], 1e-5)
     for a, b in zip(*replicas): np.testing.assert_array_equal(a.numpy(), b.numpy())   # the same bits on both devices
   for p, q in zip(replicas[0], one): _close(p.numpy(), q.numpy(), 1e-5)
+
+# ---- cross-device copies under @jit: Tensor.to captured as a step, replayed on each call's buffers
+
+PAIRS = [JIT_DEVS, ["CUDA:0", "CUDA:1"]]
+
+def _steps(f) -> list[str]: return [s.split(" on ")[0] for s in f.replay.splits]   # the replay's steps, in launch order
+
+@pytest.mark.parametrize("devices", PAIRS + [["CUDA:0", "CPU:0"]], ids=["cpu", "cuda", "cuda_cpu"])
+@pytest.mark.parametrize("graph", [True, False], ids=["graphs", "launch_list"])
+def test_jit_replays_copies(graph, devices):
+  # computed on one device, copied to the other, computed there and copied back: each copy sees its source's kernel
+  # of the same call and the kernels after it see the copy (CUDA -> CPU: the GPU's copy-out into the CPU buffer)
+  _need(devices, with_nccl=False)
+  d0, d1 = devices
+  def fn(a, b):
+    u = (a * 2 + 1).exp().realize()
+    s = (u + a).realize()   # two kernels before the copy: a graph where the device has them
+    v = (s.to(d1) * b).realize()
+    w = (v.sum(0) * 3).realize().to(d0) + a.sum(0)
+    return w, v, u
+  f = alloy.jit(fn, graph=graph)
+  gen = np.random.default_rng(7)
+  held = []   # earlier calls' results keep their values
+  for _ in range(5):
+    x, y = gen.uniform(-1, 1, (6, 5)).astype(np.float32), gen.uniform(-1, 1, (6, 5)).astype(np.float32)
+    held.append((f(Tensor(x, device=d0), Tensor(y, device=d1)), x, y))
+  assert _steps(f) == [f"copy to {alloy.get_device(d1).name}", f"copy to {alloy.get_device(d0).name}"]
+  for (w, v, u), x, y in held:
+    want_u = np.exp(2 * x + 1)
+    want_v = (want_u + x) * y
+    _close(u.numpy(), want_u)
+    _close(v.numpy(), want_v)
+    _close(w.numpy(), want_v.sum(0) * 3 + x.sum(0), 1e-4)
+    assert w.device == alloy.get_device(d0).name and v.device == alloy.get_device(d1).name
+
+@pytest.mark.parametrize("devices", PAIRS, ids=["cpu", "cuda"])
+def test_jit_copy_waits_for_readers(devices):
+  # every replay copies into the same buffer, which the last call's matmul on the other device may still be reading
+  # (nothing else waits: the inputs are made up front and b is one tensor); copying without waiting for the readers
+  # (CPU:1's queue books writers only) gave wrong results on most calls
+  _need(devices, with_nccl=False)
+  f = alloy.jit(lambda a, b: (((a + 1).to(devices[1]) @ b).exp2() @ b), graph=False)
+  gen = np.random.default_rng(8)
+  y = gen.uniform(-0.05, 0.05, (384, 384)).astype(np.float32)
+  xs = [gen.uniform(-1, 1, (384, 384)).astype(np.float32) for _ in range(8)]
+  b, ins = Tensor(y, device=devices[1]), [Tensor(x, device=devices[0]) for x in xs]
+  outs = [f(a, b) for a in ins]
+  for o, x in zip(outs, xs): _close(o.numpy(), np.exp2((x + 1) @ y) @ y, 1e-3)
+
+@pytest.mark.parametrize("devices", PAIRS, ids=["cpu", "cuda"])
+@pytest.mark.parametrize("name", ["all_gather", "reduce_scatter", "broadcast"])
+def test_jit_collective_backward(name, devices):
+  # these adjoints move the gradients with Tensor.to: the copies are captured with the collectives (forward and
+  # backward), and the replays match the same function run eagerly
+  _need(devices)
+  d0, d1 = devices
+  gen = np.random.default_rng(9)
+  shapes = {"all_gather": (4, 6), "reduce_scatter": (2, 3), "broadcast": (4, 3)}
+  weights = [Tensor(gen.uniform(-1, 1, shapes[name]).astype(np.float32), device=d) for d in devices]
+  def fn(a, b):
+    if name == "all_gather": outs = collectives.all_gather([a.exp(), b * b], axis=1)
+    elif name == "reduce_scatter": outs = collectives.reduce_scatter([a - 1, b * 0.5], axis=0)
+    else: outs = collectives.broadcast((a * b.to(d0)).tanh(), devices)
+    total = sum(((o * w).sum() * (k + 1)).to(d0) for k, (o, w) in enumerate(zip(outs, weights)))
+    total.backward()
+    return total, a.grad * 1, b.grad * 1
+  f = alloy.jit(fn)
+  for call in range(5):
+    x, y = gen.uniform(-1, 1, (4, 3)).astype(np.float32), gen.uniform(-1, 1, (4, 3)).astype(np.float32)
+    got = f(Tensor(x, device=d0, requires_grad=True), Tensor(y, device=d1, requires_grad=True))
+    want = fn(Tensor(x, device=d0, requires_grad=True), Tensor(y, device=d1, requires_grad=True))
+    for g, w in zip(got, want): _close(g.numpy(), w.numpy())
+    if call >= 2: assert any(s.startswith("copy to") for s in _steps(f)), f.replay.describe()
+
+def test_jit_sharded_backward():
+  # a ShardedTensor's forward and backward (shard()'s copies, the all-reduces, the adjoints' broadcasts and copies
+  # back) jitted whole, against the same function run eagerly
+  def fn(x, p1, p2):
+    loss = (((x.shard(DEVS, 1) @ p1.shard(DEVS, 0)).tanh() @ p2.shard(DEVS, 1)) ** 2).mean()
+    loss.backward()
+    return loss.to("CPU"), p1.grad * 1, p2.grad * 1
+  f = alloy.jit(fn)
+  gen = np.random.default_rng(10)
+  for _ in range(5):
+    x, w1, w2 = [gen.uniform(-1, 1, s).astype(np.float32) for s in [(6, 9), (9, 6), (6, 3)]]
+    got = f(Tensor(x), Tensor(w1, requires_grad=True), Tensor(w2, requires_grad=True))
+    want = fn(Tensor(x), Tensor(w1, requires_grad=True), Tensor(w2, requires_grad=True))
+    for g, w in zip(got, want): _close(g.numpy(), w.numpy())
+  assert set(_steps(f)) >= {"copy to CPU:1", "copy to CPU", "all_reduce(sum)", "broadcast"}
+
+@pytest.mark.parametrize("devices", PAIRS, ids=["cpu", "cuda"])
+def test_jit_model_parallel_step(devices):
+  # a two-stage MLP: the first layer on one device, its activations copied to the other for the second layer and the
+  # loss; backward copies the gradient back; SGD on both. Replayed, it follows the same steps run on one device
+  _need(devices, with_nccl=False)
+  d0, d1 = devices
+  weights, xs, ys = _dp_data()
+  lr = 0.2
+  want, one = _one_device(weights, xs, ys, lr)
+  w1, w2 = Tensor(weights[0], device=d0, requires_grad=True), Tensor(weights[1], device=d1, requires_grad=True)
+
+  @alloy.jit
+  def step(x, y):
+    loss = (((x @ w1).tanh().to(d1) @ w2 - y) ** 2).mean()
+    loss.backward()
+    for p in (w1, w2): _sgd(p, p.grad, lr)
+    return loss
+
+  for k, (x, y) in enumerate(zip(xs, ys)):
+    _close(step(Tensor(x, device=d0), Tensor(y, device=d1)).numpy(), want[k], 1e-5)
+    if k >= 2: assert _steps(step) == [f"copy to {alloy.get_device(d1).name}", f"copy to {alloy.get_device(d0).name}"]   # forward, backward
+  for p, q in zip((w1, w2), one): _close(p.numpy(), q.numpy(), 1e-5)
 
 def test_cpu_devices_are_separate():
   from alloy.runtime.registry import get_device
