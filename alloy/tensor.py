@@ -626,7 +626,7 @@ class Tensor:
   def _axes(self, dim) -> tuple:
     ndim = len(self.node.shape)
     # dims of plain ints are checked once per ndim (a traced number is baked by _norm_axis, not by hashing it here)
-    plain_dims = type(dim) is int or type(dim) is tuple and all(type(d) is int for d in dim)
+    plain_dims = type(dim) is int or type(dim) is tuple and _ONLY_INT.issuperset(map(type, dim))
     if plain_dims and (hit := _axes_of.get((ndim, dim))) is not None: return hit
     return remember(_axes_of, (ndim, dim), _axes_for(ndim, dim)) if plain_dims else _axes_for(ndim, dim)
   def _reduce(self, op: Op, dim, keepdim: bool) -> "Tensor":
@@ -780,7 +780,7 @@ def _shape_arg(shape) -> tuple:
   if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = shape[0]
   if isinstance(shape, int): shape = (shape,)
   out = tuple(shape)
-  if all(type(s) is int for s in out): return out
+  if _ONLY_INT.issuperset(map(type, out)): return out   # all plain ints (no bool), checked without a Python frame per entry
   out = tuple(plain(s) for s in out)
   for s in out:
     if not isinstance(s, (int, np.integer)) or isinstance(s, bool): raise TypeError(f"shape entries must be ints, got {out}")
@@ -788,6 +788,7 @@ def _shape_arg(shape) -> tuple:
 
 # Shape ops' checked answers by (the tensor's shape or ndim, the arguments as _shape_arg gives them): a graph repeats
 # the same few shapes, so each is checked once (helpers.remember bounds them)
+_ONLY_INT = frozenset((int,))
 _reshapes: dict = {}
 _axes_of: dict = {}    # (ndim, dim) -> Tensor._axes's answer
 _reduced: dict = {}    # (shape, axes) -> (the shape with those axes kept as 1s, without them)

@@ -79,13 +79,13 @@ def views_a_buffer(n: Node) -> bool:
   """Whether n reads a buffer through a view (any layout): a computed value."""
   return n.op is Op.VIEW and n.src[0].op is Op.BUFFER
 
-# (a VIEW's tracker or another node's shape, method, args) -> (the tracker moved, whether it shows no padding, whether
-# it is contiguous over a base of its shape): graph building moves the same trackers the same ways again and again
+# (a VIEW's tracker or another node's shape, method, args) -> (the tracker moved, its shape, whether it shows no
+# padding, whether it is contiguous over a base of its shape): graph building moves the same trackers the same ways again and again
 _moves: dict = {}
 
 def _move(st: ShapeTracker, method: str, args: tuple) -> tuple:
   st = getattr(st, method)(*args)
-  return st, method != "pad" and all(v.mask is None for v in st.views), st.is_contiguous
+  return st, st.shape, method != "pad" and all(v.mask is None for v in st.views), st.is_contiguous
 
 def moved(n: Node, method: str, *args) -> Node:
   """n through a movement op (a ShapeTracker method: reshape, permute, ...): one VIEW over n's base (a view of a view
@@ -96,7 +96,7 @@ def moved(n: Node, method: str, *args) -> Node:
     if (hit := _moves.get(key := (n.arg if view else n.shape, method, args))) is None:
       hit = remember(_moves, key, _move(n.arg if view else ShapeTracker.contiguous(n.shape), method, args))
   except TypeError: hit = _move(n.arg if view else ShapeTracker.contiguous(n.shape), method, args)   # a list argument: no cache
-  st, unpadded, contiguous = hit
-  if base.op is _CONST and unpadded: return Node(_CONST, (), base.arg, n.dtype, st.shape)   # stays one node (a padded constant is not one value)
-  if contiguous and st.shape == base.shape and base.op is not _BUFFER: return base
-  return Node(_VIEW, (base,), st, n.dtype, st.shape)
+  st, shape, unpadded, contiguous = hit
+  if base.op is _CONST and unpadded: return Node(_CONST, (), base.arg, n.dtype, shape)   # stays one node (a padded constant is not one value)
+  if contiguous and shape == base.shape and base.op is not _BUFFER: return base
+  return Node(_VIEW, (base,), st, n.dtype, shape)
