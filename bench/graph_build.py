@@ -63,14 +63,16 @@ def ops_of(fn) -> int:
   with _Count() as c: fn()
   return c.n
 
-def gpt2_build(batch: int, length: int, layers: int):
-  """A thunk building the GPT-2 eager prefill's graph, as bench/host_profile.py does, left unrealized."""
+def gpt2_build(batch: int, length: int, layers: int, dtype=None):
+  """A thunk building the graph of GPT-2's eager prefill (examples/gpt2_model.py, a KV cache, the last position's
+  logits) on the default device, nothing realized; bench/host_profile.py times it too."""
   from gpt2_model import GPT2Config, GPT2LMHeadModel, KVCache
   alloy.manual_seed(0)
   config = GPT2Config(n_layer=layers)
   device = alloy.default_device()
   model = GPT2LMHeadModel(config).to(device)
-  cache = KVCache(config, batch, length, device=device)
+  if dtype is not None: model = model.to(dtype=dtype)
+  cache = KVCache(config, batch, length, dtype=dtype, device=device)
   ids = Tensor(np.random.default_rng(0).integers(0, config.vocab_size, (batch, length)).astype(np.int32), device=device).realize()
   def build():
     with alloy.no_grad(): return model(ids, 0, cache, logits_to_keep=1)
