@@ -29,6 +29,7 @@ from alloy import dtype as dt, autograd
 from alloy import realize_tensors
 from alloy.engine.watch import watchers
 from alloy.scalar import plain
+from alloy.indexing import basic_key, getitem
 
 MAX_LAYERS = 8   # index_put_(accumulate=True): past this many repeats of one index, one scatter-add instead of a layer per repeat
 
@@ -64,15 +65,13 @@ def current(t):
 def view_again(base, how: str, args):
   """base viewed as note_view recorded a view of it (how, args): a new view of base."""
   if how == "detach": return base.detach()
-  if how == "index":
-    from alloy.indexing import getitem
-    return getitem(base, args)
+  if how == "index": return index_view(base, args, getitem(base, args))
   return base._view(how, *args)
 
 def note_view(base, view, how: str, args):
   """view is base viewed by how/args (PyTorch's view ops): it writes through to base, and base's changes reach it."""
-  view._base = (base, how, args, autograd.version(base))
-  view._version = autograd.counter(base)   # one version for the base and its views, as PyTorch's storage has
+  box = autograd.counter(base)
+  view._base, view._version = (base, how, args, box[0]), box   # one version for the base and its views, as PyTorch's storage has
   views = getattr(base, "_views", None)
   if views is None: views = base._views = []
   elif len(views) >= 16 and len(views) & (len(views) - 1) == 0: views[:] = [r for r in views if r() is not None]   # dead ones out, as it doubles
@@ -142,7 +141,9 @@ def assign(t, new, what: str, cast_any: bool = False, keep_grad: bool = False, f
 def index_view(t, key, out):
   """getitem's result; a basic index (no integer tensors or masks) makes it a view of t."""
   if out is t: return out
-  for i in (key if isinstance(key, tuple) else (key,)):
+  idx = key if isinstance(key, tuple) else (key,)
+  if basic_key(idx) is not None: return note_view(t, out, "index", key)   # the commonest index, at once
+  for i in idx:
     if _is_advanced(plain(i)): return out
   return note_view(t, out, "index", key)
 

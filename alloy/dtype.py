@@ -1,6 +1,7 @@
 """Data types and PyTorch's type promotion (Python scalars are weak)."""
 from __future__ import annotations
 from dataclasses import dataclass
+import functools
 import numpy as np
 
 @dataclass(frozen=True, eq=False)   # one instance per dtype: identity is equality, and hashing stays in C
@@ -107,11 +108,13 @@ def result_type(tensor_dtypes: list[DType], scalars: list) -> DType:
     elif cat == "i" and out.is_bool: out = default_int
   return out
 
+@functools.cache   # a per-dtype constant, asked for each integer constant made (np.iinfo costs a microsecond)
 def min_value(d: DType):
   if d.is_float: return -float("inf")
   if d.is_bool: return False
   return int(np.iinfo(d.np).min)
 
+@functools.cache
 def max_value(d: DType):
   if d.is_float: return float("inf")
   if d.is_bool: return True

@@ -29,6 +29,13 @@ def float32_matmul_precision() -> str: return _float32_matmul_precision[0]
 def prod(xs: Iterable[int]) -> int:
   return math.prod(xs)
 
+def remember(table: dict, key, value, limit: int = 1 << 14):
+  """table[key] = value, and value: a cache of answers already checked (a shape op's arguments, say), dropped whole
+  when it holds `limit` entries, so a miss costs only the check again."""
+  if len(table) >= limit: table.clear()
+  table[key] = value
+  return value
+
 def cache_dir() -> str:
   base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
   return os.path.join(base, "alloy")

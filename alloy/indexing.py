@@ -5,6 +5,7 @@ from alloy import dtype as dt, autograd
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.scalar import plain
+from alloy.helpers import remember
 from alloy.ir.symbolic import INT32_MAX
 
 def _is_advanced(x) -> bool:
@@ -38,23 +39,39 @@ def _expand_masks(t, idx: tuple) -> tuple:
     before += real[k]
   return tuple(out)
 
-def getitem(t, idx):
-  from alloy.tensor import Tensor, broadcast_shape, where
-  if not isinstance(idx, tuple): idx = (idx,)
-  idx = tuple(plain(i) for i in idx)   # a jit's traced number indexes as a plain one (and is baked)
-  if any(_is_mask(i) for i in idx): idx = _expand_masks(t, idx)
+# (shape, basic_key of an index) -> _plan's answer: a loop indexes the same shapes the same ways, checked once here
+_plans: dict = {}
+
+def basic_key(idx: tuple):
+  """A hashable stand-in for an index of plain ints, slices of plain ints, None and Ellipsis (a basic index, the
+  commonest); None for any other (numbers of other types, tensors, masks: the full path reads them)."""
+  key = []
+  for i in idx:
+    if type(i) is slice:
+      a, b, c = i.start, i.stop, i.step
+      if not ((a is None or type(a) is int) and (b is None or type(b) is int) and (c is None or type(c) is int)): return None
+      key.append((a, b, c))
+    elif type(i) is int or i is None or i is Ellipsis: key.append(i)
+    else: return None
+  return tuple(key)
+
+def _plan(shape: tuple, idx: tuple) -> tuple:
+  """(the shrink or None, the steps or None, the shape after dropping int axes and adding None ones; per axis of that
+  shape, the axis it reads ('new' for a None); the (axis, index) of each advanced index) for t[idx] of a tensor of
+  this shape, or the error of an index that does not fit it."""
+  ndim = len(shape)
   for i in idx:
     if not (i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice)) or _is_advanced(i)):
       raise TypeError(f"unsupported index {i!r} of type {type(i).__name__}")
     if isinstance(i, bool): raise TypeError("boolean indices are not supported")
   n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
   if sum(1 for i in idx if i is Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis ('...')")
-  if n_real > t.ndim: raise IndexError(f"too many indices for tensor of dimension {t.ndim}: got {n_real}")
+  if n_real > ndim: raise IndexError(f"too many indices for tensor of dimension {ndim}: got {n_real}")
   if Ellipsis in [i for i in idx if not _is_advanced(i)]:
     pos = next(k for k, i in enumerate(idx) if i is Ellipsis)
-    idx = idx[:pos] + (slice(None),) * (t.ndim - n_real) + idx[pos + 1:]
+    idx = idx[:pos] + (slice(None),) * (ndim - n_real) + idx[pos + 1:]
   else:
-    idx = idx + (slice(None),) * (t.ndim - n_real)
+    idx = idx + (slice(None),) * (ndim - n_real)
   # basic indexing: shrink/stride per axis, drop int axes, insert None axes
   shrink, steps, advanced = [], [], []
   dim = 0
@@ -62,7 +79,7 @@ def getitem(t, idx):
   for i in idx:
     if i is None:
       out_dims.append("new"); continue
-    size = t.shape[dim]
+    size = shape[dim]
     if isinstance(i, (int, np.integer)):
       i = int(i)
       if not -size <= i < size: raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
@@ -84,11 +101,29 @@ def getitem(t, idx):
       shrink.append((0, size)); steps.append(1)
       advanced.append((dim, i)); out_dims.append(dim)
     dim += 1
-  x = t.shrink(tuple(shrink)) if any(s != (0, n) for s, n in zip(shrink, t.shape)) else t
-  if any(s != 1 for s in steps): x = x._view("stride", tuple(steps))
-  # reshape: drop int axes, add None axes
-  new_shape = tuple(1 if d == "new" else x.shape[d] for d in out_dims)
-  x = x.reshape(new_shape)
+  shrunk = tuple(e - b for b, e in shrink)
+  strided = tuple((n + abs(k) - 1) // abs(k) for n, k in zip(shrunk, steps))   # View.stride's sizes
+  new_shape = tuple(1 if d == "new" else strided[d] for d in out_dims)
+  return (tuple(shrink) if any(s != (0, n) for s, n in zip(shrink, shape)) else None,
+          tuple(steps) if any(s != 1 for s in steps) else None, new_shape, out_dims, advanced)
+
+def _basic(t, shrink, steps, new_shape):
+  """t shrunk, strided and reshaped as _plan says: the steps are no views of t of their own (getitem's caller notes
+  the result as one)."""
+  x = t._view("shrink", shrink, note=False) if shrink is not None else t
+  if steps is not None: x = x._view("stride", steps, note=False)
+  return x if new_shape == x.node.shape else x._view("reshape", new_shape, note=False)
+
+def getitem(t, idx):
+  from alloy.tensor import Tensor, broadcast_shape, where
+  if not isinstance(idx, tuple): idx = (idx,)
+  if (key := basic_key(idx)) is not None:
+    if (plan := _plans.get(k := (t.node.shape, key))) is None: plan = remember(_plans, k, _plan(t.shape, idx))
+    return _basic(t, *plan[:3])
+  idx = tuple(plain(i) for i in idx)   # a jit's traced number indexes as a plain one (and is baked)
+  if any(_is_mask(i) for i in idx): idx = _expand_masks(t, idx)
+  shrink, steps, new_shape, out_dims, advanced = _plan(t.shape, idx)
+  x = _basic(t, shrink, steps, new_shape)
   if not advanced: return x
   # advanced indexing: positions of the advanced axes in x
   adv_pos = [k for k, d in enumerate(out_dims) if d != "new" and any(d == a for a, _ in advanced)]

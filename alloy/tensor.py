@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 from alloy import dtype as dt
 from alloy.dtype import DType
-from alloy.helpers import prod, all_same
+from alloy.helpers import prod, all_same, remember
 from alloy.ir.node import Node, moved
 from alloy.ir.ops import Op
 from alloy.ir.symbolic import INT32_MAX
@@ -23,12 +23,15 @@ from alloy.realize_tensors import buffer_of, copy_to, realize as _realize
 from alloy.engine.watch import watchers
 from alloy import dlpack, autograd
 from alloy.assign import note_view
+from alloy.indexing import getitem
 from alloy.scalar import Scalar, cast_number as _cast_scalar, plain
 
 MaxResult = collections.namedtuple("MaxResult", ["values", "indices"])
 # The constants of the last few `tensor (op) number`s: a loop's step (x * 1.0001 + 1) finds its constants' nodes alive
 # (hash-consed), where it would make them anew and the schedule would sign them again
 _recent_constants: collections.deque = collections.deque(maxlen=64)
+
+_VIEW_METHODS = ("reshape", "permute", "shrink")   # the movement ops whose result is a view of its input, as PyTorch's
 
 def _norm_axis(axis: int, ndim: int, what="dimension") -> int:
   if type(axis) is int and -ndim <= axis < ndim: return axis % ndim   # the common case, without the checks below
@@ -41,7 +44,15 @@ def _norm_axis(axis: int, ndim: int, what="dimension") -> int:
   return axis % max(ndim, 1)
 norm_axis = _norm_axis   # public: the op modules beside this one (gathering, ordering, ...) check dims the same way
 
+_broadcasts: dict = {}   # shapes -> their broadcast shape: a graph broadcasts the same few pairs again and again
+
 def broadcast_shape(*shapes: tuple) -> tuple:
+  try:
+    if (hit := _broadcasts.get(shapes)) is not None: return hit
+  except TypeError: return _broadcast_shape(shapes)   # a list among them: no cache
+  return remember(_broadcasts, shapes, _broadcast_shape(shapes))
+
+def _broadcast_shape(shapes: tuple) -> tuple:
   if all(s == shapes[0] for s in shapes[1:]): return tuple(shapes[0])
   nd = max(len(s) for s in shapes)
   padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
@@ -323,10 +334,12 @@ class Tensor:
     t = Tensor.__new__(Tensor)   # same device, already canonical: skip the rest of the constructor
     t.node, t.device, t._ag = node, self.device, None
     return t
-  def _view(self, method: str, *args) -> "Tensor":
+  def _view(self, method: str, *args, note: bool = True) -> "Tensor":
+    """self through a movement op; a view of self (note_view) where PyTorch's is one, unless note is False (a step
+    inside an op that notes its result as a view itself)."""
     t = self._new(moved(self.node, method, *args))
-    if self._ag is not None: t = autograd.record(t, autograd.view_rule, (self,), method, args, self.shape)
-    if method in ("reshape", "permute", "shrink"): note_view(self, t, method, args)   # PyTorch's views
+    if self._ag is not None: t = autograd.record(t, autograd.view_rule, (self,), method, args, self.node.shape)
+    if note and method in _VIEW_METHODS: note_view(self, t, method, args)
     return t
   def _const(self, v, d: DType | None = None, shape: tuple = ()) -> "Tensor":
     d = d or self.node.dtype
@@ -336,7 +349,9 @@ class Tensor:
     if isinstance(other, Tensor):
       if other.device != self.device:
         raise ValueError(f"{op_name}: expected both tensors on the same device, got {self.device} and {other.device}")
-      d = dt.promote_types(self.dtype, other.dtype)
+      n, m = self.node, other.node
+      if n.dtype is m.dtype and n.shape == m.shape: return (other, self) if reverse else (self, other)   # nothing to promote or broadcast
+      d = dt.promote_types(n.dtype, m.dtype)
       a, b = self.cast(d), other.cast(d)
     else:
       if isinstance(other, (list, tuple, np.ndarray)): other = Tensor(other, device=self.device); return self._operands(other, reverse, op_name)
@@ -347,9 +362,7 @@ class Tensor:
     shape = broadcast_shape(a.shape, b.shape)
     return a._broadcast_to(shape), b._broadcast_to(shape)
   def _broadcast_to(self, shape) -> "Tensor":
-    if self.shape == tuple(shape): return self
-    t = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if self.ndim < len(shape) else self
-    return t.expand(shape)
+    return self if self.node.shape == shape else self.expand(shape)   # expand puts the leading 1s in
   def _ew(self, op: Op, *srcs: "Tensor", dtype: DType | None = None) -> "Tensor":
     n = self.node
     t = self._new(Node(op, (n, *[s.node for s in srcs]), None, dtype or n.dtype, n.shape))
@@ -362,24 +375,15 @@ class Tensor:
   # ---- movement (views; launch nothing)
   def reshape(self, *shape) -> "Tensor":
     shape = _shape_arg(shape)
-    if shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
-    if -1 in shape:
-      known = prod(s for s in shape if s != -1)
-      if known == 0 or self.numel() % known: raise ValueError(f"cannot reshape tensor of shape {self.shape} into {shape}")
-      shape = tuple(self.numel() // known if s == -1 else s for s in shape)
-    if any(s < 0 for s in shape): raise ValueError(f"reshape: invalid shape {shape}")
-    if prod(shape) != self.numel(): raise ValueError(f"cannot reshape tensor of shape {self.shape} ({self.numel()} elements) into shape {shape}")
-    return self._reshaped(shape)
+    if (new := _reshapes.get(key := (self.node.shape, shape))) is None: new = remember(_reshapes, key, _reshape_target(*key))
+    return self._reshaped(new)
   view = reshape
   def _reshaped(self, shape: tuple) -> "Tensor":
     """reshape for shapes computed here, already known to fit: no argument checks."""
     return self if shape == self.node.shape else self._view("reshape", shape)
   def permute(self, *order) -> "Tensor":
-    order = _shape_arg(order)
-    if len(order) != self.ndim: raise ValueError(f"permute: got {len(order)} dims {order} for a tensor with {self.ndim} dims")
-    order = tuple(_norm_axis(o, self.ndim) for o in order)
-    if sorted(order) != list(range(self.ndim)): raise ValueError(f"permute: {order} is not a permutation of {self.ndim} dims")
-    return self._view("permute", order)
+    if (o := _permutes.get(key := (len(self.node.shape), _shape_arg(order)))) is None: o = remember(_permutes, key, _permute_order(*key))
+    return self._view("permute", o)
   def transpose(self, dim0=-2, dim1=-1) -> "Tensor":
     if self.ndim < 2 and (dim0, dim1) == (-2, -1): return self
     a, b = _norm_axis(dim0, self.ndim), _norm_axis(dim1, self.ndim)
@@ -387,14 +391,10 @@ class Tensor:
     order[a], order[b] = order[b], order[a]
     return self.permute(order)
   def expand(self, *shape) -> "Tensor":
-    shape = _shape_arg(shape)
-    if len(shape) < self.ndim: raise ValueError(f"expand: target shape {shape} has fewer dims than the tensor's {self.shape}")
-    src = (1,) * (len(shape) - self.ndim) + self.shape
-    shape = tuple(s if n == -1 else n for s, n in zip(src, shape))
-    for s, n in zip(src, shape):
-      if s != n and s != 1: raise ValueError(f"expand: the size {s} of shape {self.shape} must match {n} in {shape} (or be 1)")
-    t = self.reshape(src) if src != self.shape else self
-    return t if shape == t.shape else t._view("expand", shape)
+    if (hit := _expands.get(key := (self.node.shape, _shape_arg(shape)))) is None: hit = remember(_expands, key, _expand_target(*key))
+    src, shape = hit
+    t = self._reshaped(src)
+    return t if shape == src else t._view("expand", shape)
   def squeeze(self, dim=None) -> "Tensor":
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
     dims = {_norm_axis(d, self.ndim) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}
@@ -445,9 +445,7 @@ class Tensor:
     return self.split(max(1, math.ceil(n / chunks)), dim)
   def cat(self, *others, dim=0) -> "Tensor": return cat([self, *others], dim)
 
-  def __getitem__(self, idx) -> "Tensor":
-    from alloy.indexing import getitem
-    return assign.index_view(self, idx, getitem(self, idx))
+  def __getitem__(self, idx) -> "Tensor": return assign.index_view(self, idx, getitem(self, idx))
 
   # ---- type
   def cast(self, dtype) -> "Tensor":
@@ -623,21 +621,20 @@ class Tensor:
 
   # ---- reductions
   def _axes(self, dim) -> tuple:
-    if dim is None: return tuple(range(self.ndim))
-    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-    out = tuple(sorted({_norm_axis(d, self.ndim) for d in dims}))
-    if len(out) != len(dims): raise ValueError(f"dim {dim} repeats a dimension")
-    return out if self.ndim else ()   # a 0-d tensor takes dim 0 and -1, as PyTorch's does, and has no axis to reduce
+    ndim = len(self.node.shape)
+    # dims of plain ints are checked once per ndim (a traced number is baked by _norm_axis, not by hashing it here)
+    plain_dims = type(dim) is int or type(dim) is tuple and _ONLY_INT.issuperset(map(type, dim))
+    if plain_dims and (hit := _axes_of.get((ndim, dim))) is not None: return hit
+    return remember(_axes_of, (ndim, dim), _axes_for(ndim, dim)) if plain_dims else _axes_for(ndim, dim)
   def _reduce(self, op: Op, dim, keepdim: bool) -> "Tensor":
     axes = self._axes(dim)
     if self.ndim == 0: return self
+    if (shapes := _reduced.get(key := (self.node.shape, axes))) is None: shapes = remember(_reduced, key, _reduced_shapes(*key))
     if self._ag is not None:
       with autograd.no_grad(): t = self.detach()._reduce(op, dim, keepdim)
-      shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
-      return autograd.record(t, autograd.reduce_rule, (self,), op, axes, shape, self.shape, self.detach())
-    shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
-    t = self._new(Node(Op.REDUCE, (self.node,), (op, axes), self.dtype, shape))   # a long one is split by the schedule (schedule/split.py)
-    return t if keepdim else t._reshaped(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+      return autograd.record(t, autograd.reduce_rule, (self,), op, axes, shapes[0], self.shape, self.detach())
+    t = self._new(Node(Op.REDUCE, (self.node,), (op, axes), self.dtype, shapes[0]))   # a long one is split by the schedule (schedule/split.py)
+    return t if keepdim else t._reshaped(shapes[1])
   def sum(self, dim=None, keepdim=False, dtype=None):
     d = dt.to_dtype(dtype) if dtype is not None else (dt.int64 if self.dtype.is_int or self.dtype.is_bool else self.dtype)
     acc = _accumulator(d)
@@ -780,11 +777,61 @@ def _shape_arg(shape) -> tuple:
   if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = shape[0]
   if isinstance(shape, int): shape = (shape,)
   out = tuple(shape)
-  if all(type(s) is int for s in out): return out
+  if _ONLY_INT.issuperset(map(type, out)): return out   # all plain ints (no bool), checked without a Python frame per entry
   out = tuple(plain(s) for s in out)
   for s in out:
     if not isinstance(s, (int, np.integer)) or isinstance(s, bool): raise TypeError(f"shape entries must be ints, got {out}")
   return tuple(int(s) for s in out)
+
+# Shape ops' checked answers by (the tensor's shape or ndim, the arguments as _shape_arg gives them): a graph repeats
+# the same few shapes, so each is checked once (helpers.remember bounds them)
+_ONLY_INT = frozenset((int,))
+_reshapes: dict = {}
+_axes_of: dict = {}    # (ndim, dim) -> Tensor._axes's answer
+_reduced: dict = {}    # (shape, axes) -> (the shape with those axes kept as 1s, without them)
+_permutes: dict = {}
+_expands: dict = {}
+
+def _axes_for(ndim: int, dim) -> tuple:
+  """The sorted axes a reduction over dim (None: all) of an ndim tensor takes, or the error of a bad dim."""
+  if dim is None: return tuple(range(ndim))
+  dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+  out = tuple(sorted({_norm_axis(d, ndim) for d in dims}))
+  if len(out) != len(dims): raise ValueError(f"dim {dim} repeats a dimension")
+  return out if ndim else ()   # a 0-d tensor takes dim 0 and -1, as PyTorch's does, and has no axis to reduce
+
+def _reduced_shapes(shape: tuple, axes: tuple) -> tuple:
+  """(shape with the axes kept as 1s, shape without them): a reduction's result with keepdim and without."""
+  return tuple(1 if i in axes else s for i, s in enumerate(shape)), tuple(s for i, s in enumerate(shape) if i not in axes)
+
+def _reshape_target(old: tuple, shape: tuple) -> tuple:
+  """The shape reshape(shape) gives a tensor of shape old (-1 filled in), or the error of a shape that does not fit."""
+  numel = prod(old)
+  if shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
+  if -1 in shape:
+    known = prod(s for s in shape if s != -1)
+    if known == 0 or numel % known: raise ValueError(f"cannot reshape tensor of shape {old} into {shape}")
+    shape = tuple(numel // known if s == -1 else s for s in shape)
+  if any(s < 0 for s in shape): raise ValueError(f"reshape: invalid shape {shape}")
+  if prod(shape) != numel: raise ValueError(f"cannot reshape tensor of shape {old} ({numel} elements) into shape {shape}")
+  return shape
+
+def _permute_order(ndim: int, order: tuple) -> tuple:
+  """permute's order with negative dims resolved, or the error of one that is not a permutation of ndim dims."""
+  if len(order) != ndim: raise ValueError(f"permute: got {len(order)} dims {order} for a tensor with {ndim} dims")
+  order = tuple(_norm_axis(o, ndim) for o in order)
+  if sorted(order) != list(range(ndim)): raise ValueError(f"permute: {order} is not a permutation of {ndim} dims")
+  return order
+
+def _expand_target(old: tuple, shape: tuple) -> tuple:
+  """(old with leading 1s up to the target's dims, the target with -1 filled in) for expand(shape) of a tensor of
+  shape old, or the error of a target old does not broadcast to."""
+  if len(shape) < len(old): raise ValueError(f"expand: target shape {shape} has fewer dims than the tensor's {old}")
+  src = (1,) * (len(shape) - len(old)) + old
+  shape = tuple(s if n == -1 else n for s, n in zip(src, shape))
+  for s, n in zip(src, shape):
+    if s != n and s != 1: raise ValueError(f"expand: the size {s} of shape {old} must match {n} in {shape} (or be 1)")
+  return src, shape
 
 def _rebuild(values: np.ndarray, dtype: str, device: str) -> Tensor: return Tensor(values, dtype=dtype, device=device)
 

@@ -4,11 +4,8 @@ it, and launching its kernels, each timed apart, then cProfile's top functions o
   DEV=CUDA python3 bench/host_profile.py [--batch 8] [--length 1024] [--dtype float16]
 """
 from __future__ import annotations
-import argparse, cProfile, os, pstats, sys, time
-import numpy as np
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+import argparse, cProfile, pstats, time
 import alloy
-from alloy import Tensor
 from alloy.schedule import fusion
 
 def main():
@@ -18,16 +15,10 @@ def main():
   ap.add_argument("--layers", type=int, default=12)
   ap.add_argument("--dtype", default="float16")
   a = ap.parse_args()
-  from gpt2_model import GPT2Config, GPT2LMHeadModel, KVCache
-  alloy.manual_seed(0)
-  config = GPT2Config(n_layer=a.layers)
+  from graph_build import gpt2_build
+  build = gpt2_build(a.batch, a.length, a.layers, getattr(alloy, a.dtype))
   device = alloy.default_device()
-  model = GPT2LMHeadModel(config).to(device).to(dtype=getattr(alloy, a.dtype))
-  cache = KVCache(config, a.batch, a.length, dtype=getattr(alloy, a.dtype), device=device)
   dev = alloy.get_device(device)
-  ids = Tensor(np.random.default_rng(0).integers(0, config.vocab_size, (a.batch, a.length)).astype(np.int32), device=device).realize()
-  def build():
-    with alloy.no_grad(): return model(ids, 0, cache, logits_to_keep=1)
   for _ in range(2): build().realize()   # compiles
   dev.synchronize()
   times = {"build": [], "schedule": [], "realize": [], "device wait": []}

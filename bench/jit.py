@@ -1,9 +1,9 @@
 """Launch overhead: a chain of 1000 dependent tiny kernels (x = x*1.0001 + 1 on 1024 float32), in µs per kernel.
 
 alloy eager (schedule + cached compile per kernel), @jit replay launch by launch, @jit replay in graphs, beside
-NumPy on the CPU and PyTorch on CUDA when installed: eager in its one-kernel form of the step (torch.add(1, x,
-alpha=1.0001); `x*1.0001 + 1` is two kernels in eager torch and would flatter alloy 2x), the same step through
-torch.compile, and torch.cuda.CUDAGraph.
+NumPy on the CPU and PyTorch when installed: eager (on the CPU too) in its one-kernel form of the step
+(torch.add(1, x, alpha=1.0001); `x*1.0001 + 1` is two kernels in eager torch and would flatter alloy 2x), and on
+CUDA the same step through torch.compile, and torch.cuda.CUDAGraph.
 Also: the fixed cost of one replay (a one-kernel function), with its result dropped and with results held.
 
 python bench/jit.py            (DEV=CUDA or DEV=CPU picks the device; default: the best present)
@@ -60,15 +60,18 @@ def run():
       for _ in range(N_KERNELS): y = y * np.float32(1.0001) + np.float32(1)
     row["numpy"] = per_kernel_us(numpy_chain, lambda: None)
     columns.append("numpy")
-  if torch is not None and device.startswith("CUDA") and torch.cuda.is_available():
-    t = torch.ones(N_ELEMS, device="cuda")
+  on_cuda = device.startswith("CUDA") and torch is not None and torch.cuda.is_available()
+  if torch is not None and (on_cuda or device == "CPU"):   # eager torch on the same device: its per-kernel cost
+    t = torch.ones(N_ELEMS, device="cuda" if on_cuda else "cpu")
     ones_t = torch.ones_like(t)
     def torch_step(y): return torch.add(ones_t, y, alpha=1.0001)
     def torch_chain(step=torch_step):
       y = t
       for _ in range(N_KERNELS): y = step(y)
       return y
-    row["torch"] = per_kernel_us(torch_chain, torch.cuda.synchronize)
+    row["torch"] = per_kernel_us(torch_chain, torch.cuda.synchronize if on_cuda else lambda: None)
+    columns.append("torch")
+  if on_cuda:
     compiled, why_not = torch_compiled(lambda y: y * 1.0001 + 1, t)
     if compiled is not None:
       row["compile"] = per_kernel_us(lambda: torch_chain(compiled), torch.cuda.synchronize)
@@ -84,7 +87,7 @@ def run():
       y = static_in
       for _ in range(N_KERNELS): y = torch_step(y)
     row["torch+graph"] = per_kernel_us(torch_chain_graph.replay, torch.cuda.synchronize)
-    columns += ["torch", "torch+graph"]
+    columns.append("torch+graph")
   print(f"launch overhead on {device} ({dev.target}): µs per kernel, lower is better")
   print_table([row], columns, {}, ours="jit+graph")
   # the fixed cost of one replay: with the result dropped at once (its buffer is written again by the next call),

@@ -2,7 +2,7 @@
 from __future__ import annotations
 import itertools, weakref
 from alloy.dtype import DType
-from alloy.helpers import toposort
+from alloy.helpers import remember, toposort
 from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker
 
@@ -10,7 +10,7 @@ from alloy.ir.view import ShapeTracker
 # node costs a Python call at every death, and graph building makes and drops a few nodes per op. Dead entries
 # are swept when the table has doubled since the last sweep, so its size stays within twice the live nodes.
 _table: dict = {}
-_BUFFER, _CONST = Op.BUFFER, Op.CONST
+_BUFFER, _CONST, _VIEW = Op.BUFFER, Op.CONST, Op.VIEW
 _sweep_at = 4096
 
 def _sweep() -> None:
@@ -79,13 +79,24 @@ def views_a_buffer(n: Node) -> bool:
   """Whether n reads a buffer through a view (any layout): a computed value."""
   return n.op is Op.VIEW and n.src[0].op is Op.BUFFER
 
+# (a VIEW's tracker or another node's shape, method, args) -> (the tracker moved, its shape, whether it shows no
+# padding, whether it is contiguous over a base of its shape): graph building moves the same trackers the same ways again and again
+_moves: dict = {}
+
+def _move(st: ShapeTracker, method: str, args: tuple) -> tuple:
+  st = getattr(st, method)(*args)
+  return st, st.shape, method != "pad" and all(v.mask is None for v in st.views), st.is_contiguous
+
 def moved(n: Node, method: str, *args) -> Node:
   """n through a movement op (a ShapeTracker method: reshape, permute, ...): one VIEW over n's base (a view of a view
   composes), a constant of the new shape where no padding shows, or the base itself where the view is a no-op."""
-  if n.op is Op.VIEW: base, st = n.src[0], n.arg
-  else: base, st = n, ShapeTracker.contiguous(n.shape)
-  st = getattr(st, method)(*args)
-  if base.op is _CONST and method != "pad" and all(v.mask is None for v in st.views):   # stays one node (a padded constant is not one value)
-    return Node(_CONST, (), base.arg, n.dtype, st.shape)
-  if st.is_contiguous and st.shape == base.shape and base.op is not _BUFFER: return base
-  return Node(Op.VIEW, (base,), st, n.dtype, st.shape)
+  view = n.op is _VIEW
+  base = n.src[0] if view else n
+  try:
+    if (hit := _moves.get(key := (n.arg if view else n.shape, method, args))) is None:
+      hit = remember(_moves, key, _move(n.arg if view else ShapeTracker.contiguous(n.shape), method, args))
+  except TypeError: hit = _move(n.arg if view else ShapeTracker.contiguous(n.shape), method, args)   # a list argument: no cache
+  st, shape, unpadded, contiguous = hit
+  if base.op is _CONST and unpadded: return Node(_CONST, (), base.arg, n.dtype, shape)   # stays one node (a padded constant is not one value)
+  if contiguous and shape == base.shape and base.op is not _BUFFER: return base
+  return Node(_VIEW, (base,), st, n.dtype, shape)
