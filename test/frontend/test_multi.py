@@ -283,7 +283,7 @@ def _one_device(weights, xs, ys, lr: float):
   one = [Tensor(w, device="CPU", requires_grad=True) for w in weights]
   want = []
   for x, y in zip(xs, ys):
-    loss = _mlp_loss(Tensor(x), Tensor(y), *one)
+    loss = _mlp_loss(Tensor(x, device="CPU"), Tensor(y, device="CPU"), *one)
     loss.backward()
     for p in one: _sgd(p, p.grad, lr)
     want.append(loss.item())
