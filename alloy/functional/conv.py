@@ -92,13 +92,19 @@ def _forward_as_matmul(xw, w):
   copy costs the window's bytes (9x the input for 3x3), but the product then runs on the matrix engines
   (codegen/matmul.py takes plain strided operands only), where the reduction over the window view ran on the CUDA
   cores (2 TFLOP/s for 64 -> 64 channels at 56x56 on an H200)."""
+  rows, o = _window_rows(xw)
+  n, g, _, depth = rows.shape
+  cout = w.shape[0]
+  out = w.reshape(g, cout // g, depth) @ rows.contiguous().transpose(2, 3)   # (N, G, Cout_g, O), float32 sums for halves
+  return out.reshape((n, cout) + o)
+
+def _window_rows(xw) -> tuple:
+  """(the window view (N, G, Cg, *O, *K) as rows (N, G, O, Cg*K), still a view; O's axes): im2col's matrix."""
   n, g, cg = xw.shape[:3]
   nd = (xw.ndim - 3) // 2
-  o, kernel, cout = xw.shape[3:3 + nd], xw.shape[3 + nd:], w.shape[0]
+  o, kernel = xw.shape[3:3 + nd], xw.shape[3 + nd:]
   sp, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
-  cols = xw.permute((0, 1) + sp + (2,) + ks).reshape(n, g, prod(o), cg * prod(kernel)).contiguous()
-  out = w.reshape(g, cout // g, cg * prod(kernel)) @ cols.transpose(2, 3)   # (N, G, Cout_g, O), float32 sums for halves
-  return out.reshape((n, cout) + o)
+  return xw.permute((0, 1) + sp + (2,) + ks).reshape(n, g, prod(o), cg * prod(kernel)), o
 
 def conv_input_grad(gy, w, in_spatial: tuple, stride, pads_before, dilation, groups):
   """The input gradient of conv_forward, gy (N, Cout, *O) -> (N, C, *in_spatial): a stride-1 convolution of gy,
@@ -155,16 +161,15 @@ def _weight_grad_as_gpu_matmul(xw, gy, w_shape: tuple, acc):
   """The weight gradient on a GPU as matmuls: gw[g] = gy[g] (Cout_g, L) @ cols[g] (L, Cg*K) over the L = N*O
   positions, with the windows copied out as rows (the forward's im2col again). The product is small and L long, so
   it is cut into P chunks of L whose partial products (float32) run side by side as one batched matmul, then added."""
-  n, g, cg = xw.shape[:3]
-  nd = (xw.ndim - 3) // 2
-  o, kernel, cog = xw.shape[3:3 + nd], xw.shape[3 + nd:], w_shape[0] // g
-  sp, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
-  length, depth = n * prod(o), cg * prod(kernel)
+  rows, o = _window_rows(xw)
+  n, g, positions, depth = rows.shape
+  nd, cog = len(o), w_shape[0] // g
+  length = n * positions
   tiles = -(-cog // 64) * -(-depth // 64)
   parts = max(1, min(-(-WEIGHT_GRAD_BLOCKS // tiles), length // 256))
   chunk = -(-length // parts)
   extra = parts * chunk - length   # zero positions past the end, so the chunks divide them
-  cols = xw.permute((1, 0) + sp + (2,) + ks).reshape(g, length, depth).pad(((0, 0), (0, extra), (0, 0)))
+  cols = rows.permute(1, 0, 2, 3).reshape(g, length, depth).pad(((0, 0), (0, extra), (0, 0)))
   cols = cols.reshape(g, parts, chunk, depth).contiguous()
   gt = gy.reshape((n, g, cog) + o).permute((1, 2, 0) + tuple(range(3, 3 + nd))).reshape(g, cog, length).pad(((0, 0), (0, 0), (0, extra)))
   gt = gt.reshape(g, cog, parts, chunk).permute(0, 2, 1, 3).contiguous()   # (G, P, Cout_g, chunk)
