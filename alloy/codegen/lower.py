@@ -371,10 +371,10 @@ class Lowerer:
       flat = self._output_flat(idx)
       guard = sym.Cond()
       for a in pads: guard = guard & sym.lt(idx[a], shape[a])
-      block = self.stack[self._level_for((self.params[0], val), [flat])]
-      if not guard.is_true: block.add(Instr(Kind.IF, None, (), guard))
+      block = None if guard.is_true else self.stack[self._level_for((self.params[0], val), [flat])]
+      if block is not None: block.add(Instr(Kind.IF, None, (), guard))
       self.emit(Kind.STORE, None, (self.params[0], val), (flat, sym.Cond()), exprs=[flat], cse=False)
-      if not guard.is_true: block.add(Instr(Kind.ENDIF, None))
+      if block is not None: block.add(Instr(Kind.ENDIF, None))
 
   def _lower_loops(self) -> None:
     """CPU: a loop per output axis (in opts.loop_order), the outer one split across cores when the kernel is big;
