@@ -220,7 +220,7 @@ def _gpu_register_tile(root: Node, caps: DeviceCaps) -> list[Opt] | None:
   """A register tile per GPU thread (matmul's): GPU_TILE outputs, so each loaded element of one operand serves a
   row of the tile and each of the other a column (the naive kernel loads both for every multiply-add). Only where
   enough threads remain to fill the GPU."""
-  if not any(m.op is Op.REDUCE for m in root.toposort()): return None
+  if not any(m.op is Op.REDUCE for m in root.toposort()) or _broadcasts_reduction(root): return None
   shape = root.shape
   inner = _last_axis(shape)
   big = _longest_reduce(root)
@@ -231,6 +231,17 @@ def _gpu_register_tile(root: Node, caps: DeviceCaps) -> list[Opt] | None:
   threads = prod(-(-s // dict(tile).get(a, 1)) for a, s in enumerate(shape))
   if threads < GPU_TILE_MIN_THREADS: return None
   return [local(min(caps.default_local, _pow2_at_least(threads)))] + [up(a, n) for a, n in tile]
+
+def _broadcasts_reduction(root: Node) -> bool:
+  """Whether the kernel reads a reduction's result broadcast along an axis (a layer norm's mean, a softmax's sum): each
+  row's reduction is then shared by the row's outputs, which a threadgroup per row (GROUP) computes once; a register
+  tile would recompute it for every tile of the row (GPT-2's layer norms on the H200, 8x1024 rows of 768: 0.27 ms
+  each as 4 x 4 tiles, 192 times the row's reads)."""
+  for m in root.toposort():
+    if m.op is not Op.VIEW or m.arg.views[-1].mask is not None: continue
+    v = m.arg.views[-1]
+    if any(st == 0 and n > 1 for n, st in zip(v.shape, v.strides)) and any(x.op is Op.REDUCE for x in m.src[0].toposort()): return True
+  return False
 
 def _register_tile(root: Node, inner: int, fits, rows: int = TILE_ROWS, cols: int = TILE_COLS) -> tuple | None:
   """A 2D register tile (matmul's): rows of one output axis times columns of the innermost, when one operand
