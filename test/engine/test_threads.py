@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent("""
         if i % 3 == 0: got, want = (x + 1).numpy(), a + 1
         elif i % 3 == 1: got, want = (x @ Tensor(b, device=DEVICE)).numpy(), a @ b
         else: got, want = x.sum(1).numpy(), a.sum(1)
-        if not np.allclose(got, want, atol=1e-4): wrong.append((k, i))
+        if not np.allclose(got, want, atol=1e-4): wrong.append((k, i, ('add', 'matmul', 'sum')[i % 3], float(np.abs(got - want).max())))
     except Exception as e: errors.append(repr(e))
   def sync():   # a thread that keeps synchronizing, as another part of a program might
     start.wait()
@@ -32,7 +32,7 @@ SCRIPT = textwrap.dedent("""
   for t in [*workers, syncer]: t.start()
   for t in workers: t.join()
   stop.set(); syncer.join()
-  print("wrong", len(wrong), "of", THREADS * OPS, "errors", errors[:3])
+  print("wrong", len(wrong), "of", THREADS * OPS, "errors", errors[:3], "first wrong", wrong[:3])
 """)
 
 def test_threads_get_right_values(device):

@@ -95,8 +95,7 @@ class CUDAAllocator(LRUAllocator):
     dev = self.device
     dev.activate()
     dst = memoryview(dst).cast("B") if not (isinstance(dst, memoryview) and dst.format == "B" and dst.ndim == 1) else dst
-    dev.encoder.wait_writer(handle)
-    if (ev := dev.writers.get(handle)) is not None: check(driver.cuEventSynchronize(ev), "cuEventSynchronize")
+    if (ev := dev.encoder.writer_event(handle)) is not None: check(driver.cuEventSynchronize(ev), "cuEventSynchronize")
     with dev.copying_out: self._copy_out(dst, handle)
 
   def _copy_out(self, dst: memoryview, handle: int) -> None:
@@ -142,8 +141,7 @@ class CUDAAllocator(LRUAllocator):
       if err not in (SUCCESS, driver.CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED): raise CUDAError(err, "cuCtxEnablePeerAccess")
       self._peers.add(src_device.index)
     src_device.activate()
-    src_device.encoder.wait_writer(src)   # src's writer gets its event
-    writer = src_device.writers.get(src)
+    writer = src_device.encoder.writer_event(src)
     dev.activate()
     with dev.submitting:
       if writer is not None: check(driver.cuStreamWaitEvent(dev.stream, writer, 0), "cuStreamWaitEvent")

@@ -22,11 +22,14 @@ class CUDACommandEncoder(CommandEncoder):
     super().__init__(device, COMMIT_LAUNCHES, 1 << 62)
     self.unrecorded: dict = {}
 
-  def wait_writer(self, handle: int) -> None:
-    """Commit the open run if it writes handle, so that handle's writer has an event to wait on."""
-    if handle in self.unrecorded:
-      with self.device.submitting:
-        if handle in self.unrecorded: self.commit()
+  def writer_event(self, handle: int):
+    """The event after the last work that writes handle (None where nothing queued does), committing the open run
+    first where it writes handle. Under the lock: between a commit's taking of `unrecorded` and its booking of the
+    event, handle is in neither book, and a reader that looked then copied before the kernel had run (1 wrong
+    value in about 5000 eager ops with three threads realizing and a fourth synchronizing, on the H200)."""
+    with self.device.submitting:
+      if handle in self.unrecorded: self.commit()
+      return self.device.writers.get(handle)
 
   def _commit(self, kernels: list) -> None:
     written, self.unrecorded = self.unrecorded, {}
