@@ -20,7 +20,7 @@ from alloy.codegen.opts import choose_opts
 from alloy.codegen.plan import Plan, make_plan, padded_shape
 from alloy.codegen.vectorize import vectorize
 from alloy.codegen.passes import after_lowering
-from alloy.codegen.tensor_core import MMA_SYNC, accumulator_index, grid, tile_origin
+from alloy.codegen.tensor_core import MMA_SYNC, WGMMA, accumulator_index, grid, tile_origin
 from alloy.ir.kernel import KernelAST
 
 GROUP_VECTOR = 4   # elements a grouped-reduction thread takes at once: one 16-byte access for 4-byte types
@@ -506,7 +506,8 @@ class Lowerer:
     spec, tile = self.opts.tensor_core
     tiles_m, tiles_n, nb = grid(spec, tile)
     group = sym.Var("gidx", 0, tiles_m * tiles_n * nb - 1)
-    lane = sym.Var("lidx", 0, tile.threads - 1)
+    # the epilogue's lanes: a WGMMA tile's producer threads leave inside the MMA, before anything reads lidx
+    lane = sym.Var("lidx", tile.threads - tile.epilogue_threads, tile.threads - 1)
     self.stack[0].add(Instr(Kind.SPECIAL, dt.int32, (), (group, "group")))
     self.stack[0].add(Instr(Kind.SPECIAL, dt.int32, (), (lane, "lane")))
     m0, n0, batch_flat = tile_origin(spec, tile, group)
@@ -517,13 +518,16 @@ class Lowerer:
       return flat
     index = lambda e: self.emit(Kind.INDEX, _index_dtype(e), arg=e, exprs=[e])
     for op in (spec.a, spec.b): self.buffer_dtypes[op.slot] = op.dtype
+    # a WGMMA tile's copy engine reads the batch element's coordinate, not its offsets
+    batch_src = (index(batch_flat),) if tile.instruction == WGMMA else ()
     self.mma = self.emit(Kind.MMA, spec.acc_dtype, (self.params[spec.a.slot], self.params[spec.b.slot], index(offset(spec.a)),
-                                                    index(offset(spec.b)), index(m0), index(n0)), (spec, tile), cse=False)
+                                                    index(offset(spec.b)), index(m0), index(n0), *batch_src), (spec, tile), cse=False)
     # accumulators 2j and 2j+1 are neighbours in a row: where N is the output's contiguous axis and even, one
     # 2-wide store writes both (4 or 8 bytes, aligned), under one guard
     pairs = spec.out_axes[-1] == "n" and spec.N % 2 == 0 and spec.out_dtype.name in PAIR_STORE_DTYPES
     staged = self._epilogue_stage(spec, tile)
-    if staged is not None: self.stack[0].add(Instr(Kind.BARRIER, None))   # every warp's last reads of the pipeline are done
+    barrier = Instr(Kind.BARRIER, None, (), tile.epilogue_threads if tile.instruction == WGMMA else None)
+    if staged is not None: self.stack[0].add(barrier)   # every warp's last reads of the pipeline are done
     where = accumulator_index(tile, lane)
     for k in range(0, len(where), 2 if pairs else 1):
       row, col = m0 + where[k][0], n0 + where[k][1]
@@ -546,7 +550,7 @@ class Lowerer:
       else: self._store([list(idxs[0])])
       if not guard.is_true: self.stack[0].add(Instr(Kind.ENDIF, None))
       self.cse, self.memo = cse, memo
-    if staged is not None: self._copy_out_stage(spec, tile, staged, lane, m0, n0, batch)
+    if staged is not None: self._copy_out_stage(spec, tile, staged, lane, m0, n0, batch, barrier)
 
   def _epilogue_stage(self, spec, tile) -> Instr | None:
     """CUDA's mma.sync tile with a 16-bit output, N contiguous and a multiple of 8: a LOCAL array, in the pipeline's
@@ -554,20 +558,23 @@ class Lowerer:
     rows. A thread's own accumulators are 2-element pairs 8 rows apart, so stored directly a warp writes 16 bytes of
     each of 8 rows: half sectors, and four times the store instructions of 16-byte ones (the attention scores' fp16
     output wrote at 1.2 TB/s that way)."""
-    if tile.instruction != MMA_SYNC or spec.out_dtype.itemsize != 2 or spec.out_axes[-1] != "n" or spec.N % STAGE_VECTOR: return None
+    if tile.instruction not in (MMA_SYNC, WGMMA) or spec.out_dtype.itemsize != 2 or spec.out_axes[-1] != "n" or spec.N % STAGE_VECTOR:
+      return None
     size = tile.bm * (tile.bn + STAGE_PAD)
-    if size * 2 > tile.shared_bytes(spec.operand_dtype.itemsize) or (tile.bm * tile.bn // STAGE_VECTOR) % tile.threads: return None
+    if size * 2 > tile.shared_bytes(spec.operand_dtype.itemsize): return None
     return self.emit(Kind.LOCAL, spec.out_dtype, (), ("stage", size, True), cse=False)
 
-  def _copy_out_stage(self, spec, tile, staged: Instr, lane: sym.Expr, m0, n0, batch) -> None:
+  def _copy_out_stage(self, spec, tile, staged: Instr, lane: sym.Expr, m0, n0, batch, barrier: Instr) -> None:
     """The staged tile to the output, 16 bytes a thread: a warp's 32 copies cover whole rows (full 128-byte lines)."""
-    self.stack[0].add(Instr(Kind.BARRIER, None))
-    per_row = tile.bn // STAGE_VECTOR
-    for i in range(tile.bm * tile.bn // STAGE_VECTOR // tile.threads):
-      chunk = lane + i * tile.threads
+    self.stack[0].add(barrier)
+    per_row, chunks, threads = tile.bn // STAGE_VECTOR, tile.bm * tile.bn // STAGE_VECTOR, tile.epilogue_threads
+    lane = lane - (tile.threads - threads)   # the epilogue's threads are the last ones (a WGMMA tile's consumers)
+    for i in range(-(-chunks // threads)):
+      chunk = lane + i * threads
       r, c = sym.div(chunk, per_row), sym.mod(chunk, per_row) * STAGE_VECTOR
       row, col = m0 + r, n0 + c
       guard = sym.in_range(row, 0, spec.M) & sym.in_range(col, 0, spec.N)
+      if chunks % threads and (i + 1) * threads > chunks: guard = guard & sym.in_range(chunk, 0, chunks)
       if not guard.is_true: self.stack[0].add(Instr(Kind.IF, None, (), guard))
       at = r * (tile.bn + STAGE_PAD) + c
       vec = self.emit(Kind.VLOAD, spec.out_dtype, (staged,), (at, STAGE_VECTOR), exprs=[at], cse=False)

@@ -41,6 +41,7 @@ SIMT_MIN_ROWS = 64            # CUDA's float32 tiles: at least a small tile's ro
                               # few threadgroups would each walk all of K; the register tile or a group per row instead)
 FEW_ROWS_LOCAL = 64           # threads per group of a matmul of a few rows (_few_rows_opts; 32 to 256 within 5%)
 FEW_ROWS_MIN_THREADS = 1 << 15   # two rows a thread only where that leaves this many threads
+WGMMA_MIN_ROWS = 64           # Hopper's tile takes 64 rows per warpgroup: fewer rows leave most of it idle
 TENSOR_CORE_SHORT_K = 64      # K at most this: the 64x64 tile too (a threadgroup's time is mostly its prologue and
                               # stores; H200, 512 x 1024x64 @ 64x1024 fp16: 85 TFLOP/s against 78 with 128x128)
 
@@ -75,6 +76,9 @@ def _tensor_core_opts(spec: MatmulSpec | None, caps: DeviceCaps) -> list[Opt] | 
   matrices (fp16, fp32) in 64x64 tiles where enough of them fill the GPU, else 32x32."""
   if spec is None or min(spec.M, spec.N, spec.K) < TENSOR_CORE_MIN or "n" not in spec.out_axes: return None
   choices = []   # per instruction, by preference: (tile, the threadgroups it needs), largest first; then the smallest
+  if tc.WGMMA in caps.tensor_cores and spec.K > TENSOR_CORE_SHORT_K and spec.M >= WGMMA_MIN_ROWS:
+    wide, mid, narrow = tc.WGMMA_TILES   # the plain Hopper matmul's rule (engine/wgmma.py): the widest N that mostly fits
+    choices.append(((wide if spec.N > 128 else mid if spec.N > 64 else narrow, 0),))
   if tc.MMA_SYNC in caps.tensor_cores: choices.append(((0, TENSOR_CORE_BIG_TILES),) * (spec.K > TENSOR_CORE_SHORT_K) + ((2, 0),))
   if tc.SIMT_F32 in caps.tensor_cores and spec.M >= SIMT_MIN_ROWS:
     huge, large, medium, small = tc.SIMT_TILES[:4]

@@ -52,7 +52,8 @@ class Plan:
     float32 tiles on the CUDA cores measured 0-7% faster with all 255."""
     if self.tensor_core is None: return max(1, 512 // self.local_size[0])
     tile = self.tensor_core[1]
-    return 1 if tile.accumulators > 64 or tile.instruction == tc.SIMT_F32 else 2
+    # a WGMMA tile's consumers raise their registers past an even share of 384 threads (setmaxnreg): one block an SM
+    return 1 if tile.accumulators > 64 or tile.instruction in (tc.SIMT_F32, tc.WGMMA) else 2
 
 class InvalidOpts(ValueError):
   """A list of transforms the lowering cannot carry out for this kernel and device; the message says why."""

@@ -28,6 +28,13 @@ stored K-major (rows of BM and BN values: an operand whose contiguous axis is K 
 step of the reduction reads WM/4 + WN/4 aligned 16-byte words and does WM x WN multiply-adds
 (renderer/cuda_mma.py's `simt_tile`).
 
+Hopper's tiles (instruction WGMMA: `wgmma.mma_async` m64nNk16, sm_90a) take the plain Hopper matmul's main loop
+(codegen/wgmma.py's rules, renderer/cuda_wgmma.py's `mainloop`): a BM x BN tile per threadgroup of 128 * (BM/64 + 1)
+threads, warpgroup 0 the producer (one thread streams 64-wide K slices of both operands into a ring of `stages`
+shared-memory stages with the bulk tensor copy engine, through tensor maps the runtime encodes per launch), each
+other warpgroup multiplying 64 rows by all BN columns into BN/2 float32 registers a thread. The producer's threads
+leave after the loop, so the epilogue runs on the consumers (lanes 128 and up) and its barriers count those alone.
+
 `axis` is the output axis holding N (the tile's columns). `arg` indexes TILES:
 """
 from __future__ import annotations
@@ -37,10 +44,13 @@ from alloy.helpers import float32_matmul_precision, prod
 from alloy.ir import symbolic as sym
 from alloy.caps import DeviceCaps
 from alloy.codegen.matmul import MatmulSpec
+from alloy.codegen.wgmma import gemm_of
 
 MMA_SYNC = "mma.sync.m16n8k16"   # DeviceCaps.tensor_cores names it where the device has it (sm_80 and newer)
 SIMDGROUP_8X8 = "simdgroup_matrix.8x8"   # Metal's simdgroup matrices (Apple7 and newer)
 SIMT_F32 = "simt.f32"   # CUDA's float32 tiles on the CUDA cores (every CUDA device)
+WGMMA = "wgmma.m64nNk16"   # Hopper's warpgroup matrix instructions (sm_90a), fed by the copy engine
+PRODUCER_THREADS = 128     # a WGMMA tile's first warpgroup: it feeds the stages and leaves before the epilogue
 
 @dataclass(frozen=True)
 class TensorCoreTile:
@@ -53,20 +63,28 @@ class TensorCoreTile:
   stages: int
   instruction: str = MMA_SYNC
   @property
-  def warps(self) -> int: return -(-self.threads // 32) if self.instruction == SIMT_F32 else (self.bm // self.wm) * (self.bn // self.wn)
+  def warps(self) -> int:
+    if self.instruction == SIMT_F32: return -(-self.threads // 32)
+    if self.instruction == WGMMA: return 4 * (self.bm // self.wm) * (self.bn // self.wn) + PRODUCER_THREADS // 32   # warpgroups of 4
+    return (self.bm // self.wm) * (self.bn // self.wn)
   @property
   def threads(self) -> int:
     return (self.bm // self.wm) * (self.bn // self.wn) if self.instruction == SIMT_F32 else 32 * self.warps
+  @property
+  def epilogue_threads(self) -> int:
+    """The threads that hold accumulators and run the epilogue (a WGMMA tile's consumers: lanes PRODUCER_THREADS on)."""
+    return self.threads - PRODUCER_THREADS if self.instruction == WGMMA else self.threads
   @property
   def accumulators(self) -> int:
     """Per thread: (WM/16) x (WN/8) mma tiles of 4 float32 values each; on Metal its share of the tile's elements; a
     SIMT_F32 tile's WM x WN."""
     if self.instruction == SIMDGROUP_8X8: return self.bm * self.bn // self.threads
     if self.instruction == SIMT_F32: return self.wm * self.wn
+    if self.instruction == WGMMA: return self.bn // 2   # a consumer warpgroup's 64 x BN over its 128 threads
     return (self.wm // 16) * (self.wn // 8) * 4
   def shared_bytes(self, itemsize: int = 2) -> int:
     """Both operands' slices; on Metal also the float32 tile the accumulators are stored through."""
-    out = self.bm * self.bn * 4 if self.instruction == SIMDGROUP_8X8 else 0
+    out = self.bm * self.bn * 4 if self.instruction == SIMDGROUP_8X8 else 1024 if self.instruction == WGMMA else 0   # WGMMA: + swizzle alignment
     return out + self.stages * (self.bm + self.bn) * self.bk * itemsize
   def __str__(self):
     units = f"{self.threads} threads" if self.instruction == SIMT_F32 else f"{self.warps} warps"   # a SIMT_F32 tile's WM x WN is a thread's
@@ -95,11 +113,16 @@ TILES = (   # shared memory: stages x (BM + BN) x BK x 2 bytes
   TensorCoreTile(128, 128, 8, 8, 8, 2, SIMT_F32),   # 13: half the shared memory of 10
   TensorCoreTile(64, 128, 8, 4, 8, 2, SIMT_F32),    # 14: 4 x 8 a thread
   TensorCoreTile(128, 256, 8, 8, 16, 2, SIMT_F32),  # 15: 8 x 16 a thread (4096^3: 40)
+  # Hopper: two consumer warpgroups of 64 x BN (the plain Hopper matmul's tiles: 128 x 256 measured fastest at 4096^3)
+  TensorCoreTile(128, 256, 64, 64, 256, 4, WGMMA),  # 16
+  TensorCoreTile(128, 128, 64, 64, 128, 6, WGMMA),  # 17
+  TensorCoreTile(128, 64, 64, 64, 64, 8, WGMMA),    # 18
 )
 
 __doc__ += "\n".join(f"- {k}: {t}" for k, t in enumerate(TILES)) + "\n"
 SIMDGROUP_TILES = tuple(k for k, t in enumerate(TILES) if t.instruction == SIMDGROUP_8X8)   # Metal's: (small, large)
 SIMT_TILES = tuple(k for k, t in enumerate(TILES) if t.instruction == SIMT_F32)   # CUDA float32: huge, large, medium, small, ...
+WGMMA_TILES = tuple(k for k, t in enumerate(TILES) if t.instruction == WGMMA)   # Hopper: N 256, 128, 64
 
 MMA_DTYPES = ("float16", "bfloat16")   # and float32 as tf32 (m16n8k8), where float32_matmul_precision allows
 # The tf32 tile's results were once wrong on the H200: its cvt.rna.tf32.f32 read the float32 through an integer ("r")
@@ -126,6 +149,7 @@ def check(spec: MatmulSpec | None, tile: TensorCoreTile, caps: DeviceCaps) -> st
   if spec is None: return "the kernel is not a matmul with an elementwise epilogue (codegen/matmul.py)"
   if tile.instruction not in caps.tensor_cores: return f"the device has no {tile.instruction} tensor cores"
   if tile.instruction == SIMDGROUP_8X8: return _check_simdgroup(spec, tile, caps)
+  if tile.instruction == WGMMA: return _check_wgmma(spec, tile, caps)
   # CUDA's tiles: what each instruction takes, then the resources and layouts both need
   if (why := (_check_simt if tile.instruction == SIMT_F32 else _check_mma)(spec, tile)) is not None: return why
   if spec.acc_dtype.name != "float32":
@@ -175,6 +199,17 @@ def _check_simdgroup(spec: MatmulSpec, tile: TensorCoreTile, caps: DeviceCaps) -
     return f"{tile}: {tile.accumulators} accumulators per thread, over the device's {caps.registers} registers"
   return None
 
+def wgmma_gemm(spec: MatmulSpec, tile: TensorCoreTile):
+  """The WGMMA tile's matmul as codegen/wgmma.py's WGMMAGemm and its operands' (slot, byte offset), or why not."""
+  return gemm_of(spec, tile.bm, tile.bn, tile.stages)
+
+def _check_wgmma(spec: MatmulSpec, tile: TensorCoreTile, caps: DeviceCaps) -> str | None:
+  if isinstance(why := wgmma_gemm(spec, tile), str): return why
+  if tile.shared_bytes() > caps.dynamic_shared_bytes:
+    return f"{tile}: {tile.shared_bytes()} bytes of shared memory, over the device's {caps.dynamic_shared_bytes}"
+  if tile.threads > caps.max_local: return f"{tile}: {tile.threads} threads, over the device's {caps.max_local}"
+  return None
+
 def aligned(spec: MatmulSpec) -> tuple[bool, bool]:
   """Whether each operand's rows start on 16 bytes and its contiguous length is whole 16-byte chunks: then its
   slices are copied with 16-byte cp.async, else element by element."""
@@ -214,6 +249,11 @@ def accumulator_index(tile: TensorCoreTile, lane: sym.Expr) -> list[tuple]:
   if tile.instruction == SIMDGROUP_8X8:
     at = [2 * (lane + (k // 2) * tile.threads) + k % 2 for k in range(tile.accumulators)]
     return [(sym.div(e, tile.bn), sym.mod(e, tile.bn)) for e in at]
+  if tile.instruction == WGMMA:   # m64nNk16's: d[4j + 2h + e] at row 16w + lane/4 + 8h, column 8j + 2(lane%4) + e
+    c, tid = sym.div(lane, 128) - 1, sym.mod(lane, 128)
+    row = c * 64 + sym.div(tid, 32) * 16 + sym.div(sym.mod(tid, 32), 4)
+    col = sym.mod(tid, 4) * 2
+    return [(row + 8 * ((k % 4) // 2), col + (8 * (k // 4) + k % 2)) for k in range(tile.accumulators)]
   if tile.instruction == SIMT_F32:   # accumulator i * WN + j: the thread's row i, column j, in 4 x 4 blocks
     tx = tile.bn // tile.wn
     ty, tx = sym.div(lane, tx), sym.mod(lane, tx)

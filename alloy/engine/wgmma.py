@@ -5,32 +5,22 @@ GPU), `ALLOY_WGMMA` is not 0, and codegen/matmul.py recognises it as a matmul wh
 both bfloat16, accumulated in float32, with no epilogue but the cast to the output (the operands' dtype), stored as
 (batch..., m, n) in order; the operands' strides must suit the copy engine (each operand contiguous along K or along
 its own M/N axis, the other strides multiples of 16 bytes, offsets 16-byte aligned). Batch axes that are one run of
-memory in both operands become one; an operand B shared by every batch (x @ W) folds the batch into M; K must pass
-64 (below, mma.sync's small tile measured faster). Anything
-else, or a spec the kernel cannot take (`wgmma_unfit`), goes through the Lowerer (TENSOR_CORE's mma.sync tiles
-where they apply): `wgmma_gemm` returns None.
+memory in both operands become one; an operand B shared by every batch (x @ W) folds the batch into M, an operand
+shared otherwise is read at batch 0; K must pass 64 (below, mma.sync's small tile measured faster). Anything else
+(an epilogue: bias, activation, residual, a float32 output), or a spec the kernel cannot take (codegen/wgmma.py's
+`gemm_of`), goes through the Lowerer, whose TENSOR_CORE takes the same main loop as its WGMMA tile where it applies
+(else mma.sync's): `wgmma_gemm` returns None.
 """
 from __future__ import annotations
-import time
+import dataclasses, time
 from alloy.helpers import getenv, prod
-from alloy.codegen.matmul import MatmulOperand, MatmulSpec, match_matmul
+from alloy.codegen.matmul import MatmulSpec, match_matmul
 from alloy.codegen.program import KernelMeta, LinearProgram
+from alloy.codegen.wgmma import WGMMAGemm, gemm_of
 from alloy.ir.kernel import KernelAST
-from alloy.renderer.cuda_wgmma import Operand, WGMMAGemm, render_wgmma, wgmma_unfit
+from alloy.renderer.cuda_wgmma import render_wgmma
 
 INSTRUCTION = "wgmma.m64nNk16"
-
-def _batch(spec: MatmulSpec) -> tuple[int, tuple, tuple] | None:
-  """The batch axes as one: (count, A's stride, B's stride), or None where they are not one run in both."""
-  sizes, sa, sb = spec.batch, spec.a.batch_strides, spec.b.batch_strides
-  for j in range(len(sizes) - 1):
-    if sa[j] != sa[j + 1] * sizes[j + 1] or sb[j] != sb[j + 1] * sizes[j + 1]: return None
-  return prod(sizes), (sa[-1] if sa else 0), (sb[-1] if sb else 0)
-
-def _operand(op: MatmulOperand, batch_stride: int) -> Operand | None:
-  if op.k_stride == 1: return Operand(True, op.stride, batch_stride)
-  if op.stride == 1: return Operand(False, op.k_stride, batch_stride)
-  return None
 
 def _tile(M: int, N: int) -> dict:
   """A 128-row block tile; the widest N (at most 256) that does not mostly hang past N, and the stages that fit."""
@@ -39,29 +29,20 @@ def _tile(M: int, N: int) -> dict:
 
 def wgmma_gemm(spec: MatmulSpec) -> tuple[WGMMAGemm, tuple] | None:
   """The kernel's gemm for spec and the (slot, byte offset) of A and B, or None where the kernel cannot take it."""
-  dtype = spec.operand_dtype
   # K <= 64 (attention's q @ k^T) is store-bound: there mma.sync's 64 x 64 tile measured faster on the H200 (85
   # TFLOP/s, branch mma's heuristics) than this kernel's 128 x 256 blocks (73.5)
-  if spec.K <= 64: return None
-  if dtype is None or dtype.name not in ("float16", "bfloat16") or spec.acc_dtype.name != "float32": return None
+  if spec.K <= 64 or spec.operand_dtype is None: return None
   # a float32 output (no cast) the renderer can store, but that path has not run on a GPU yet: the Lowerer keeps it
-  if spec.out_dtype != dtype: return None
+  if spec.out_dtype != spec.operand_dtype: return None
   if tuple(op.name for op in spec.epilogue_ops) != ("CAST",) or spec.epilogue_inputs: return None
   live = [ax for ax in spec.out_axes if ax != "1"]
   if live != [f"b{j}" for j in range(len(spec.batch))] + ["m", "n"]: return None
-  if (batched := _batch(spec)) is None: return None
-  batch, a_stride, b_stride = batched
-  M = spec.M
-  if batch > 1 and b_stride == 0 and spec.a.k_stride == 1 and a_stride == M * spec.a.stride:
-    batch, M, a_stride = 1, batch * M, 0    # x @ W: B is shared, A's batches are one run of rows
-  if batch > 1 and (a_stride == 0 or b_stride == 0): return None
-  a, b = _operand(spec.a, a_stride), _operand(spec.b, b_stride)
-  if a is None or b is None: return None
-  offsets = (spec.a.offset * 2, spec.b.offset * 2)
-  if any(o % 16 for o in offsets): return None
-  g = WGMMAGemm(batch, M, spec.N, spec.K, dtype.name, a, b, **_tile(M, spec.N))
-  if wgmma_unfit(g): return None
-  return g, ((spec.a.slot, offsets[0]), (spec.b.slot, offsets[1]))
+  if isinstance(fit := gemm_of(spec, **_tile(spec.M, spec.N)), str): return None
+  g, operands = fit
+  if g.batch > 1 and g.b.batch_stride == 0 and g.a.k_major and g.a.batch_stride == g.M * g.a.row_stride:
+    # x @ W: B is shared, A's batches are one run of rows: one matmul of batch * M rows
+    g = dataclasses.replace(g, batch=1, M=g.batch * g.M, a=dataclasses.replace(g.a, batch_stride=0), **_tile(g.batch * g.M, g.N))
+  return g, operands
 
 def compile_wgmma(ast: KernelAST, device) -> tuple | None:
   """(program, source, binary, runner, stage seconds) of the wgmma kernel for ast on device, or None where the kernel

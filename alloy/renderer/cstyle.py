@@ -198,7 +198,7 @@ class CStyleRenderer:
     for ins in prog.instrs:
       if (printer := self.kinds.get(ins.op)) is None: raise NotImplementedError(ins.op.name.lower())
       printer(self, t, ins)
-    params = t.params + self.scalar_params(prog)
+    params = t.params + self.extra_params(prog) + self.scalar_params(prog)
     return "\n".join(self.preamble(prog) + [self.signature(prog.meta.name, params, prog) + " {", "\n".join(t.lines), "}", ""])
   def alu(self, op: Op, srcs: list[str], d: DType) -> str:
     """op's expression on srcs, operands of dtype d (WHERE: d is the result's)."""
@@ -219,6 +219,9 @@ class CStyleRenderer:
 
   # ---- pieces each language overrides
   def preamble(self, prog: LinearProgram) -> list[str]: return []
+  def extra_params(self, prog: LinearProgram) -> list[str]:
+    """Parameters between the buffers and the scalars (CUDA: a WGMMA tile's tensor maps)."""
+    return []
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str: raise NotImplementedError
   def special(self, kind: str, wide: bool = False) -> str:
     """The thread index of a GPU launch: "global" (flat over the grid), "group" (threadgroup) or "lane" (in it);

@@ -3,7 +3,9 @@ from __future__ import annotations
 from alloy.dtype import DType
 from alloy.codegen.program import Kind, LinearProgram
 from alloy.renderer.cstyle import CStyleRenderer, floor_division_helpers, integer_helpers
+from alloy.codegen.tensor_core import WGMMA, wgmma_gemm
 from alloy.renderer.cuda_mma import mma_call, prelude
+from alloy.renderer.cuda_wgmma import ARCH_SPECIFIC, MAINLOOP, TENSOR_MAPS_SYMBOL, device_helpers, mainloop, tensor_maps
 
 CUDA_PRELUDE = r"""typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t; typedef unsigned short uint16_t;
 typedef int int32_t; typedef unsigned int uint32_t; typedef long long int64_t; typedef unsigned long long uint64_t;
@@ -25,11 +27,31 @@ __device__ inline __nv_bfloat16 alloy_float_to_bfloat16(float x) { return __floa
 """
 
 def mma(r, t, ins):
-  """The tensor-core tile (renderer/cuda_mma.py) into a zeroed array of accumulators."""
+  """The tensor-core tile (renderer/cuda_mma.py; a WGMMA tile: renderer/cuda_wgmma.py's main loop, which zeroes them
+  itself) into a zeroed array of accumulators."""
   spec, tile = ins.arg
   acc = t.new("acc")
+  if tile.instruction == WGMMA:
+    *_, m0, n0, batch = t.args(ins)
+    return t.named(ins, acc, f"float {acc}[{tile.accumulators}];", f"{MAINLOOP}({MAPS_PARAM}, {m0}, {n0}, {batch}, {acc});")
   t.named(ins, acc, f"float {acc}[{tile.accumulators}];", f"for (int i = 0; i < {tile.accumulators}; i++) {acc}[i] = 0.0f;",
           mma_call(spec, tile, *t.args(ins), acc))
+
+def barrier(r, t, ins):
+  """__syncthreads, or where only some threads reach it (a WGMMA tile's consumers: the producer has left) a named
+  barrier counting those."""
+  t.emit(r.barrier if ins.arg is None else f'asm volatile("bar.sync 1, {ins.arg};" ::: "memory");')
+
+MAPS_PARAM = "alloy_maps"
+MAP_DTYPES = ("float16", "bfloat16")   # codes in TENSOR_MAPS_SYMBOL's entries
+
+def tensor_map_symbol(spec, tile) -> str:
+  """The module's description of a WGMMA tile's two tensor maps, read by the runtime at load (runtime/cuda/program.py):
+  per map, its dtype's code, dims, strides, box, then the operand's buffer slot and byte offset."""
+  gemm, operands = wgmma_gemm(spec, tile)
+  words = [w for m, (slot, offset) in zip(tensor_maps(gemm), operands)
+           for w in (MAP_DTYPES.index(m.dtype), *m.dims, *m.strides, *m.box, slot, offset)]
+  return f'extern "C" __device__ long long {TENSOR_MAPS_SYMBOL}[{len(words)}] = {{{", ".join(map(str, words))}}};'
 
 class CUDARenderer(CStyleRenderer):
   language = "cuda"
@@ -43,12 +65,20 @@ class CUDARenderer(CStyleRenderer):
              any(ins.dtype is not None and ins.dtype.name in self.compute_in_float for ins in prog.instrs)
     mma = next((ins for ins in prog.instrs if ins.op is Kind.MMA), None)
     # a tensor-core tile's pipeline lives in dynamic shared memory, whose size the module declares for the runtime
-    tile = []
+    tile, first = [], []
     if mma is not None:
       spec, shape = mma.arg
-      tile = [prelude(shape), f'extern "C" __device__ int alloy_dynamic_shared_bytes = {shape.shared_bytes(spec.operand_dtype.itemsize)};']
-    return ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE] + tile
-  kinds = {**CStyleRenderer.kinds, Kind.MMA: mma}
+      if shape.instruction == WGMMA:   # the Hopper main loop and its tensor maps, compiled for sm_90a
+        gemm, _ = wgmma_gemm(spec, shape)
+        first, tile = [ARCH_SPECIFIC], [device_helpers(), mainloop(gemm), tensor_map_symbol(spec, shape)]
+      else: tile = [prelude(shape)]
+      tile.append(f'extern "C" __device__ int alloy_dynamic_shared_bytes = {shape.shared_bytes(spec.operand_dtype.itemsize)};')
+    return first + ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE] + tile
+  kinds = {**CStyleRenderer.kinds, Kind.MMA: mma, Kind.BARRIER: barrier}
+  def extra_params(self, prog: LinearProgram) -> list[str]:
+    """A WGMMA tile's tensor maps: one pointer after the buffers (runtime/cuda/tensor_map.py's parameter block)."""
+    mma = next((ins for ins in prog.instrs if ins.op is Kind.MMA), None)
+    return [f"const alloy_tensor_map* __restrict__ {MAPS_PARAM}"] if mma is not None and mma.arg[1].instruction == WGMMA else []
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str:
     meta = prog.meta
     return f'extern "C" __global__ void __launch_bounds__({meta.local_size[0]}, {meta.min_blocks}) {name}({", ".join(params)})'

@@ -1,65 +1,32 @@
-"""CUDA C (inline PTX) for one Hopper (sm_90a) matmul: C[b] = A[b] @ B[b] in fp16 or bf16 with fp32 accumulators.
+"""CUDA C (inline PTX) for Hopper's (sm_90a) matmul main loop, and the plain kernel built on it: C[b] = A[b] @ B[b] in
+fp16 or bf16 with fp32 accumulators.
 
-The kernel is warp-specialised: warpgroup 0 is the producer, one thread of which streams 64-wide K slices of A and B
-into a ring of shared-memory stages with the bulk tensor copy engine (TMA, `cp.async.bulk.tensor`, 128-byte
-swizzle), each stage guarded by a pair of mbarriers (full: the copy engine's bytes have landed; empty: the consumers
-are done reading); warpgroups 1.. are consumers, each multiplying 64 rows of the block tile by the whole block
-width with `wgmma.mma_async` straight from shared memory (both operands through matrix descriptors), keeping one
-wgmma group in flight while it releases the stage before. The epilogue converts the fp32 accumulators and stores
-them straight from registers, masked where the tile passes the matrix's edge; the copy engine zero-fills loads
-past M, N and K, so partial tiles need no other care.
+The main loop (`mainloop`, a device routine) is warp-specialised: warpgroup 0 is the producer, one thread of which
+streams 64-wide K slices of A and B into a ring of shared-memory stages with the bulk tensor copy engine (TMA,
+`cp.async.bulk.tensor`, 128-byte swizzle), each stage guarded by a pair of mbarriers (full: the copy engine's bytes
+have landed; empty: the consumers are done reading); warpgroups 1.. are consumers, each multiplying 64 rows of the
+block tile by the whole block width with `wgmma.mma_async` straight from shared memory (both operands through matrix
+descriptors), keeping one wgmma group in flight while it releases the stage before. The copy engine zero-fills loads
+past M, N and K, so partial tiles need no other care. Two kernels call it: `render_wgmma`'s plain matmul, whose
+epilogue converts the accumulators and stores them straight from registers (masked at the edges), and the
+Lowerer's WGMMA tile (codegen/tensor_core.py; renderer/cuda.py prints the call), whose epilogue is the kernel's own.
 
-`WGMMAGemm` says what is multiplied (sizes, dtype, each operand's major dimension and strides); `render_wgmma`
-returns a `WGMMAKernel`: the source, the launch shape, the dynamic shared memory, and the two tensor maps as plain
-data (`TensorMapSpec`), which the runtime encodes with the operands' addresses (runtime/cuda/tensor_map.py).
+codegen/wgmma.py's `WGMMAGemm` says what is multiplied (sizes, dtype, each operand's major dimension and strides);
+`render_wgmma` returns a `WGMMAKernel`: the source, the launch shape, the dynamic shared memory, and the two tensor
+maps as plain data (`TensorMapSpec`), which the runtime encodes with the operands' addresses
+(runtime/cuda/tensor_map.py). A Lowerer tile's module describes its maps itself (TENSOR_MAPS_SYMBOL).
 """
 from __future__ import annotations
 import functools, pathlib
 from dataclasses import dataclass
+from alloy.codegen.wgmma import BLOCK_K, Operand, WGMMAGemm, wgmma_unfit
 
-BLOCK_K = 64            # elements of K per stage: one 128-byte swizzle row of 16-bit values
 WGMMA_K = 16            # K of one wgmma.m64nNk16
-SMEM_LIMIT = 227 << 10  # bytes of shared memory one block may opt into on sm_90
 DTYPES = {"float16": ("__half", "f16"), "bfloat16": ("__nv_bfloat16", "bf16")}
-
-@dataclass(frozen=True)
-class Operand:
-  """One input's storage: k_major when K is its contiguous dimension (A stored M x K, B stored N x K), else M (or
-  N) is; `row_stride` is the element distance between the storage's rows, `batch_stride` between batches."""
-  k_major: bool
-  row_stride: int
-  batch_stride: int
-
-@dataclass(frozen=True)
-class WGMMAGemm:
-  """C[batch, M, N] (contiguous, `out_dtype`: `dtype` where not given, or float32) = A[batch, M, K] @ B[batch, K, N],
-  both `dtype`, fp32 accumulation rounded once to the output."""
-  batch: int
-  M: int
-  N: int
-  K: int
-  dtype: str
-  a: Operand
-  b: Operand
-  block_m: int = 128    # 64 rows per consumer warpgroup
-  block_n: int = 256    # the N of each wgmma (a multiple of 64 up to 256)
-  stages: int = 4
-  out_dtype: str = ""
-
-  @property
-  def out(self) -> str: return self.out_dtype or self.dtype
-  @property
-  def consumers(self) -> int: return self.block_m // 64
-  @property
-  def threads(self) -> int: return 128 * (self.consumers + 1)
-  @property
-  def stage_bytes(self) -> int: return (self.block_m + self.block_n) * BLOCK_K * 2
-  @property
-  def shared_bytes(self) -> int: return self.stages * self.stage_bytes + 1024   # + alignment slack for the swizzle
-  @property
-  def tiles(self) -> tuple[int, int]: return (-(-self.M // self.block_m), -(-self.N // self.block_n))
-  @property
-  def flops(self) -> int: return 2 * self.batch * self.M * self.N * self.K
+# the first line of a source that needs the architecture-specific target (sm_90a: wgmma, setmaxnreg); the CUDA
+# compiler reads it
+ARCH_SPECIFIC = "// alloy: architecture-specific target"
+TENSOR_MAPS_SYMBOL = "alloy_tensor_maps"   # a Lowerer WGMMA tile's module describes its tensor maps in this array
 
 @dataclass(frozen=True)
 class TensorMapSpec:
@@ -79,28 +46,15 @@ class WGMMAKernel:
   maps: tuple[TensorMapSpec, TensorMapSpec]   # A's, then B's
   flops: int
 
-def wgmma_unfit(g: WGMMAGemm) -> str | None:
-  """Why this kernel cannot compute g (None when it can): what the copy engine and wgmma require."""
-  if g.dtype not in DTYPES: return f"dtype {g.dtype} (wgmma path: float16, bfloat16)"
-  if g.out not in (g.dtype, "float32"): return f"output dtype {g.out} from {g.dtype} operands"
-  if min(g.batch, g.M, g.N, g.K) < 1: return "an empty dimension"
-  if g.block_m not in (64, 128, 192, 256) or g.block_n % 64 or not 64 <= g.block_n <= 256: return f"block {g.block_m}x{g.block_n}"
-  if g.shared_bytes > SMEM_LIMIT: return f"{g.shared_bytes} bytes of shared memory"
-  if g.batch > 65535: return f"batch {g.batch} past the grid's y limit"
-  for name, op in (("A", g.a), ("B", g.b)):
-    strides = (op.row_stride, op.batch_stride) if g.batch > 1 else (op.row_stride,)
-    if any(s <= 0 or s * 2 % 16 for s in strides):
-      return f"{name}'s strides {strides} (elements): the copy engine needs positive multiples of 16 bytes"
-  return None
-
 def tensor_maps(g: WGMMAGemm) -> tuple[TensorMapSpec, TensorMapSpec]:
   def spec(op: Operand, rows: int, block_rows: int) -> TensorMapSpec:
-    # dims inner first: (K, rows, batch) when K is contiguous, else (rows, K, batch); a batch of one gets a stride
-    # that is only a valid placeholder
+    # dims inner first: (K, rows, batch) when K is contiguous, else (rows, K, batch); an operand shared by the batch
+    # elements (or a batch of one) has a batch of one, whose stride is only a valid placeholder
     inner, outer = (g.K, rows) if op.k_major else (rows, g.K)
-    batch_stride = op.batch_stride if g.batch > 1 else op.row_stride * outer
+    batched = g.batch > 1 and op.batch_stride != 0
+    batch_stride = op.batch_stride if batched else op.row_stride * outer
     box = (BLOCK_K, block_rows, 1) if op.k_major else (64, BLOCK_K, 1)
-    return TensorMapSpec(g.dtype, (inner, outer, g.batch), (op.row_stride * 2, batch_stride * 2), box)
+    return TensorMapSpec(g.dtype, (inner, outer, g.batch if batched else 1), (op.row_stride * 2, batch_stride * 2), box)
   return spec(g.a, g.M, g.block_m), spec(g.b, g.N, g.block_n)
 
 @functools.lru_cache(None)
@@ -111,10 +65,11 @@ def kernel_name(g: WGMMAGemm) -> str:
   out = "_f32out" if g.out != g.dtype else ""
   return f"wgmma_{g.dtype}{out}_{g.batch}x{g.M}x{g.N}x{g.K}_{major(g.a)}{major(g.b)}_{g.block_m}x{g.block_n}s{g.stages}"
 
-def _loads(op: Operand, which: int, tile: str, rows: int, row0: str) -> list[str]:
+def _loads(op: Operand, which: int, tile: str, rows: int, row0: str, batched: bool) -> list[str]:
   """The producer's TMA copies of one operand's stage: one box when K is contiguous, else one per 64 rows."""
-  if op.k_major: return [f"alloy_tma_load_3d({tile}, &maps[{which}], kb * {BLOCK_K}, {row0}, bz, full);"]
-  return [f"alloy_tma_load_3d({tile} + {i * 64 * BLOCK_K * 2}, &maps[{which}], {row0} + {i * 64}, kb * {BLOCK_K}, bz, full);"
+  bz = "bz" if batched and op.batch_stride else "0"
+  if op.k_major: return [f"alloy_tma_load_3d({tile}, &maps[{which}], kb * {BLOCK_K}, {row0}, {bz}, full);"]
+  return [f"alloy_tma_load_3d({tile} + {i * 64 * BLOCK_K * 2}, &maps[{which}], {row0} + {i * 64}, kb * {BLOCK_K}, {bz}, full);"
           for i in range(rows // 64)]
 
 def _desc(op: Operand, start: str) -> str:
@@ -134,28 +89,21 @@ def _mma(g: WGMMAGemm) -> str:
   return (f'asm volatile("{{\\n wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} {{{outs}}}, %{regs}, %{regs + 1}, '
           f'1, 1, 1, {ta}, {tb};\\n}}" : {binds} : "l"(da), "l"(db));')
 
-def render_wgmma(g: WGMMAGemm, name: str | None = None) -> WGMMAKernel:
-  if (why := wgmma_unfit(g)): raise ValueError(f"the wgmma kernel cannot compute this matmul: {why}")
-  name = name or kernel_name(g)
-  T, O = DTYPES[g.dtype][0], "float" if g.out == "float32" else DTYPES[g.dtype][0]
-  pair, pair_t, one = {"float16": ("__floats2half2_rn", "__half2", "__float2half_rn"), "float32": ("make_float2", "float2", ""),
-                       "bfloat16": ("__floats2bfloat162_rn", "__nv_bfloat162", "__float2bfloat16_rn")}[g.out]
-  mt, nt = g.tiles
-  group = 8   # block tiles walk M in groups of 8, so the blocks in flight share B's and A's tiles in L2
-  loads = _loads(g.a, 0, "sA", g.block_m, "m0") + _loads(g.b, 1, "sB", g.block_n, "n0")
-  even = g.N % 2 == 0   # a pair of outputs is aligned only when every row starts on an even column
-  src = f"""#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-{device_helpers()}
-extern "C" __global__ void __launch_bounds__({g.threads}, 1) {name}({O}* __restrict__ C, const {T}* __restrict__ A,
-    const {T}* __restrict__ B, const alloy_tensor_map* __restrict__ maps) {{
+MAINLOOP = "alloy_wgmma_mainloop"
+
+def mainloop(g: WGMMAGemm) -> str:
+  """The device routine `MAINLOOP(maps, m0, n0, bz, d)`: the block tile at (m0, n0) of batch element bz into each
+  consumer thread's block_n / 2 float32 accumulators `d` (m64nNk16's layout: warp w of consumer warpgroup c holds
+  rows 64c + 16w + lane/4 (+8), lane%4 picks a column pair of each 8). Warpgroup 0 is the producer: one thread
+  streams the K slices into the ring of stages; its threads then exit, so the code after the call (the epilogue)
+  runs on the consumers only, and a barrier there counts the consumers' threads alone (bar.sync 1, not
+  __syncthreads)."""
+  loads = _loads(g.a, 0, "sA", g.block_m, "m0", g.batch > 1) + _loads(g.b, 1, "sB", g.block_n, "n0", g.batch > 1)
+  return f"""static __device__ __forceinline__ void {MAINLOOP}(const alloy_tensor_map* __restrict__ maps, int m0, int n0, int bz, float* d) {{
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) u64 bars[{2 * g.stages}];   // full[s], then empty[s]
   const u32 smem = (alloy_smem_addr(smem_raw) + 1023) & ~1023u;   // 128-byte swizzled tiles want 1024-byte alignment
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  const int pid = blockIdx.x, bz = blockIdx.y;
-  const int first_m = pid / ({group} * {nt}) * {group}, gsize = min({mt} - first_m, {group});
-  const int m0 = (first_m + pid % ({group} * {nt}) % gsize) * {g.block_m}, n0 = pid % ({group} * {nt}) / gsize * {g.block_n};
   const int KB = {-(-g.K // BLOCK_K)};
   if (threadIdx.x == 0) {{
     for (int s = 0; s < {g.stages}; s++) {{   // full: the producer's one arrival; empty: one per consumer warp
@@ -165,10 +113,11 @@ extern "C" __global__ void __launch_bounds__({g.threads}, 1) {name}({O}* __restr
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }}
   __syncthreads();
-  if (wg == 0) {{   // producer: one thread feeds the ring
+  if (wg == 0) {{   // producer: one thread feeds the ring, then the warpgroup leaves
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (tid == 0) {{
       alloy_prefetch_tensor_map(&maps[0]); alloy_prefetch_tensor_map(&maps[1]);
+#pragma unroll 1
       for (int kb = 0; kb < KB; kb++) {{
         const int s = kb % {g.stages};
         if (kb >= {g.stages}) alloy_mbar_wait(alloy_smem_addr(&bars[{g.stages} + s]), (kb / {g.stages} - 1) & 1);
@@ -177,42 +126,74 @@ extern "C" __global__ void __launch_bounds__({g.threads}, 1) {name}({O}* __restr
         {chr(10).join('        ' + s for s in loads).lstrip()}
       }}
     }}
-  }} else {{        // consumer c: rows m0 + 64c .. + 63 of the block tile
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    const int c = wg - 1;
-    float d[{g.block_n // 2}];
+    asm volatile("exit;");
+  }}
+  // consumer c: rows m0 + 64c .. + 63 of the block tile
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  const int c = wg - 1;
 #pragma unroll
-    for (int i = 0; i < {g.block_n // 2}; i++) d[i] = 0.0f;
-    for (int kb = 0; kb < KB; kb++) {{
-      const int s = kb % {g.stages};
-      alloy_mbar_wait(alloy_smem_addr(&bars[s]), (kb / {g.stages}) & 1);
-      const u32 sA = smem + s * {g.stage_bytes}, sB = sA + {g.block_m * BLOCK_K * 2};
-      alloy_wgmma_fence();
+  for (int i = 0; i < {g.block_n // 2}; i++) d[i] = 0.0f;
+  // never unrolled: where K fits in the stages (KB <= {g.stages}) NVRTC unrolled this loop around the asynchronous
+  // wgmmas and the Lowerer's tiles summed wrong (H200: a quarter of a 128x256x256 product off, every run alike)
+#pragma unroll 1
+  for (int kb = 0; kb < KB; kb++) {{
+    const int s = kb % {g.stages};
+    alloy_mbar_wait(alloy_smem_addr(&bars[s]), (kb / {g.stages}) & 1);
+    const u32 sA = smem + s * {g.stage_bytes}, sB = sA + {g.block_m * BLOCK_K * 2};
+    alloy_wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < {BLOCK_K // WGMMA_K}; kk++) {{
-        const u64 da = {_desc(g.a, "sA + c * 8192")}, db = {_desc(g.b, "sB")};
-        {_mma(g)}
-      }}
-      alloy_wgmma_commit();
-      alloy_wgmma_wait<1>();   // the group before this one is done: its stage goes back to the producer
-      if (kb > 0 && tid % 32 == 0) alloy_mbar_arrive(alloy_smem_addr(&bars[{g.stages} + (kb - 1) % {g.stages}]));
+    for (int kk = 0; kk < {BLOCK_K // WGMMA_K}; kk++) {{
+      const u64 da = {_desc(g.a, "sA + c * 8192")}, db = {_desc(g.b, "sB")};
+      {_mma(g)}
     }}
-    alloy_wgmma_wait<0>();
-    // accumulator layout of m64nNk16: warp w holds rows 16w + lane/4 (+8), lane%4 picks a column pair of each 8
-    const int row = m0 + c * 64 + (tid / 32) * 16 + (tid % 32) / 4, col0 = n0 + (tid % 4) * 2;
-    {O}* out = C + (long long)bz * {g.M * g.N};
+    alloy_wgmma_commit();
+    alloy_wgmma_wait<1>();   // the group before this one is done: its stage goes back to the producer
+    if (kb > 0 && tid % 32 == 0) alloy_mbar_arrive(alloy_smem_addr(&bars[{g.stages} + (kb - 1) % {g.stages}]));
+  }}
+  alloy_wgmma_wait<0>();
+  // the accumulators are read only after the wait: a plain read of d has no dependence on the wait's asm
 #pragma unroll
-    for (int j = 0; j < {g.block_n // 8}; j++) {{
-      const int col = col0 + j * 8;
+  for (int i = 0; i < {g.block_n // 2}; i++) asm volatile("" : "+f"(d[i]) :: "memory");
+}}
+"""
+
+def render_wgmma(g: WGMMAGemm, name: str | None = None) -> WGMMAKernel:
+  """The plain Hopper matmul: MAINLOOP, then the accumulators converted and stored straight from registers, masked
+  where the tile passes the matrix's edge."""
+  if (why := wgmma_unfit(g)): raise ValueError(f"the wgmma kernel cannot compute this matmul: {why}")
+  name = name or kernel_name(g)
+  T, O = DTYPES[g.dtype][0], "float" if g.out == "float32" else DTYPES[g.dtype][0]
+  pair, pair_t, one = {"float16": ("__floats2half2_rn", "__half2", "__float2half_rn"), "float32": ("make_float2", "float2", ""),
+                       "bfloat16": ("__floats2bfloat162_rn", "__nv_bfloat162", "__float2bfloat16_rn")}[g.out]
+  mt, nt = g.tiles
+  group = 8   # block tiles walk M in groups of 8, so the blocks in flight share B's and A's tiles in L2
+  even = g.N % 2 == 0   # a pair of outputs is aligned only when every row starts on an even column
+  src = f"""{ARCH_SPECIFIC}
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+{device_helpers()}
+{mainloop(g)}
+extern "C" __global__ void __launch_bounds__({g.threads}, 1) {name}({O}* __restrict__ C, const {T}* __restrict__ A,
+    const {T}* __restrict__ B, const alloy_tensor_map* __restrict__ maps) {{
+  const int pid = blockIdx.x, bz = blockIdx.y;
+  const int first_m = pid / ({group} * {nt}) * {group}, gsize = min({mt} - first_m, {group});
+  const int m0 = (first_m + pid % ({group} * {nt}) % gsize) * {g.block_m}, n0 = pid % ({group} * {nt}) / gsize * {g.block_n};
+  float d[{g.block_n // 2}];
+  {MAINLOOP}(maps, m0, n0, bz, d);
+  const int c = threadIdx.x / 128 - 1, tid = threadIdx.x % 128;   // consumers only: the producer has left
+  const int row = m0 + c * 64 + (tid / 32) * 16 + (tid % 32) / 4, col0 = n0 + (tid % 4) * 2;
+  {O}* out = C + (long long)bz * {g.M * g.N};
 #pragma unroll
-      for (int h = 0; h < 2; h++) {{
-        const int r = row + h * 8;
-        if (r >= {g.M} || col >= {g.N}) continue;
-        {O}* p = out + (long long)r * {g.N} + col;
-        {f"if (col + 1 < {g.N}) {{ *({pair_t}*)p = {pair}(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]); continue; }}" if even else ""}
-        p[0] = {one}(d[4 * j + 2 * h]);
-        if (col + 1 < {g.N}) p[1] = {one}(d[4 * j + 2 * h + 1]);
-      }}
+  for (int j = 0; j < {g.block_n // 8}; j++) {{
+    const int col = col0 + j * 8;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {{
+      const int r = row + h * 8;
+      if (r >= {g.M} || col >= {g.N}) continue;
+      {O}* p = out + (long long)r * {g.N} + col;
+      {f"if (col + 1 < {g.N}) {{ *({pair_t}*)p = {pair}(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]); continue; }}" if even else ""}
+      p[0] = {one}(d[4 * j + 2 * h]);
+      if (col + 1 < {g.N}) p[1] = {one}(d[4 * j + 2 * h + 1]);
     }}
   }}
 }}

@@ -52,13 +52,15 @@ def test_tile_table():
     assert t.threads <= 1024 and t.shared_bytes() <= 227 << 10 and len(tc.accumulator_index(t, sym.Var("l", 0, t.threads - 1))) == t.accumulators
 
 def test_accumulators_cover_the_tile():
-  # every (row, column) of a threadgroup's tile belongs to exactly one thread's accumulator
+  # every (row, column) of a threadgroup's tile belongs to exactly one thread's accumulator (of the epilogue's threads:
+  # a WGMMA tile's producer warpgroup holds none)
   for t in tc.TILES:
-    seen = set()
-    for lane in range(t.threads):
+    seen, held = set(), 0
+    for lane in range(t.threads - t.epilogue_threads, t.threads):
       for r, c in tc.accumulator_index(t, sym.Const(lane)):
         seen.add((r.v, c.v))
-    assert len(seen) == t.bm * t.bn and seen == {(r, c) for r in range(t.bm) for c in range(t.bn)}
+        held += 1
+    assert held == len(seen) == t.bm * t.bn and seen == {(r, c) for r in range(t.bm) for c in range(t.bn)}
 
 def test_heuristics_pick_it(rng):
   big = _ast(_half(rng, 2048, 128) @ _half(rng, 128, 2048))
@@ -96,7 +98,7 @@ def test_source_compiles(rng, name, arg):
   assert "mma.sync.aligned.m16n8k16" in src and "ldmatrix" in src and "cp.async" in src
   try: CUDACompiler("sm_90").compile(src)
   except Exception as e:
-    if "cuda_fp16" in str(e): pytest.skip("no CUDA headers")
+    if "cannot open source file \"cuda_fp16.h\"" in str(e): pytest.skip("no CUDA headers")   # (the error quotes the source)
     raise
 
 SIMT_CAPS = DeviceCaps(threads=True, codegen_loops=True, tensor_cores=(tc.SIMT_F32,), dynamic_shared_bytes=227 << 10)
@@ -254,7 +256,7 @@ def test_gpu_epilogues_and_batches(name):
   tensors = [Tensor(x, device="CUDA").realize() for x in arrays]
   got = fn(*tensors).numpy().astype(np.float64)
   ck = _opts_of_last_matmul()
-  assert ck is not None and "mma.sync" in ck.source, "the heuristics did not pick the tensor cores"
+  assert ck is not None and ("mma.sync" in ck.source or "wgmma.mma_async" in ck.source), "the heuristics did not pick the tensor cores"
   want = ref(*[x.astype(np.float64) for x in arrays])
   np.testing.assert_allclose(got, want, atol=2e-2, rtol=1e-2)
 
@@ -302,7 +304,7 @@ def test_tf32_source_compiles(rng, tf32, layout, monkeypatch):
   assert "m16n8k8.row.col.f32.tf32.tf32.f32" in src and "cvt.rna.tf32.f32" in src
   try: CUDACompiler("sm_90").compile(src)
   except Exception as e:
-    if "cuda_fp16" in str(e): pytest.skip("no CUDA headers")
+    if "cannot open source file \"cuda_fp16.h\"" in str(e): pytest.skip("no CUDA headers")   # (the error quotes the source)
     raise
 
 def test_source_declares_its_shared_memory(rng):

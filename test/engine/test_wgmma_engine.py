@@ -37,7 +37,8 @@ def test_views_and_broadcasts():
   assert g.M == 48 and operands[0] == (1, 16 * 128 * 2)
   assert fit(h(64, 128)[:, 4:] @ h(124, 256)) is None          # 4 columns in: A starts 8 bytes past 16-byte alignment
   assert fit(h(64, 128)[:, 8:] @ h(120, 256))[1][0] == (1, 16)
-  assert fit(h(128, 256) @ h(4, 256, 64)) is None              # A shared by the batches, B not: no fold
+  g, _ = fit(h(128, 256) @ h(4, 256, 64))   # A shared by the batches, B not: no fold, A's map has a batch of one
+  assert (g.batch, g.M, g.N) == (4, 128, 64) and g.a.batch_stride == 0 and g.b.batch_stride == 256 * 64
   g, _ = fit(h(4, 128, 64).transpose(1, 2) @ h(4, 128, 96))    # A stored K x M per batch (K = 128)
   assert not g.a.k_major and g.a.row_stride == 64 and g.a.batch_stride == 128 * 64 and (g.batch, g.M, g.K) == (4, 64, 128)
 
@@ -75,7 +76,8 @@ def launched_names(fn):
   return out.float().numpy(), names
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("shapes", [((1000, 520), (520, 1000)), ((4, 300, 72), (4, 72, 200)), ((3, 200, 128), (128, 64))])
+@pytest.mark.parametrize("shapes", [((1000, 520), (520, 1000)), ((4, 300, 72), (4, 72, 200)), ((3, 200, 128), (128, 64)),
+                                    ((200, 136), (4, 136, 72))])   # the last: A shared by the batches (a map of batch one)
 def test_tensor_matmul(dtype, shapes):
   hopper()
   rng = np.random.default_rng(1)

@@ -65,7 +65,7 @@ class CUDADevice(Device):
     self.target = f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
     if self.compute_capability >= (8, 0):   # mma.sync m16n8k16 with float16 and bfloat16 operands (sm_80 on)
       self.caps = dataclasses.replace(self.caps, tensor_cores=self.caps.tensor_cores + ("mma.sync.m16n8k16",))
-    if self.compute_capability == (9, 0):   # Hopper: the wgmma matmul (engine/wgmma.py), built for sm_90a
+    if self.compute_capability == (9, 0) and getenv("ALLOY_WGMMA", 1):   # Hopper: wgmma (engine/wgmma.py, the WGMMA tile), sm_90a
       self.caps = dataclasses.replace(self.caps, tensor_cores=self.caps.tensor_cores + ("wgmma.m64nNk16",))
     self.device_name = check(cu.cuDeviceGetName(256, self.cu_device), "cuDeviceGetName").split(b"\0")[0].decode()
     self.limits = {

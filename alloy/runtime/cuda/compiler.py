@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools, re, sys
 from cuda.bindings import nvrtc
 from alloy.helpers import DEBUG
+from alloy.renderer.cuda_wgmma import ARCH_SPECIFIC
 from alloy.renderer.ptx import is_ptx
 from alloy.runtime.device import CompileError, Compiler
 from alloy.runtime.cuda.driver import NVRTC_SUCCESS, nvrtc_check
@@ -84,9 +85,13 @@ class CUDACompiler(Compiler):
     if is_ptx(source):
       if not self.assembles_ptx: raise CompileError("PTX needs nvJitLink to assemble: pip install nvidia-nvjitlink", source)
       return self._assemble(source)
-    return self._compile(source, self.arch, ptx=False)
+    return self._compile(source, self._arch_for(source), ptx=False)
+
+  def _arch_for(self, source: str) -> str:
+    """The architecture-specific target (sm_90 -> sm_90a: wgmma, setmaxnreg) where the source asks for it."""
+    return self.arch + "a" if source.startswith(ARCH_SPECIFIC) and self.arch[-1].isdigit() else self.arch
 
   def ptx(self, source: str) -> str:
     """PTX for the same architecture (compute_XY), for DEBUG output."""
     if is_ptx(source): return source
-    return self._compile(source, self.arch.replace("sm_", "compute_"), ptx=True).rstrip(b"\0").decode()
+    return self._compile(source, self._arch_for(source).replace("sm_", "compute_"), ptx=True).rstrip(b"\0").decode()

@@ -5,6 +5,8 @@ import ctypes, struct, sys
 from typing import TYPE_CHECKING
 from cuda.bindings import driver
 from alloy.helpers import DEBUG
+from alloy.renderer.cuda import MAP_DTYPES
+from alloy.renderer.cuda_wgmma import TENSOR_MAPS_SYMBOL, TensorMapSpec
 from alloy.runtime.device import Program
 from alloy.runtime.cuda.driver import CONTEXT_ERRORS, SUCCESS, CUDAError, check, tls
 from alloy.runtime.cuda.tools import disassemble
@@ -20,6 +22,20 @@ def _declared_dynamic_shared(module) -> int:
   out = ctypes.c_int32(0)
   check(driver.cuMemcpyDtoH(ctypes.addressof(out), ptr, 4), "cuMemcpyDtoH(alloy_dynamic_shared_bytes)")
   return out.value
+
+def _declared_tensor_maps(module) -> tuple | None:
+  """((TensorMapSpec, TensorMapSpec), ((slot, byte offset), (slot, byte offset))) of a module whose kernel reads its
+  operands through tensor maps (a Lowerer WGMMA tile, renderer/cuda.py's tensor_map_symbol), None for any other."""
+  err, ptr, size = driver.cuModuleGetGlobal(module, TENSOR_MAPS_SYMBOL.encode())
+  if err != SUCCESS: return None
+  words = (ctypes.c_int64 * (size // 8))()
+  check(driver.cuMemcpyDtoH(ctypes.addressof(words), ptr, size), "cuMemcpyDtoH(alloy_tensor_maps)")
+  specs, operands = [], []
+  for at in range(0, len(words), 11):
+    code, d0, d1, d2, s0, s1, b0, b1, b2, slot, offset = words[at:at + 11]
+    specs.append(TensorMapSpec(MAP_DTYPES[code], (d0, d1, d2), (s0, s1), (b0, b1, b2)))
+    operands.append((slot, offset))
+  return tuple(specs), tuple(operands)
 
 class ParamBlock:
   """Kernel parameter storage for one (nbuffers, nscalars) shape: a ctypes buffer the values are packed into
@@ -46,6 +62,7 @@ class CUDAProgram(Program):
   `param_block` makes the parameter storage every launch path packs (eager, graphs, launch lists), and
   `dynamic_shared` (what the module declares, else 0) is the shared memory a launch gets where none is given."""
   dynamic_shared = 0
+  tensor_maps = None   # (map specs, operands) where the module declares tensor maps (_declared_tensor_maps)
   def __init__(self, device: "CUDADevice", name: str, binary: bytes):
     self.device, self.name, self.binary = device, name, binary
     device.activate()
@@ -62,6 +79,7 @@ class CUDAProgram(Program):
     self.local_bytes = attr(A.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
     self.param_layout = self._param_layout()
     self.dynamic_shared = _declared_dynamic_shared(self.module)
+    self.tensor_maps = _declared_tensor_maps(self.module)
     self._blocks: dict[tuple[int, int], ParamBlock] = {}
     self._gs = self._ls = None          # the last (validated) launch dimensions as given
     self.g3 = self.l3 = (1, 1, 1)
@@ -84,8 +102,13 @@ class CUDAProgram(Program):
     return tuple(layout)
 
   def param_block(self, nbuf: int, nscal: int) -> ParamBlock:
-    """Fresh parameter storage for launches of nbuf buffers and nscal scalars (checked against the kernel's)."""
-    blk = ParamBlock(nbuf, nscal)
+    """Fresh parameter storage for launches of nbuf buffers and nscal scalars (checked against the kernel's); with the
+    tensor maps' pointer after the buffers where the module declares maps."""
+    if self.tensor_maps is not None:
+      from alloy.runtime.cuda.tensor_map import OperandMaps, TensorMapParamBlock   # that module builds on this one
+      if (encode := getattr(self, "encode", None)) is None: encode = self.encode = OperandMaps(*self.tensor_maps)
+      blk = TensorMapParamBlock(self.device.allocator, encode, nbuf, nscal)
+    else: blk = ParamBlock(nbuf, nscal)
     self.check_params(blk)
     return blk
 

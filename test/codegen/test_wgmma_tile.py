@@ -1,0 +1,125 @@
+"""The Lowerer's WGMMA tile (codegen/tensor_core.py, Hopper's wgmma fed by the copy engine): the heuristics' choice, the
+validator's refusals, the rendered CUDA C compiled by NVRTC for sm_90a (no GPU needed), and on an sm_90 GPU the
+results of matmuls with epilogues (bias, activation, residual, float32 output, a batch over a shared weight, edges the
+tile does not divide) against NumPy in float64."""
+import numpy as np
+import pytest
+import alloy
+from alloy import Tensor
+from alloy.caps import DeviceCaps
+from alloy.schedule.fusion import schedule
+from alloy.codegen.lower import lower
+from alloy.codegen.opts import choose_opts
+from alloy.codegen.plan import check
+from alloy.codegen.transforms import OptKind, tensor_core
+from alloy.codegen import tensor_core as tc
+from alloy.renderer.cuda import CUDARenderer
+from alloy.runtime.registry import device_available
+
+H200 = DeviceCaps(threads=True, codegen_loops=True, tensor_cores=(tc.SIMT_F32, tc.MMA_SYNC, tc.WGMMA), dynamic_shared_bytes=227 << 10)
+WIDE, MID, NARROW = tc.WGMMA_TILES
+
+def _ast(t: Tensor):
+  return schedule([t.node])[-1][1]
+
+def _t(rng, *shape, dtype=np.float16):
+  return Tensor(rng.uniform(-1, 1, shape).astype(dtype))
+
+def _epilogues(rng, M, N, K, dtype=np.float16):
+  a, b, bias, res = _t(rng, M, K, dtype=dtype), _t(rng, K, N, dtype=dtype), _t(rng, N, dtype=dtype), _t(rng, M, N, dtype=dtype)
+  return {"bias_gelu": (a @ b + bias).gelu(approximate="tanh"), "residual": a @ b + res, "relu_f32": (a @ b).relu().float()}
+
+def test_heuristics_choose_wgmma_with_an_epilogue(rng):
+  for t in _epilogues(rng, 512, 1024, 256).values():
+    assert choose_opts(_ast(t), H200) == [tensor_core(1, WIDE)]
+  a = _t(rng, 512, 256)
+  assert choose_opts(_ast(a @ _t(rng, 256, 128) + 1), H200) == [tensor_core(1, MID)]
+  assert choose_opts(_ast(a @ _t(rng, 256, 64) + 1), H200) == [tensor_core(1, NARROW)]
+  x, w = _t(rng, 4, 256, 768), _t(rng, 768, 2304)
+  assert choose_opts(_ast(x @ w + 1), H200) == [tensor_core(2, WIDE)]   # a batch over one weight
+  short_k = choose_opts(_ast(_t(rng, 512, 64) @ _t(rng, 64, 512) + 1), H200)   # K 64: mma.sync's small tile
+  assert short_k[0].kind is OptKind.TENSOR_CORE and tc.TILES[short_k[0].arg].instruction == tc.MMA_SYNC
+  few_rows = choose_opts(_ast(_t(rng, 32, 256) @ _t(rng, 256, 512) + 1), H200)
+  assert not any(o.kind is OptKind.TENSOR_CORE and tc.TILES[o.arg].instruction == tc.WGMMA for o in few_rows)
+
+def test_validator_names_what_the_copy_engine_refuses(rng):
+  assert "16 bytes" in check(_ast(_t(rng, 128, 1001) @ _t(rng, 1001, 128) + 1), H200, [tensor_core(1, WIDE)])   # rows of 2002 bytes
+  assert "float16 or two bfloat16" in check(_ast(_t(rng, 128, 128, dtype=np.float32) @ _t(rng, 128, 128, dtype=np.float32)), H200,
+                                            [tensor_core(1, WIDE)])
+  assert "no wgmma" in check(_ast(_t(rng, 128, 128) @ _t(rng, 128, 128) + 1), DeviceCaps(threads=True, tensor_cores=(tc.MMA_SYNC,)),
+                             [tensor_core(1, WIDE)])
+
+@pytest.mark.parametrize("name", ["bias_gelu", "residual", "relu_f32"])
+@pytest.mark.parametrize("arg", tc.WGMMA_TILES)
+def test_source_compiles_for_sm90a(rng, name, arg):
+  pytest.importorskip("cuda.bindings")
+  from alloy.runtime.cuda.compiler import CUDACompiler
+  ast = _ast(_epilogues(rng, 200, 136, 96)[name])
+  src = CUDARenderer().render(lower(ast, H200, [tensor_core(1, arg)]))
+  assert "wgmma.mma_async" in src and "cp.async.bulk.tensor" in src and "alloy_tensor_maps" in src
+  try: CUDACompiler("sm_90").compile(src)
+  except Exception as e:
+    if "cannot open source file \"cuda_fp16.h\"" in str(e): pytest.skip("no CUDA headers")   # (the error quotes the source)
+    raise
+
+# ---- on an sm_90 GPU
+
+def _hopper():
+  if not device_available("CUDA"): pytest.skip("no CUDA device")
+  if alloy.get_device("CUDA").compute_capability != (9, 0): pytest.skip("wgmma needs an sm_90 GPU")
+
+def _wgmma_ran():
+  """Whether the last tensor-core kernel compiled (or found compiled) ran as a WGMMA tile."""
+  from alloy.engine import compiled
+  for ck in reversed(list(compiled._compiled.values())):
+    tiles = [o for o in ck.meta.opts if getattr(o, "kind", None) is OptKind.TENSOR_CORE]
+    if tiles: return tc.TILES[tiles[0].arg].instruction == tc.WGMMA
+  return False
+
+def _gelu_tanh(x):
+  return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+@pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (4096, 4096, 4096), (129, 72, 4104), (7 * 64, 24, 64 + 8), (256, 4096 + 8, 200)])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_bias_gelu(M, N, K, dtype):
+  _hopper()
+  r = np.random.default_rng(M + N + K)
+  a, b, bias = (r.uniform(-1, 1, s).astype(np.float32) for s in ((M, K), (K, N), (N,)))
+  ta, tb, tbias = (Tensor(x, device="CUDA").cast(getattr(alloy, dtype)) for x in (a, b, bias))
+  got = (ta @ tb + tbias).gelu(approximate="tanh").float().numpy()
+  assert _wgmma_ran()
+  rounded = lambda x: Tensor(x).cast(getattr(alloy, dtype)).float().numpy().astype(np.float64)
+  want = _gelu_tanh(rounded(a) @ rounded(b) + rounded(bias))
+  tol = 2 ** -8 if dtype == "float16" else 2 ** -5   # a few roundings to the 16-bit dtype inside the epilogue
+  np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(K) / 8)
+
+@pytest.mark.parametrize("kind", ["residual", "relu_f32", "batch_shared_weight", "weight_transposed"])
+def test_epilogues_and_layouts(kind):
+  _hopper()
+  r = np.random.default_rng(7)
+  h = lambda *s: r.uniform(-1, 1, s).astype(np.float16)
+  T = lambda x: Tensor(x, device="CUDA")
+  if kind == "residual":
+    a, b, res = h(384, 320), h(320, 512), h(384, 512)
+    got, want = (T(a) @ T(b) + T(res)).numpy(), a.astype(np.float64) @ b + res
+  elif kind == "relu_f32":   # B stored N x K: N odd (333) stays 16-byte aligned
+    a, b = h(300, 256), h(333, 256)
+    got, want = (T(a) @ T(b).T).relu().float().numpy(), np.maximum(a.astype(np.float64) @ b.T, 0)
+  elif kind == "batch_shared_weight":   # GPT-2's linear layers: (B, L, C) @ (C, N) + bias
+    x, w, bias = h(4, 200, 768), h(768, 2304), h(2304)
+    got, want = (T(x) @ T(w) + T(bias)).numpy(), x.astype(np.float64) @ w + bias
+  else:   # nn.Linear: x @ W.T, W stored N x K
+    x, w, bias = h(512, 384), h(640, 384), h(640)
+    got, want = (T(x) @ T(w).T + T(bias)).numpy(), x.astype(np.float64) @ w.T + bias
+  assert _wgmma_ran()
+  np.testing.assert_allclose(got.astype(np.float64), want, rtol=2 ** -9, atol=2e-2)
+
+def test_jit_replays_through_graphs():
+  _hopper()
+  r = np.random.default_rng(3)
+  w, bias = Tensor(r.uniform(-1, 1, (256, 512)).astype(np.float16), device="CUDA"), Tensor(r.uniform(-1, 1, 512).astype(np.float16), device="CUDA")
+  step = alloy.jit(lambda x: (x @ w + bias).relu())
+  for _ in range(4):
+    x = r.uniform(-1, 1, (384, 256)).astype(np.float16)
+    got = step(Tensor(x, device="CUDA")).numpy()
+    np.testing.assert_allclose(got.astype(np.float64), np.maximum(x.astype(np.float64) @ w.numpy() + bias.numpy(), 0), rtol=2 ** -9, atol=2e-2)
