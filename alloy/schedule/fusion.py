@@ -228,8 +228,9 @@ def _kernels(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, lis
   for t in targets:
     for n in t.toposort():
       nodes[id(n)] = n
+  parent_of: dict[int, Node] = {}   # a node's consumer (its only one where parents says 1)
   for n in nodes.values():
-    for s in n.src: parents[id(s)] = parents.get(id(s), 0) + 1
+    for s in n.src: parents[id(s)], parent_of[id(s)] = parents.get(id(s), 0) + 1, n
   cut: set[int] = {id(t) for t in targets if not is_buffer_view(t)}
   for n in nodes.values():
     if n.op is Op.CONTIGUOUS: cut.add(id(n))
@@ -252,8 +253,8 @@ def _kernels(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, lis
           if id(red) in cut: continue
           users.setdefault(id(red), set()).add(root_id)
           own_kernel = is_contraction(red) and (_kernel_root(consumer).op is Op.REDUCE or _broadcast_further(view))
-          if not _fusable_reduce(red, view, _kernel_root(consumer), has_view) or own_kernel:
-            cut.add(id(red)); changed = True
+          if own_kernel: cut.add(id(_stored_as(red, parents, parent_of))); changed = True
+          elif not _fusable_reduce(red, view, _kernel_root(consumer), has_view): cut.add(id(red)); changed = True
           else: consumers.append(red)
     for red_id, roots in users.items():
       if len(roots) > 1 and red_id not in cut: cut.add(red_id); changed = True
@@ -266,6 +267,19 @@ def _kernels(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, lis
     ast_root = _to_ast(_kernel_root(n), cut, inputs, {}, (consts, pinned), top=True)
     out.append((n, KernelAST(ast_root, len(inputs)), inputs, consts))
   return out, pinned
+
+def _stored_as(red: Node, parents: dict, parent_of: dict) -> Node:
+  """The node a contraction with a kernel of its own is stored as: the cast down to its output dtype where that is its
+  one consumer (through the reshape that drops the reduced axis), so the kernel writes and its reader reads the
+  narrow values (GPT-2's fp16 attention scores: half the bytes of the float32 accumulators the softmax then cast),
+  else the contraction itself."""
+  n, stored = red, red
+  while parents.get(id(n)) == 1:
+    p = parent_of[id(n)]
+    if p.op is Op.VIEW and p.arg.is_contiguous and prod(p.shape) == prod(n.shape): n = p
+    elif p.op is Op.CAST and p.dtype.is_float and n.dtype.is_float and p.dtype.itemsize < n.dtype.itemsize: n = stored = p
+    else: break
+  return stored
 
 def _kernel_root(n: Node) -> Node:
   return n.src[0] if n.op is Op.CONTIGUOUS else n

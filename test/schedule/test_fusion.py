@@ -174,3 +174,16 @@ def test_computed_matmul_operand_gets_its_own_kernel(device, rng):
   xn = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * g
   want = xn.astype(np.float16).astype(np.float64) @ w.astype(np.float16).astype(np.float64) + b.astype(np.float16)
   assert_close(y.numpy(), want, "float16", rtol=2e-2, atol=2e-2)
+
+def test_a_contraction_with_its_own_kernel_is_stored_in_its_output_dtype(device, rng):
+  """A 16-bit matmul read by a reduction (attention's scores under softmax) is stored as its cast to float16, not as
+  its float32 accumulators: the matmul kernel writes, and the softmax reads, half the bytes (schedule.fusion's
+  _stored_as); the values are the same, since the softmax read the cast values either way."""
+  from alloy.schedule.fusion import schedule
+  q, k = (Tensor(rand_np(rng, (2, 3, 16, 8)).astype(np.float16), device=device) for _ in range(2))
+  att = ((q @ k.transpose(-1, -2)) * 0.5).softmax(-1)
+  (scores, ast, _, _), _ = schedule([att.node])
+  assert scores.dtype.name == "float16" and ast.root.dtype.name == "float16"
+  sq = (q.numpy().astype(np.float32) @ k.numpy().astype(np.float32).transpose(0, 1, 3, 2)).astype(np.float16).astype(np.float64) * 0.5
+  want = np.exp(sq - sq.max(-1, keepdims=True))
+  np.testing.assert_allclose(att.numpy().astype(np.float64), want / want.sum(-1, keepdims=True), rtol=2e-3, atol=2e-3)
