@@ -146,9 +146,10 @@ def _gpt2_rows(device: str, a, notes: list) -> list:
     prompt = rng.integers(0, config.vocab_size, (a.prefill_batch, a.prefill))
     gen = Generator(model)
     row = {"workload": f"GPT-2 {a.layers}L prefill {a.prefill_batch}x{a.prefill} {dtype}", "unit": "ms"}
-    def alloy_prefill():
-      gen.prefill(prompt, a.prefill); dev.synchronize()
-    row["alloy"] = median_time(alloy_prefill, rounds=3, min_seconds=0.1) * 1e3
+    for jitted in (False, True):
+      def alloy_prefill():
+        gen.prefill(prompt, a.prefill, jit=jitted).realize(); dev.synchronize()
+      row["alloy @jit" if jitted else "alloy"] = median_time(alloy_prefill, rounds=3, min_seconds=0.1) * 1e3
     if ref is not None:
       ids, cache = torch.tensor(prompt, device=tdev), ref.cache(a.prefill_batch, a.prefill)
       def torch_prefill():

@@ -27,28 +27,36 @@ def pick(logits: Tensor, top_k: int | None, temperature: float = 1.0) -> Tensor:
   return take(idx, 1, choice).cast(alloy.int32)
 
 class Generator:
-  """Prefill then jitted decode steps over one fixed-size cache; `decode` is the @jit object (its replay says how)."""
+  """Prefill then decode steps over one fixed-size cache, each under @jit: `decode` is the decode step's @jit object
+  (its replay says how), `prefills` the prefill's, one per prompt shape (a jitted function takes one shape)."""
   def __init__(self, model: GPT2LMHeadModel, top_k: int | None = None, temperature: float = 1.0):
     self.model, self.top_k, self.temperature = model, top_k, temperature
     self.cache: KVCache | None = None
     self.decode = alloy.jit(self._decode)
+    self.prefills: dict = {}
 
   def _decode(self, tok: Tensor, pos: int) -> Tensor:
     with alloy.no_grad(): return pick(self.model(tok, pos, self.cache)[:, -1], self.top_k, self.temperature)
 
-  def prefill(self, prompt: np.ndarray, max_len: int) -> Tensor:
-    """Fills a new cache from the prompt (B, L) and returns the first new token (B, 1)."""
+  def _prefill(self, ids: Tensor) -> Tensor:
+    with alloy.no_grad(): return pick(self.model(ids, 0, self.cache, logits_to_keep=1)[:, -1], self.top_k, self.temperature)
+
+  def prefill(self, prompt: np.ndarray, max_len: int, jit: bool = True) -> Tensor:
+    """Fills a new cache from the prompt (B, L) and returns the first new token (B, 1). jit: through the prompt
+    shape's @jit object (a repeated prefill of that shape replays its launches), else eagerly."""
     device = self.model.transformer.wte.weight.device
     dtype = self.model.transformer.wte.weight.dtype
     if self.cache is None or (self.cache.batch, self.cache.max_len) != (prompt.shape[0], max_len):
       self.cache = KVCache(self.model.config, prompt.shape[0], max_len, dtype=dtype, device=device)
-      self.decode.reset()   # a new cache: the capture held the old one
-    else:
-      for k, v in self.cache.layers:
-        with alloy.no_grad(): k.zero_(); v.zero_()
-    with alloy.no_grad():
-      logits = self.model(Tensor(prompt.astype(np.int32), device=device), 0, self.cache, logits_to_keep=1)
-      return pick(logits[:, -1], self.top_k, self.temperature).realize()
+      self.decode.reset()   # a new cache: the captures held the old one
+      self.prefills.clear()
+    else:   # what the last prompt left past this one's positions is never read (the causal mask), but is cleared
+      with alloy.no_grad():
+        for k, v in self.cache.layers: k.zero_().realize(); v.zero_().realize()   # a jitted prefill binds realized state
+    ids = Tensor(prompt.astype(np.int32), device=device)
+    if not jit: return self._prefill(ids).realize()
+    if (step := self.prefills.get(prompt.shape)) is None: step = self.prefills[prompt.shape] = alloy.jit(self._prefill)
+    return step(ids)
 
   def generate(self, prompt: np.ndarray, max_new_tokens: int, progress: bool = False) -> np.ndarray:
     """prompt (B, L) token ids -> (B, L + max_new_tokens)."""

@@ -89,3 +89,25 @@ def test_jitted_decode_compiles_nothing_per_token(top_k, monkeypatch):
     top = np.argsort(-logits[:, 3:-1], -1)[..., :top_k]
     assert all(tokens[b, p + 4] in top[b, p] for b in range(3) for p in range(12))
     assert len(np.unique(tokens[:, 4:])) > 3
+
+def test_jitted_prefill_replays_new_prompts(monkeypatch):
+  """Generator.prefill runs under one @jit per prompt shape: from the third prompt of a shape on, a prefill replays
+  (schedules and compiles nothing) and picks the token an eager prefill of that prompt picks; a new shape captures
+  anew."""
+  m, g = _module("gpt2_model"), _module("gpt2")
+  alloy.manual_seed(5)
+  gen = g.Generator(m.GPT2LMHeadModel(m.GPT2Config(**SMALL)))
+  rng = np.random.default_rng(4)
+  for i in range(5):
+    prompt = rng.integers(0, SMALL["vocab_size"], (2, 6))
+    want = gen.prefill(prompt, 12, jit=False).numpy()
+    if i >= 2:
+      def boom(*a, **kw): raise AssertionError("a replayed prefill scheduled or compiled")
+      monkeypatch.setattr(engine, "run_schedule", boom)
+      monkeypatch.setattr(engine, "compile_kernel", boom)
+    got = gen.prefill(prompt, 12).numpy()
+    monkeypatch.undo()
+    np.testing.assert_array_equal(got, want)
+  other = rng.integers(0, SMALL["vocab_size"], (2, 5))
+  np.testing.assert_array_equal(gen.prefill(other, 12).numpy(), gen.prefill(other, 12, jit=False).numpy())
+  assert set(gen.prefills) == {(2, 6), (2, 5)}
