@@ -205,6 +205,8 @@ def wgmma_gemm(spec: MatmulSpec, tile: TensorCoreTile):
 
 def _check_wgmma(spec: MatmulSpec, tile: TensorCoreTile, caps: DeviceCaps) -> str | None:
   if isinstance(why := wgmma_gemm(spec, tile), str): return why
+  # one stage: the producer would wait for the consumers to release the stage they wait on it to fill
+  if tile.stages < 2: return f"{tile.stages} stages: the producer's ring needs at least 2"
   if tile.shared_bytes() > caps.dynamic_shared_bytes:
     return f"{tile}: {tile.shared_bytes()} bytes of shared memory, over the device's {caps.dynamic_shared_bytes}"
   if tile.threads > caps.max_local: return f"{tile}: {tile.threads} threads, over the device's {caps.max_local}"

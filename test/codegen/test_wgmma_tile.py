@@ -11,7 +11,7 @@ from alloy.schedule.fusion import schedule
 from alloy.codegen.lower import lower
 from alloy.codegen.opts import choose_opts
 from alloy.codegen.plan import check
-from alloy.codegen.transforms import OptKind, tensor_core
+from alloy.codegen.transforms import OptKind, stage, tensor_core
 from alloy.codegen import tensor_core as tc
 from alloy.renderer.cuda import CUDARenderer
 from alloy.runtime.registry import device_available
@@ -46,6 +46,9 @@ def test_validator_names_what_the_copy_engine_refuses(rng):
   assert "16 bytes" in check(_ast(_t(rng, 128, 1001) @ _t(rng, 1001, 128) + 1), H200, [tensor_core(1, WIDE)])   # rows of 2002 bytes
   assert "float16 or two bfloat16" in check(_ast(_t(rng, 128, 128, dtype=np.float32) @ _t(rng, 128, 128, dtype=np.float32)), H200,
                                             [tensor_core(1, WIDE)])
+  assert "at least 2" in check(_ast(_t(rng, 128, 128) @ _t(rng, 128, 128) + 1), H200, [tensor_core(1, WIDE), stage(1, 1)])
+  assert check(_ast(_t(rng, 128, 128) @ _t(rng, 128, 128) + 1), H200, [tensor_core(1, WIDE), stage(1, 3)]) is None
+  assert "shared memory" in check(_ast(_t(rng, 128, 128) @ _t(rng, 128, 128) + 1), H200, [tensor_core(1, WIDE), stage(1, 5)])
   assert "no wgmma" in check(_ast(_t(rng, 128, 128) @ _t(rng, 128, 128) + 1), DeviceCaps(threads=True, tensor_cores=(tc.MMA_SYNC,)),
                              [tensor_core(1, WIDE)])
 
