@@ -253,8 +253,9 @@ def _kernels(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, lis
           if id(red) in cut: continue
           users.setdefault(id(red), set()).add(root_id)
           own_kernel = is_contraction(red) and (_kernel_root(consumer).op is Op.REDUCE or _broadcast_further(view))
-          if own_kernel: cut.add(id(_stored_as(red, parents, parent_of))); changed = True
-          elif not _fusable_reduce(red, view, _kernel_root(consumer), has_view): cut.add(id(red)); changed = True
+          if own_kernel or not _fusable_reduce(red, view, _kernel_root(consumer), has_view):
+            # stored as its cast, unless that is cut already: then the cast's own kernel cannot take it either
+            cut.add(id(red) if id(stored := _stored_as(red, parents, parent_of)) in cut else id(stored)); changed = True
           else: consumers.append(red)
     for red_id, roots in users.items():
       if len(roots) > 1 and red_id not in cut: cut.add(red_id); changed = True
@@ -269,10 +270,10 @@ def _kernels(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, lis
   return out, pinned
 
 def _stored_as(red: Node, parents: dict, parent_of: dict) -> Node:
-  """The node a contraction with a kernel of its own is stored as: the cast down to its output dtype where that is its
+  """The node a reduction with a kernel of its own is stored as: the cast down to its output dtype where that is its
   one consumer (through the reshape that drops the reduced axis), so the kernel writes and its reader reads the
-  narrow values (GPT-2's fp16 attention scores: half the bytes of the float32 accumulators the softmax then cast),
-  else the contraction itself."""
+  narrow values (GPT-2's fp16 attention scores: half the bytes of the float32 accumulators the softmax then cast;
+  an fp16 convolution's output, reshaped into its image before a batch norm reads it), else the reduction itself."""
   n, stored = red, red
   while parents.get(id(n)) == 1:
     p = parent_of[id(n)]

@@ -1,5 +1,6 @@
 """Kernel-count tests: the fusion rules of the schedule."""
 import numpy as np
+import alloy
 from alloy import Tensor
 from alloy.engine import realize as engine
 from conftest import rand_np, assert_close, conv2d_3x3_np
@@ -187,3 +188,18 @@ def test_a_contraction_with_its_own_kernel_is_stored_in_its_output_dtype(device,
   sq = (q.numpy().astype(np.float32) @ k.numpy().astype(np.float32).transpose(0, 1, 3, 2)).astype(np.float16).astype(np.float64) * 0.5
   want = np.exp(sq - sq.max(-1, keepdims=True))
   np.testing.assert_allclose(att.numpy().astype(np.float64), want / want.sum(-1, keepdims=True), rtol=2e-3, atol=2e-3)
+
+def test_an_fp16_convolution_read_through_a_reshape_is_stored_in_fp16(rng):
+  """A GPU convolution (im2col rows times the weight) whose output is read through its reshape into the image by a
+  further op: the matmul cannot fuse into that reader (a reshape splits its axis), so it is stored, as its cast to
+  float16 (half the bytes of its float32 sums), and the values are those of the unfused computation."""
+  import alloy.nn.functional as F
+  from alloy.schedule.fusion import schedule
+  from alloy.codegen.matmul import match_matmul
+  x = Tensor(rand_np(rng, (2, 16, 10, 10)).astype(np.float16), device="METAL")
+  w = Tensor(rand_np(rng, (16, 16, 3, 3)).astype(np.float16), device="METAL")
+  y = F.conv2d(x, w, padding=1).relu() * 2
+  matmuls = [ast for _, ast, _, _ in schedule([y.node]) if match_matmul(ast) is not None]
+  assert len(matmuls) == 1 and matmuls[0].root.dtype.name == "float16"
+  want = F.conv2d(x.cast(alloy.float32), w.cast(alloy.float32), padding=1).numpy()
+  np.testing.assert_allclose(y.numpy().astype(np.float64), np.maximum(want.astype(np.float16), 0).astype(np.float64) * 2, rtol=3e-3, atol=3e-3)
