@@ -206,6 +206,92 @@ def one_kernel(n: Node) -> tuple:
   _one_kernel[walked[2]] = hit
   return walked, hit
 
+# ---- the eager path's lookup without a walk
+# A node's structure (Node.structure, made from its sources' the first time it is asked for, then kept): (a number
+# naming its graph's structure, equal numbers for equal _structure keys; its leaves in first-use order, or None where
+# they are its one source's (so a view holds no BUFFER node more: results.py counts those) or, for a leaf, itself). The
+# number keys each node's signature on its sources' numbers and on which leaves each later source shares with the
+# earlier ones: nodes are hash-consed, so two graphs built alike over the same pattern of leaves share subexpressions
+# alike. A new graph of a tiny kernel is named from its few new nodes, where _structure walks every node.
+_structures: dict = {}
+_structure_numbers = itertools.count(-2, -1)   # negative: never a leaf's signature, which names a leaf's structure
+MAX_STRUCTURE_LEAVES, MAX_STRUCTURE_DEPTH = 16, 100
+_LARGE = (None, None)   # past those: the eager path walks the graph (_structure)
+
+def structure_of(n: Node, depth: int = 0) -> tuple:
+  """n.structure, made where it is not yet; _LARGE for a graph of more than MAX_STRUCTURE_LEAVES leaves (kept) or of
+  new nodes deeper than MAX_STRUCTURE_DEPTH (not kept: Python's stack)."""
+  if (known := n.structure) is not None: return known
+  src = n.src
+  if not src:
+    n.structure = known = (n.sig if n.sig is not None else _constant_part(n) if n.op is Op.CONST else n.signature, None)
+    return known
+  if depth > MAX_STRUCTURE_DEPTH: return _LARGE
+  number, leaves = src[0].structure or structure_of(src[0], depth + 1)
+  if number is None: return _large(n, src[0])
+  key = [n.op, n.key[2], n.dtype, n.shape, number]
+  if len(src) > 1:
+    if leaves is None: leaves = leaves_of(src[0])
+    for s in src[1:]:
+      number, more = s.structure or structure_of(s, depth + 1)
+      if number is None: return _large(n, s)
+      key.append(number)
+      if more is None: more = leaves_of(s)
+      for leaf in more:
+        if leaf in leaves: break
+      else:   # no leaf shared with the sources before (the usual case)
+        key.append(None)
+        leaves += more
+        continue
+      union, places = list(leaves), []   # where each of its leaves is among the leaves so far (identity: nodes compare so)
+      for leaf in more:
+        if leaf in union: places.append(union.index(leaf))
+        else:
+          places.append(len(union))
+          union.append(leaf)
+      key.append(tuple(places))
+      leaves = tuple(union)
+    if len(leaves) > MAX_STRUCTURE_LEAVES:
+      n.structure = _LARGE
+      return _LARGE
+  if n.op in _VALUE_OPS:   # a constant kept literal for this use: its value, as in _structure
+    for k, s in enumerate(src):
+      if _literal_use(n, k) and _lifted(s): key.append(constant_signature(s, with_value=True))
+  if (number := _structures.get(key := tuple(key))) is None:
+    if len(_structures) >= 1 << 16: _structures.clear()   # numbers are never reused: a dropped one costs misses only
+    number = _structures[key] = next(_structure_numbers)
+  n.structure = known = (number, leaves if len(src) > 1 else None)
+  return known
+
+def _large(n: Node, src: Node) -> tuple:
+  """_LARGE for n, kept where its source's is (not where the source was too deep to name)."""
+  if src.structure is _LARGE: n.structure = _LARGE
+  return _LARGE
+
+def leaves_of(n: Node) -> tuple:
+  """n's leaves in first-use order (after structure_of(n))."""
+  while (leaves := n.structure[1]) is None:
+    if not n.src: return (n,)
+    n = n.src[0]
+  return leaves
+
+# structure number -> one_kernel's entry for that graph, its places those of the graph's leaves (leaves_of)
+_eager_kernels: dict = {}
+
+def eager_kernel(n: Node) -> tuple:
+  """(one_kernel's entry for n's graph, or None where it is not one kernel; the nodes its places index: n's leaves, or
+  where the graph was walked, the walk's order; the walk, or None). A graph is walked the first time its structure is
+  seen, and where it is large."""
+  number, _ = structure_of(n)
+  if number is not None and (hit := _eager_kernels.get(number, _eager_kernels)) is not _eager_kernels:
+    return (hit, leaves_of(n), None) if hit is not None else (None, None, None)
+  walked, hit = one_kernel(n)
+  if number is not None:
+    if len(_eager_kernels) >= SCHEDULE_CACHE_SIZE: _eager_kernels.clear()
+    leaves, order = leaves_of(n), walked[0]
+    _eager_kernels[number] = None if hit is None else (*hit[:2], *[tuple(leaves.index(order[p]) for p in ps) for ps in hit[2:]])
+  return hit, walked[0], walked
+
 def _schedule(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, list]], list, dict]:
   """schedule's kernels and the constants kept literal past MAX_KERNEL_VARS, made anew; and split.split's kernels
   that are no nodes of the targets' graph (a split reduction's partials and final one), by id."""
