@@ -231,12 +231,12 @@ def structure_of(n: Node, depth: int = 0) -> tuple:
   if number is None: return _large(n, src[0])
   key = [n.op, n.key[2], n.dtype, n.shape, number]
   if len(src) > 1:
-    if leaves is None: leaves = leaves_of(src[0])
+    if leaves is None: leaves = leaves_of(src[0]) if src[0].src else (src[0],)
     for s in src[1:]:
       number, more = s.structure or structure_of(s, depth + 1)
       if number is None: return _large(n, s)
       key.append(number)
-      if more is None: more = leaves_of(s)
+      if more is None: more = leaves_of(s) if s.src else (s,)
       for leaf in more:
         if leaf in leaves: break
       else:   # no leaf shared with the sources before (the usual case)
@@ -282,9 +282,9 @@ def eager_kernel(n: Node) -> tuple:
   """(one_kernel's entry for n's graph, or None where it is not one kernel; the nodes its places index: n's leaves, or
   where the graph was walked, the walk's order; the walk, or None). A graph is walked the first time its structure is
   seen, and where it is large."""
-  number, _ = structure_of(n)
+  number, leaves = n.structure or structure_of(n)
   if number is not None and (hit := _eager_kernels.get(number, _eager_kernels)) is not _eager_kernels:
-    return (hit, leaves_of(n), None) if hit is not None else (None, None, None)
+    return (hit, leaves or leaves_of(n), None) if hit is not None else (None, None, None)
   walked, hit = one_kernel(n)
   if number is not None:
     if len(_eager_kernels) >= SCHEDULE_CACHE_SIZE: _eager_kernels.clear()
