@@ -215,18 +215,18 @@ def one_kernel(n: Node) -> tuple:
 # alike. A new graph of a tiny kernel is named from its few new nodes, where _structure walks every node.
 _structures: dict = {}
 _structure_numbers = itertools.count(-2, -1)   # negative: never a leaf's signature, which names a leaf's structure
-MAX_STRUCTURE_LEAVES, MAX_STRUCTURE_DEPTH = 16, 100
-_LARGE = (None, None)   # past those: the eager path walks the graph (_structure)
+MAX_STRUCTURE_LEAVES, MAX_STRUCTURE_DEPTH = 16, 100   # past that depth of new nodes, their sources first by a stack
+_LARGE = (None, None)   # a graph of more leaves: the eager path walks it (_structure)
 
 def structure_of(n: Node, depth: int = 0) -> tuple:
-  """n.structure, made where it is not yet; _LARGE for a graph of more than MAX_STRUCTURE_LEAVES leaves (kept) or of
-  new nodes deeper than MAX_STRUCTURE_DEPTH (not kept: Python's stack)."""
+  """n.structure, made where it is not yet (and its sources'); _LARGE for a graph of more than MAX_STRUCTURE_LEAVES
+  leaves."""
   if (known := n.structure) is not None: return known
   src = n.src
   if not src:
     n.structure = known = (n.sig if n.sig is not None else _constant_part(n) if n.op is Op.CONST else n.signature, None)
     return known
-  if depth > MAX_STRUCTURE_DEPTH: return _LARGE
+  if depth > MAX_STRUCTURE_DEPTH: _name_sources(n)   # Python's stack: the sources, without recursion
   number, leaves = src[0].structure or structure_of(src[0], depth + 1)
   if number is None: return _large(n, src[0])
   key = [n.op, n.key[2], n.dtype, n.shape, number]
@@ -236,21 +236,21 @@ def structure_of(n: Node, depth: int = 0) -> tuple:
       number, more = s.structure or structure_of(s, depth + 1)
       if number is None: return _large(n, s)
       key.append(number)
-      if more is None: more = leaves_of(s) if s.src else (s,)
+      if more is None:
+        if not s.src:   # a leaf: its place among the leaves so far (identity: nodes compare so), or None where it is new
+          if s in leaves: key.append(leaves.index(s))
+          else:
+            key.append(None)
+            leaves += (s,)
+          continue
+        more = leaves_of(s)
+      places = []   # each of its leaves' place among the leaves so far
       for leaf in more:
-        if leaf in leaves: break
-      else:   # no leaf shared with the sources before (the usual case)
-        key.append(None)
-        leaves += more
-        continue
-      union, places = list(leaves), []   # where each of its leaves is among the leaves so far (identity: nodes compare so)
-      for leaf in more:
-        if leaf in union: places.append(union.index(leaf))
+        if leaf in leaves: places.append(leaves.index(leaf))
         else:
-          places.append(len(union))
-          union.append(leaf)
+          places.append(len(leaves))
+          leaves += (leaf,)
       key.append(tuple(places))
-      leaves = tuple(union)
     if len(leaves) > MAX_STRUCTURE_LEAVES:
       n.structure = _LARGE
       return _LARGE
@@ -264,9 +264,19 @@ def structure_of(n: Node, depth: int = 0) -> tuple:
   return known
 
 def _large(n: Node, src: Node) -> tuple:
-  """_LARGE for n, kept where its source's is (not where the source was too deep to name)."""
-  if src.structure is _LARGE: n.structure = _LARGE
+  n.structure = _LARGE
   return _LARGE
+
+def _name_sources(n: Node) -> None:
+  """structure_of for every node under n not named yet, each after its sources (so none recurses)."""
+  stack = [n]
+  while stack:
+    for s in stack[-1].src:
+      if s.structure is None and s.src:   # a leaf is named where it is met
+        stack.append(s)
+        break
+    else:
+      if (m := stack.pop()) is not n and m.structure is None: structure_of(m)
 
 def leaves_of(n: Node) -> tuple:
   """n's leaves in first-use order (after structure_of(n))."""
