@@ -215,7 +215,7 @@ def one_kernel(n: Node) -> tuple:
 # alike. A new graph of a tiny kernel is named from its few new nodes, where _structure walks every node.
 _structures: dict = {}
 _structure_numbers = itertools.count(-2, -1)   # negative: never a leaf's signature, which names a leaf's structure
-MAX_STRUCTURE_LEAVES, MAX_STRUCTURE_DEPTH = 16, 100   # past that depth of new nodes, their sources first by a stack
+MAX_STRUCTURE_LEAVES, MAX_STRUCTURE_DEPTH = 8, 100   # past that depth of new nodes, their sources first by a stack
 _LARGE = (None, None)   # a graph of more leaves: the eager path walks it (_structure)
 
 def structure_of(n: Node, depth: int = 0) -> tuple:
