@@ -207,12 +207,11 @@ def one_kernel(n: Node) -> tuple:
   return walked, hit
 
 # ---- the eager path's lookup without a walk
-# A node's structure (Node.structure, made from its sources' the first time it is asked for, then kept): (a number
-# naming its graph's structure, equal numbers for equal _structure keys; its leaves in first-use order, or None where
-# they are its one source's (so a view holds no BUFFER node more: results.py counts those) or, for a leaf, itself). The
-# number keys each node's signature on its sources' numbers and on which leaves each later source shares with the
-# earlier ones: nodes are hash-consed, so two graphs built alike over the same pattern of leaves share subexpressions
-# alike. A new graph of a tiny kernel is named from its few new nodes, where _structure walks every node.
+# Node.structure, made from its sources' when first asked for: (a number naming its graph, equal for equal _structure
+# keys; its leaves in first-use order, or None where they are its one source's (a view holds no more BUFFER node:
+# results.py counts those) or it is a leaf). The number keys its signature on its sources' numbers and the places of
+# each later source's leaves among the earlier ones: nodes are hash-consed, so graphs built alike over one pattern of
+# leaves share subexpressions alike. So a new tiny graph is named from its few new nodes; _structure walks them all.
 _structures: dict = {}
 _structure_numbers = itertools.count(-2, -1)   # negative: never a leaf's signature, which names a leaf's structure
 MAX_STRUCTURE_LEAVES, MAX_STRUCTURE_DEPTH = 8, 100   # past that depth of new nodes, their sources first by a stack
@@ -228,32 +227,26 @@ def structure_of(n: Node, depth: int = 0) -> tuple:
     return known
   if depth > MAX_STRUCTURE_DEPTH: _name_sources(n)   # Python's stack: the sources, without recursion
   number, leaves = src[0].structure or structure_of(src[0], depth + 1)
-  if number is None: return _large(n, src[0])
+  if number is None: n.structure = _LARGE; return _LARGE
   key = [n.op, n.key[2], n.dtype, n.shape, number]
   if len(src) > 1:
     if leaves is None: leaves = leaves_of(src[0]) if src[0].src else (src[0],)
     for s in src[1:]:
       number, more = s.structure or structure_of(s, depth + 1)
-      if number is None: return _large(n, s)
+      if number is None: n.structure = _LARGE; return _LARGE
       key.append(number)
       if more is None:
         if not s.src:   # a leaf: its place among the leaves so far (identity: nodes compare so), or None where it is new
-          if s in leaves: key.append(leaves.index(s))
-          else:
-            key.append(None)
-            leaves += (s,)
+          key.append(leaves.index(s) if s in leaves else None)
+          if key[-1] is None: leaves += (s,)
           continue
         more = leaves_of(s)
       places = []   # each of its leaves' place among the leaves so far
       for leaf in more:
-        if leaf in leaves: places.append(leaves.index(leaf))
-        else:
-          places.append(len(leaves))
-          leaves += (leaf,)
+        if leaf not in leaves: leaves += (leaf,)
+        places.append(leaves.index(leaf))
       key.append(tuple(places))
-    if len(leaves) > MAX_STRUCTURE_LEAVES:
-      n.structure = _LARGE
-      return _LARGE
+    if len(leaves) > MAX_STRUCTURE_LEAVES: n.structure = _LARGE; return _LARGE
   if n.op in _VALUE_OPS:   # a constant kept literal for this use: its value, as in _structure
     for k, s in enumerate(src):
       if _literal_use(n, k) and _lifted(s): key.append(constant_signature(s, with_value=True))
@@ -262,10 +255,6 @@ def structure_of(n: Node, depth: int = 0) -> tuple:
     number = _structures[key] = next(_structure_numbers)
   n.structure = known = (number, leaves if len(src) > 1 else None)
   return known
-
-def _large(n: Node, src: Node) -> tuple:
-  n.structure = _LARGE
-  return _LARGE
 
 def _name_sources(n: Node) -> None:
   """structure_of for every node under n not named yet, each after its sources (so none recurses)."""
