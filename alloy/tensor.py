@@ -27,9 +27,11 @@ from alloy.indexing import getitem
 from alloy.scalar import Scalar, cast_number as _cast_scalar, plain
 
 MaxResult = collections.namedtuple("MaxResult", ["values", "indices"])
-# The constants of the last few `tensor (op) number`s: a loop's step (x * 1.0001 + 1) finds its constants' nodes alive
-# (hash-consed), where it would make them anew and the schedule would sign them again
-_recent_constants: collections.deque = collections.deque(maxlen=64)
+# The constants of recent `tensor (op) number`s by (number, dtype, shape), at most RECENT_CONSTANTS: a loop's step
+# (x * 1.0001 + 1) finds its constants' nodes alive and at hand, where it would make them anew (a Node's key is 4x the
+# lookup) and the schedule would sign them again. Zeros are not kept: 0.0 and -0.0 are equal keys but two constants.
+_recent_constants: dict = {}
+RECENT_CONSTANTS = 64
 
 _VIEW_METHODS = ("reshape", "permute", "shrink")   # the movement ops whose result is a view of its input, as PyTorch's
 
@@ -470,8 +472,11 @@ class Tensor:
     n = self.node
     if n.dtype.kind == "f" and (type(other) is float or type(other) is int):
       # float tensor (op) Python number, the commonest case: what _operands does for it, without the calls
-      c = Node(Op.CONST, (), float(other), n.dtype, n.shape)
-      _recent_constants.append(c)   # kept alive a while: the same number again is the same node, its signature made
+      if (c := _recent_constants.get(key := (other, n.dtype, n.shape))) is None:
+        c = Node(Op.CONST, (), float(other), n.dtype, n.shape)
+        if other != 0:
+          if len(_recent_constants) >= RECENT_CONSTANTS: _recent_constants.clear()
+          _recent_constants[key] = c
       t = self._new(Node(op, (c, n) if reverse else (n, c), None, out_dtype or n.dtype, n.shape))
       return t if self._ag is None else autograd.record(t, autograd.ew_rule, (None, self) if reverse else (self, None), op)
     a, b = self._operands(other, reverse, name)

@@ -1,9 +1,10 @@
 """Runs a schedule: allocate outputs, compile, load, launch; keeps per-kernel stage timings.
 
 The eager path: a realize of one tensor whose graph is one kernel (most eager ops) looks its graph up by the structure
-number its nodes carry (schedule.fusion.structure: made as the graph grows, no walk) and runs a Plan made the first
-time that graph was seen on the device: the compiled kernel, where its inputs and scalar arguments sit in the graph,
-its output buffers. What watchers, DEBUG or BEAM ask for goes through run_schedule, the general path.
+number its nodes carry (schedule.fusion.structure_of: a new node's made from its sources', no walk of the graph) and
+runs a Plan made the first time that graph was seen on the device: the compiled kernel, its launch shape, its output
+buffers; where its inputs and scalar arguments sit among the graph's leaves is the schedule's (eager_kernel). What
+watchers, DEBUG or BEAM ask for goes through run_schedule, the general path.
 """
 from __future__ import annotations
 import collections, functools, math, sys, threading, time
@@ -13,7 +14,7 @@ from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker
 from alloy.runtime.buffer import Buffer
 from alloy.runtime.registry import get_device
-from alloy.schedule.fusion import schedule, is_buffer_view, one_kernel
+from alloy.schedule.fusion import schedule, is_buffer_view, eager_kernel
 from alloy.codegen.program import scalar_words
 from alloy.engine.compiled import cached, compile_kernel, compile_kernels, kernel_key
 from alloy.engine.search import beam_width
@@ -111,9 +112,8 @@ class Plan:
   """One kernel's graph on one device, ready to launch again. results: the key of the output's reused buffers in
   _eager_results (None for a big output: a new buffer each time; found there each time, so they stay bounded by
   EAGER_REUSE_SHAPES), with the view the realized tensor takes where it reshapes the kernel's output (`reshaped`)."""
-  __slots__ = ("ast", "inputs", "consts", "dtypes", "results", "reshaped", "size", "dtype", "shape", "nbytes", "pressure", "dims")
-  def __init__(self, device, node: Node, shape: tuple, ast, inputs: tuple, consts: tuple):
-    self.inputs, self.consts = inputs, consts
+  __slots__ = ("dtypes", "results", "reshaped", "size", "dtype", "shape", "nbytes", "pressure", "dims")
+  def __init__(self, device, node: Node, shape: tuple, ast):
     self.size, self.dtype, self.shape = math.prod(node.shape), node.dtype, node.shape
     self.nbytes = self.size * self.dtype.itemsize
     self.reshaped = None if shape == node.shape else shape
@@ -121,7 +121,6 @@ class Plan:
     if self.nbytes <= EAGER_REUSE_MAX_BYTES:
       self.results = (device.name, node.dtype, node.shape) if self.reshaped is None else (device.name, node.dtype, node.shape, shape)
     # the compiled kernel is looked up by key at each launch, not held: kernels stay bounded by compiled.py's cache
-    self.ast = ast
     ck = compile_kernel(ast, device)
     self.dims, self.dtypes = (ck.meta.global_size, ck.meta.local_size), ck.meta.scalar_dtypes
     self.pressure = throttle(device)
@@ -135,19 +134,19 @@ def _eager(node: Node, device: str):
   global kernels_launched
   base = _peel_reshape(node) if node.op is Op.VIEW else node   # a contiguous reshape: its base computed, viewed
   if base is not node and values.table and values.get(base, device) is not base: return None   # computed: a view of it
-  walked, kernel = one_kernel(base)
+  kernel, nodes, walked = eager_kernel(base)
   if kernel is None: return walked
-  order = walked[0]
+  number, ast, inputs, consts = kernel   # inputs, consts: places in nodes
   if (plans := _plans.get(device)) is None: plans = _plans[device] = {}
-  if (plan := plans.get(kernel[0])) is None:
+  if (plan := plans.get(number)) is None:
     if len(plans) >= PLANS_PER_DEVICE: plans.clear()
-    plan = plans[kernel[0]] = Plan(get_device(device), base, node.shape, *kernel[1:])
+    plan = plans[number] = Plan(get_device(device), base, node.shape, ast)
   handles = [None]
-  for k in plan.inputs:
-    b = order[k].arg
-    if b.device != device: raise ValueError(f"kernel {plan.ast} mixes devices {b.device} and {device}")
+  for k in inputs:
+    b = nodes[k].arg
+    if b.device != device: raise ValueError(f"kernel {ast} mixes devices {b.device} and {device}")
     handles.append(b.handle)
-  scalars = scalar_words(plan.dtypes, [order[k].arg for k in plan.consts]) if plan.consts else ()
+  scalars = scalar_words(plan.dtypes, [nodes[k].arg for k in consts]) if consts else ()
   if plan.results is not None:
     if (results := _eager_results.get(plan.results)) is None: results = _results(device, base, plan.reshaped)
     with _reuse_lock: out, _, view, *reshaped = results.next()
@@ -155,12 +154,12 @@ def _eager(node: Node, device: str):
     out, reshaped = Buffer(device, plan.size, plan.dtype), ()
     view = buffer_view(out, base.shape)
   handles[0] = out.handle
-  if (ck := cached(kernel_key(device, plan.ast))) is None: ck = compile_kernel(plan.ast, get_device(device))
+  if (ck := cached(kernel_key(device, ast))) is None: ck = compile_kernel(ast, get_device(device))
   ck.runner(handles, scalars, *plan.dims)
   kernels_launched += 1
   plan.pressure.launched(plan.nbytes)
   done = view if base is node else reshaped[0] if reshaped and plan.reshaped == node.shape else buffer_view(out, node.shape)
-  del order, walked
+  del nodes, walked
   # held elsewhere, its value is worth remembering: beyond the caller's (where base is node), realize_one's node, this
   # frame's node and base, and the argument
   if sys.getrefcount(base) > (5 if base is node else 3): values.set(base, view)

@@ -35,7 +35,9 @@ CACHE_TABLE = "beam"
 CHECK_MAX = 1 << 22         # outputs compared with the heuristic kernel's (a fixed sample of a bigger output)
 MIN_GAIN = 0.05             # a winner must beat the heuristics by this much when both are timed again, or they stand
 
-_width = threading.local()
+class _Widths(threading.local):
+  stack: list | tuple = ()   # this thread's beam(N) widths, innermost last; the class's empty one until beam() makes its own
+_width = _Widths()          # (a missing thread-local attribute cost every realize a raised and cleared AttributeError)
 searches = 0                # searches run in this process (what the cache tests count)
 _found: dict = {}           # (device name, AST root, buffers, N) -> the winning list, for this process
 # test hooks: filter(opts, source) -> source, applied to each candidate's source before it compiles (a test makes one
@@ -44,7 +46,7 @@ source_filters: list = []
 
 def beam_width() -> int:
   """N of the innermost `beam(N)` context on this thread, else BEAM."""
-  stack = getattr(_width, "stack", None)
+  stack = _width.stack
   return stack[-1] if stack else BEAM
 
 @contextlib.contextmanager

@@ -45,7 +45,7 @@ def constant_signature(n: "Node", with_value: bool) -> int:
   return sig
 
 class Node:
-  __slots__ = ("op", "src", "arg", "dtype", "shape", "key", "sig", "__weakref__")
+  __slots__ = ("op", "src", "arg", "dtype", "shape", "key", "sig", "structure", "__weakref__")
 
   def __new__(cls, op: Op, src: tuple = (), arg=None, dtype: DType = None, shape: tuple = ()):
     # Keys hold the ids of live sources (a node keeps its sources alive), so a stale entry's reference is dead.
@@ -61,6 +61,7 @@ class Node:
     self.op, self.src, self.arg, self.dtype, self.shape, self.key = op, src, arg, dtype, shape, key
     self.sig = None        # its signature (see _signature), made when a schedule first asks; a constant's is the
                            # schedule's (value-free where its kernels take it as an argument: see schedule/fusion.py)
+    self.structure = None  # the schedule's name for its graph's structure, made when the eager path first asks (fusion.structure_of)
     if len(_table) >= _sweep_at: _sweep()
     _table[key] = weakref.ref(self)
     return self

@@ -206,6 +206,91 @@ def one_kernel(n: Node) -> tuple:
   _one_kernel[walked[2]] = hit
   return walked, hit
 
+# ---- the eager path's lookup without a walk
+# Node.structure, made from its sources' when first asked for: (a number naming its graph, equal for equal _structure
+# keys; its leaves in first-use order, or None where they are its one source's (a view holds no more BUFFER node:
+# results.py counts those) or it is a leaf). The number keys its signature on its sources' numbers and the places of
+# each later source's leaves among the earlier ones: nodes are hash-consed, so graphs built alike over one pattern of
+# leaves share subexpressions alike. So a new tiny graph is named from its few new nodes; _structure walks them all.
+_structures: dict = {}
+_structure_numbers = itertools.count(-2, -1)   # negative: never a leaf's signature, which names a leaf's structure
+MAX_STRUCTURE_LEAVES, MAX_STRUCTURE_DEPTH = 8, 100   # past that depth of new nodes, their sources first by a stack
+_LARGE = (None, None)   # a graph of more leaves: the eager path walks it (_structure)
+
+def structure_of(n: Node, depth: int = 0) -> tuple:
+  """n.structure, made where it is not yet (and its sources'); _LARGE for a graph of more than MAX_STRUCTURE_LEAVES
+  leaves."""
+  if (known := n.structure) is not None: return known
+  src = n.src
+  if not src:
+    n.structure = known = (n.sig if n.sig is not None else _constant_part(n) if n.op is Op.CONST else n.signature, None)
+    return known
+  if depth > MAX_STRUCTURE_DEPTH: _name_sources(n)   # Python's stack: the sources, without recursion
+  number, leaves = src[0].structure or structure_of(src[0], depth + 1)
+  if number is None: n.structure = _LARGE; return _LARGE
+  key = [n.op, n.key[2], n.dtype, n.shape, number]
+  if len(src) > 1:
+    if leaves is None: leaves = leaves_of(src[0]) if src[0].src else (src[0],)
+    for s in src[1:]:
+      number, more = s.structure or structure_of(s, depth + 1)
+      if number is None: n.structure = _LARGE; return _LARGE
+      key.append(number)
+      if more is None:
+        if not s.src:   # a leaf: its place among the leaves so far (identity: nodes compare so), or None where it is new
+          key.append(leaves.index(s) if s in leaves else None)
+          if key[-1] is None: leaves += (s,)
+          continue
+        more = leaves_of(s)
+      places = []   # each of its leaves' place among the leaves so far
+      for leaf in more:
+        if leaf not in leaves: leaves += (leaf,)
+        places.append(leaves.index(leaf))
+      key.append(tuple(places))
+    if len(leaves) > MAX_STRUCTURE_LEAVES: n.structure = _LARGE; return _LARGE
+  if n.op in _VALUE_OPS:   # a constant kept literal for this use: its value, as in _structure
+    for k, s in enumerate(src):
+      if _literal_use(n, k) and _lifted(s): key.append(constant_signature(s, with_value=True))
+  if (number := _structures.get(key := tuple(key))) is None:
+    if len(_structures) >= 1 << 16: _structures.clear()   # numbers are never reused: a dropped one costs misses only
+    number = _structures[key] = next(_structure_numbers)
+  n.structure = known = (number, leaves if len(src) > 1 else None)
+  return known
+
+def _name_sources(n: Node) -> None:
+  """structure_of for every node under n not named yet, each after its sources (so none recurses)."""
+  stack = [n]
+  while stack:
+    for s in stack[-1].src:
+      if s.structure is None and s.src:   # a leaf is named where it is met
+        stack.append(s)
+        break
+    else:
+      if (m := stack.pop()) is not n and m.structure is None: structure_of(m)
+
+def leaves_of(n: Node) -> tuple:
+  """n's leaves in first-use order (after structure_of(n))."""
+  while (leaves := n.structure[1]) is None:
+    if not n.src: return (n,)
+    n = n.src[0]
+  return leaves
+
+# structure number -> one_kernel's entry for that graph, its places those of the graph's leaves (leaves_of)
+_eager_kernels: dict = {}
+
+def eager_kernel(n: Node) -> tuple:
+  """(one_kernel's entry for n's graph, or None where it is not one kernel; the nodes its places index: n's leaves, or
+  where the graph was walked, the walk's order; the walk, or None). A graph is walked the first time its structure is
+  seen, and where it is large."""
+  number, leaves = n.structure or structure_of(n)
+  if number is not None and (hit := _eager_kernels.get(number, _eager_kernels)) is not _eager_kernels:
+    return (hit, leaves or leaves_of(n), None) if hit is not None else (None, None, None)
+  walked, hit = one_kernel(n)
+  if number is not None:
+    if len(_eager_kernels) >= SCHEDULE_CACHE_SIZE: _eager_kernels.clear()
+    leaves, order = leaves_of(n), walked[0]
+    _eager_kernels[number] = None if hit is None else (*hit[:2], *[tuple(leaves.index(order[p]) for p in ps) for ps in hit[2:]])
+  return hit, walked[0], walked
+
 def _schedule(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, list]], list, dict]:
   """schedule's kernels and the constants kept literal past MAX_KERNEL_VARS, made anew; and split.split's kernels
   that are no nodes of the targets' graph (a split reduction's partials and final one), by id."""

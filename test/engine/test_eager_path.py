@@ -124,3 +124,36 @@ def test_a_graph_of_several_kernels_is_scheduled_once(device, rng, monkeypatch):
   assert_close(got.numpy(), x - (x * 1.25).sum() / 128, rtol=1e-5)
   (t - (t * 1.25).sum() / 128).realize()
   assert len(calls) == first                # the same graph again: cached
+
+def test_structure_numbers_tell_shared_leaves_apart(device, rng):
+  """The eager path names a graph from its new nodes' sources (fusion.structure_of): graphs of one shape of nodes whose
+  later sources share other leaves with the earlier ones must each compute their own values."""
+  from alloy.schedule import fusion
+  x, y = (rng.uniform(1, 2, 32).astype(np.float32) for _ in range(2))
+  a, b = Tensor(x, device=device).realize(), Tensor(y, device=device).realize()
+  cases = [(lambda p, q: p * q + p, lambda u, v: u * v + u), (lambda p, q: p * q + q, lambda u, v: u * v + v),
+           (lambda p, q: p * q + p * q, lambda u, v: u * v + u * v), (lambda p, q: p * p + q * q, lambda u, v: u * u + v * v),
+           (lambda p, q: (p + 2.5) * (q + 2.5), lambda u, v: (u + np.float32(2.5)) * (v + np.float32(2.5))),
+           (lambda p, q: (p + 2.5) * (q + 3.5), lambda u, v: (u + np.float32(2.5)) * (v + np.float32(3.5)))]
+  for _ in range(2):   # the second round from the named structures
+    for f, want in cases:
+      for p, q, u, v in ((a, b, x, y), (b, a, y, x), (a, a, x, x)): assert_close(f(p, q).numpy(), want(u, v), rtol=1e-6)
+  g = a * b + a
+  assert fusion.structure_of(g.node)[0] == fusion.structure_of((b * a + b).node)[0]   # the same structure on other buffers
+  assert fusion.structure_of(g.node)[0] != fusion.structure_of((a * b + b).node)[0]
+
+def test_deep_graphs_are_named_and_wide_ones_walked(device):
+  from alloy.schedule import fusion
+  x = Tensor(np.ones(16, np.float32), device=device).realize()
+  steps = fusion.MAX_STRUCTURE_DEPTH + 20   # new nodes twice as deep as structure_of recurses (the schedule recurses too)
+  deep = x
+  for _ in range(steps): deep = deep * 1.0001 + 0.5
+  assert fusion.structure_of(deep.node)[0] is not None
+  want = np.ones(16, np.float32)
+  for _ in range(steps): want = want * np.float32(1.0001) + np.float32(0.5)
+  assert_close(deep.numpy(), want, rtol=1e-4)
+  parts = [Tensor(np.full(16, i, np.float32), device=device).realize() for i in range(fusion.MAX_STRUCTURE_LEAVES + 1)]
+  wide = parts[0]
+  for p in parts[1:]: wide = wide + p                  # more leaves than it names: kept as large
+  assert fusion.structure_of(wide.node) is fusion._LARGE and wide.node.structure is fusion._LARGE
+  assert_close(wide.numpy(), np.full(16, sum(range(len(parts))), np.float32))
