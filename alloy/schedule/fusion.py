@@ -11,13 +11,14 @@ split into partial results and a final reduction (split.py).
 
 Constants become kernel arguments (VAR leaves of the AST) where their value does not shape the code, so a new
 value reuses the kernel: the schedule cache keys those by dtype and shape only, and each kernel comes with the
-graph constants that give its arguments' values (see _lifted and _literal_use for the ones that stay literal).
+graph constants that give its arguments' values (constants.py: which are lifted, which stay literal).
 """
 from __future__ import annotations
 import itertools
 from alloy.dtype import widens
 from alloy.helpers import prod, strides_for_shape
 from alloy.ir.node import Node, constant_signature
+from alloy.schedule.constants import MAX_KERNEL_VARS, VALUE_OPS, constant_part, forced, lifted, literal_use
 from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker
 from alloy.ir.kernel import KernelAST
@@ -94,36 +95,6 @@ def _broadcast_further(view: Node | None) -> bool:
   varies = _pure_expand_dims(view) if view is not None else None
   return varies is not None and any(not v and n > 1 for v, n in zip(varies, view.shape))
 
-# ---- constants as kernel arguments
-MAX_KERNEL_VARS = 8        # lifted constants per kernel (at most 16 int32 words); the ones beyond stay literal
-_PLAIN = (float, int, bool)
-_VALUE_OPS = {Op.SHL, Op.SHR, Op.IDIV, Op.MOD, Op.POW}
-
-def _forced(n: Node) -> bool:
-  """A constant whose value is not a plain Python number (a jit replay argument): always a kernel argument."""
-  return type(n.arg) not in _PLAIN
-
-def _lifted(n: Node) -> bool:
-  """Whether a constant becomes a kernel argument unless a consumer reads its value (_literal_use). Bools and
-  0, 1, -1 stay literal: the C compiler folds them away (x*1, x+0 on integers, selects against 0)."""
-  return _forced(n) or not (n.dtype.is_bool or n.arg in (0, 1, -1))
-
-def _literal_use(n: Node, k: int) -> bool:
-  """Whether source k of n is a plain constant whose value n's code depends on: a shift amount, an integer divisor
-  (division by a constant is a multiply), an integral exponent (the compiler unrolls it)."""
-  s = n.src[k]
-  if k != 1 or s.op is not Op.CONST or _forced(s): return False
-  if n.op is Op.SHL or n.op is Op.SHR: return True
-  if n.op is Op.POW: return float(s.arg).is_integer()
-  return (n.op is Op.IDIV or n.op is Op.MOD) and not s.dtype.is_float
-
-def _constant_part(n: Node) -> int:
-  """A constant's part of the structure key, kept as its sig: value-free where its kernels may take it as an argument
-  (_lifted, spelled out: every realize of a new constant comes here)."""
-  a = n.arg
-  n.sig = sig = constant_signature(n, with_value=type(a) in _PLAIN and (n.dtype.kind == "b" or a == 0 or a == 1 or a == -1))
-  return sig
-
 # schedules by graph structure: the same computation on other buffers (and other values of its lifted constants)
 # reuses the kernels' cut and ASTs. Per key, variants by the values of the constants kept literal past
 # MAX_KERNEL_VARS (usually none, so one variant).
@@ -169,14 +140,14 @@ def _structure(targets: list[Node]) -> tuple:
           stack.append((s, iter(s.src)))
           break
         position[s] = len(position)   # a leaf goes straight in (pushing it costs 5% of a small realize)
-        parts.append(s.sig if s.sig is not None else _constant_part(s) if s.op is Op.CONST else s.signature)
+        parts.append(s.sig if s.sig is not None else constant_part(s) if s.op is Op.CONST else s.signature)
       else:
         stack.pop()
-        parts.append(n.sig if n.sig is not None else _constant_part(n) if n.op is Op.CONST else n.signature)
+        parts.append(n.sig if n.sig is not None else constant_part(n) if n.op is Op.CONST else n.signature)
         for s in n.src: parts.append(position[s])
-        if n.op in _VALUE_OPS:   # a constant kept literal for this use: its value, marked apart from places (< -1)
+        if n.op in VALUE_OPS:   # a constant kept literal for this use: its value, marked apart from places (< -1)
           for k, s in enumerate(n.src):
-            if _literal_use(n, k) and _lifted(s): parts.append(-2 - constant_signature(s, with_value=True))
+            if literal_use(n, k) and lifted(s): parts.append(-2 - constant_signature(s, with_value=True))
         position[n] = len(position)
   parts.append(-1)   # then the targets' places (a signature fixes its node's source count, so this parses one way)
   for t in targets: parts.append(position[t])
@@ -223,7 +194,7 @@ def structure_of(n: Node, depth: int = 0) -> tuple:
   if (known := n.structure) is not None: return known
   src = n.src
   if not src:
-    n.structure = known = (n.sig if n.sig is not None else _constant_part(n) if n.op is Op.CONST else n.signature, None)
+    n.structure = known = (n.sig if n.sig is not None else constant_part(n) if n.op is Op.CONST else n.signature, None)
     return known
   if depth > MAX_STRUCTURE_DEPTH: _name_sources(n)   # Python's stack: the sources, without recursion
   number, leaves = src[0].structure or structure_of(src[0], depth + 1)
@@ -247,9 +218,9 @@ def structure_of(n: Node, depth: int = 0) -> tuple:
         places.append(leaves.index(leaf))
       key.append(tuple(places))
     if len(leaves) > MAX_STRUCTURE_LEAVES: n.structure = _LARGE; return _LARGE
-  if n.op in _VALUE_OPS:   # a constant kept literal for this use: its value, as in _structure
+  if n.op in VALUE_OPS:   # a constant kept literal for this use: its value, as in _structure
     for k, s in enumerate(src):
-      if _literal_use(n, k) and _lifted(s): key.append(constant_signature(s, with_value=True))
+      if literal_use(n, k) and lifted(s): key.append(constant_signature(s, with_value=True))
   if (number := _structures.get(key := tuple(key))) is None:
     if len(_structures) >= 1 << 16: _structures.clear()   # numbers are never reused: a dropped one costs misses only
     number = _structures[key] = next(_structure_numbers)
@@ -389,8 +360,8 @@ def _reduces_in_kernel(root: Node, cut: set):
     for s in n.src: stack.append((s, view, has_view, False))
   return found
 
-def _to_ast(n: Node, cut: set, inputs: list, memo: dict, lifted: tuple, top=False) -> Node:
-  """n inside its kernel's AST. lifted: (the kernel's constants that became VARs, in VAR order; the constants kept
+def _to_ast(n: Node, cut: set, inputs: list, memo: dict, held: tuple, top=False) -> Node:
+  """n inside its kernel's AST. held: (the kernel's constants that became VARs, in VAR order; the constants kept
   literal past MAX_KERNEL_VARS, for the schedule cache to check)."""
   if id(n) in memo: return memo[id(n)]
   if not top and (id(n) in cut or n.op is Op.BUFFER):
@@ -408,19 +379,19 @@ def _to_ast(n: Node, cut: set, inputs: list, memo: dict, lifted: tuple, top=Fals
   elif n.op is Op.VIEW and n.src[0].op is Op.VIEW:
     inner = n.src[0]
     merged = inner.arg.compose(n.arg)
-    out = _to_ast(Node(Op.VIEW, (inner.src[0],), merged, n.dtype, n.shape), cut, inputs, memo, lifted)
+    out = _to_ast(Node(Op.VIEW, (inner.src[0],), merged, n.dtype, n.shape), cut, inputs, memo, held)
   elif n.op is Op.CONTIGUOUS and not top:
-    out = _to_ast(n.src[0], cut, inputs, memo, lifted)
-  elif n.op is Op.CONST and _lifted(n):
-    consts, pinned = lifted
-    if _forced(n) or len(consts) < MAX_KERNEL_VARS:
+    out = _to_ast(n.src[0], cut, inputs, memo, held)
+  elif n.op is Op.CONST and lifted(n):
+    consts, pinned = held
+    if forced(n) or len(consts) < MAX_KERNEL_VARS:
       out = Node(Op.VAR, (), len(consts), n.dtype, n.shape)
       consts.append(n)
     else:
       out = n
       pinned.append(n)
   else:   # a source whose value this node's code reads stays the literal constant it is
-    out = Node(n.op, tuple(s if _literal_use(n, k) else _to_ast(s, cut, inputs, memo, lifted) for k, s in enumerate(n.src)),
+    out = Node(n.op, tuple(s if literal_use(n, k) else _to_ast(s, cut, inputs, memo, held) for k, s in enumerate(n.src)),
                n.arg, n.dtype, n.shape)
   memo[id(n)] = out
   return out
