@@ -58,7 +58,8 @@ Kind.UPDATE = Kind("UPDATE", dtype="the accumulator's dtype", src="(ACC, value)"
 Kind.SHUFFLE = Kind("SHUFFLE", dtype="the value's dtype (at most DeviceCaps.shuffle_bytes wide)", src="(value,)",
                     arg="offset (int): the value in SIMD lane lane^offset of this thread's SIMD group, all of whose lanes run it")
 Kind.BARRIER = Kind("BARRIER", dtype="None", src="()",
-                    arg="None: every thread of the threadgroup waits here; their LOCAL writes before it are seen after it")
+                    arg="None: every thread of the threadgroup waits here; their LOCAL writes before it are seen after it. "
+                        "n: the same for the threadgroup's last n threads alone (a WGMMA tile's consumers: its producer has left)")
 Kind.STORE = Kind("STORE", dtype="None", src="(PARAM or LOCAL, value) (lowered: (PTR, value))",
                   arg="(flat, valid); valid is always true (lowered: offset)")
 # ---- integer index arithmetic and addresses (codegen/index.py, strength.py)
@@ -73,7 +74,7 @@ Kind.STEP = Kind("STEP", dtype="None", src="(PTR,)",
 # ---- tensor cores (codegen/tensor_core.py)
 Kind.MMA = Kind("MMA", dtype="the accumulators' dtype (float32)",
                 src="(A's PARAM, B's PARAM, A's element offset, B's element offset, the tile's first row, first column: "
-                    "index values)",
+                    "index values; a WGMMA tile's: then the flat batch element, which its tensor maps take as a coordinate)",
                 arg="(codegen.matmul.MatmulSpec, codegen.tensor_core.TensorCoreTile): the threadgroup's tile of the matmul "
                     "into the thread's accumulators, GEPs (lane k: accumulator k, tensor_core.accumulator_index's order) "
                     "read them")
