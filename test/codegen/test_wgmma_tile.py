@@ -2,12 +2,14 @@
 validator's refusals, the rendered CUDA C compiled by NVRTC for sm_90a (no GPU needed), and on an sm_90 GPU the
 results of matmuls with epilogues (bias, activation, residual, float32 output, a batch over a shared weight, edges the
 tile does not divide) against NumPy in float64."""
+import re
 import numpy as np
 import pytest
 import alloy
 from alloy import Tensor
 from alloy.caps import DeviceCaps
 from alloy.schedule.fusion import schedule
+from alloy.codegen.matmul import match_matmul
 from alloy.codegen.lower import lower
 from alloy.codegen.opts import choose_opts
 from alloy.codegen.plan import check
@@ -64,6 +66,21 @@ def test_source_compiles_for_sm90a(rng, name, arg):
   except Exception as e:
     if "cannot open source file \"cuda_fp16.h\"" in str(e): pytest.skip("no CUDA headers")   # (the error quotes the source)
     raise
+
+def test_module_describes_its_tensor_maps(rng):
+  """The words a tile's module declares (renderer/cuda.py) read back (runtime/cuda/program.py) as the maps and operands
+  codegen/wgmma.py gives: a sliced A (a byte offset), B shared by the batch elements (a batch of one)."""
+  pytest.importorskip("cuda.bindings")
+  from alloy.renderer.cuda_wgmma import tensor_maps
+  from alloy.runtime.cuda.program import tensor_maps_of
+  x, w = _t(rng, 3, 200, 520), _t(rng, 512, 256)
+  ast = _ast(x[:, :, 8:] @ w + 1)
+  (spec_tile,) = [o for o in choose_opts(ast, H200) if o.kind is OptKind.TENSOR_CORE]
+  src = CUDARenderer().render(lower(ast, H200, [spec_tile]))
+  words = [int(v) for v in re.search(r"alloy_tensor_maps\[\d+\] = \{([^}]*)\}", src).group(1).split(",")]
+  gemm, operands = tc.wgmma_gemm(match_matmul(ast), tc.TILES[spec_tile.arg])
+  assert tensor_maps_of(words) == (tensor_maps(gemm), operands)
+  assert operands[0] == (1, 16) and tensor_maps(gemm)[1].dims[2] == 1 and tensor_maps(gemm)[0].dims == (512, 200, 3)
 
 # ---- on an sm_90 GPU
 

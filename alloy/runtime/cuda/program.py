@@ -30,6 +30,10 @@ def _declared_tensor_maps(module) -> tuple | None:
   if err != SUCCESS: return None
   words = (ctypes.c_int64 * (size // 8))()
   check(driver.cuMemcpyDtoH(ctypes.addressof(words), ptr, size), "cuMemcpyDtoH(alloy_tensor_maps)")
+  return tensor_maps_of(list(words))
+
+def tensor_maps_of(words: list) -> tuple:
+  """TENSOR_MAPS_SYMBOL's words (renderer/cuda.py's tensor_map_symbol) as ((TensorMapSpec, ...), ((slot, byte offset), ...))."""
   specs, operands = [], []
   for at in range(0, len(words), 11):
     code, d0, d1, d2, s0, s1, b0, b1, b2, slot, offset = words[at:at + 11]
