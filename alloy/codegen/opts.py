@@ -77,8 +77,7 @@ def _tensor_core_opts(spec: MatmulSpec | None, caps: DeviceCaps) -> list[Opt] | 
   if spec is None or min(spec.M, spec.N, spec.K) < TENSOR_CORE_MIN or "n" not in spec.out_axes: return None
   choices = []   # per instruction, by preference: (tile, the threadgroups it needs), largest first; then the smallest
   if tc.WGMMA in caps.tensor_cores and spec.K > TENSOR_CORE_SHORT_K and spec.M >= WGMMA_MIN_ROWS:
-    wide, mid, narrow = tc.WGMMA_TILES   # the plain Hopper matmul's rule (engine/wgmma.py): the widest N that mostly fits
-    choices.append(((wide if spec.N > 128 else mid if spec.N > 64 else narrow, 0),))
+    choices.append(((tc.wgmma_tile(spec.N), 0),))
   if tc.MMA_SYNC in caps.tensor_cores: choices.append(((0, TENSOR_CORE_BIG_TILES),) * (spec.K > TENSOR_CORE_SHORT_K) + ((2, 0),))
   if tc.SIMT_F32 in caps.tensor_cores and spec.M >= SIMT_MIN_ROWS:
     huge, large, medium, small = tc.SIMT_TILES[:4]

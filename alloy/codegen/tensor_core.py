@@ -199,6 +199,12 @@ def _check_simdgroup(spec: MatmulSpec, tile: TensorCoreTile, caps: DeviceCaps) -
     return f"{tile}: {tile.accumulators} accumulators per thread, over the device's {caps.registers} registers"
   return None
 
+def wgmma_tile(N: int) -> int:
+  """The WGMMA tile for a matmul of N columns: the widest N (at most 256) that does not mostly hang past N (both the
+  Lowerer's heuristics and the plain Hopper kernel, engine/wgmma.py, take it)."""
+  wide, mid, narrow = WGMMA_TILES
+  return wide if N > 128 else mid if N > 64 else narrow
+
 def wgmma_gemm(spec: MatmulSpec, tile: TensorCoreTile):
   """The WGMMA tile's matmul as codegen/wgmma.py's WGMMAGemm and its operands' (slot, byte offset), or why not."""
   return gemm_of(spec, tile.bm, tile.bn, tile.stages)

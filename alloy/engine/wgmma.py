@@ -16,16 +16,17 @@ import dataclasses, time
 from alloy.helpers import getenv, prod
 from alloy.codegen.matmul import MatmulSpec, match_matmul
 from alloy.codegen.program import KernelMeta, LinearProgram
+from alloy.codegen.tensor_core import TILES, wgmma_tile
 from alloy.codegen.wgmma import WGMMAGemm, gemm_of
 from alloy.ir.kernel import KernelAST
 from alloy.renderer.cuda_wgmma import render_wgmma
 
 INSTRUCTION = "wgmma.m64nNk16"
 
-def _tile(M: int, N: int) -> dict:
-  """A 128-row block tile; the widest N (at most 256) that does not mostly hang past N, and the stages that fit."""
-  block_n = 256 if N > 128 else 128 if N > 64 else 64
-  return {"block_m": 128, "block_n": block_n, "stages": {256: 4, 128: 6, 64: 8}[block_n]}
+def _tile(N: int) -> dict:
+  """The block tile and stages of codegen's WGMMA tile for N columns."""
+  t = TILES[wgmma_tile(N)]
+  return {"block_m": t.bm, "block_n": t.bn, "stages": t.stages}
 
 def wgmma_gemm(spec: MatmulSpec) -> tuple[WGMMAGemm, tuple] | None:
   """The kernel's gemm for spec and the (slot, byte offset) of A and B, or None where the kernel cannot take it."""
@@ -37,11 +38,11 @@ def wgmma_gemm(spec: MatmulSpec) -> tuple[WGMMAGemm, tuple] | None:
   if tuple(op.name for op in spec.epilogue_ops) != ("CAST",) or spec.epilogue_inputs: return None
   live = [ax for ax in spec.out_axes if ax != "1"]
   if live != [f"b{j}" for j in range(len(spec.batch))] + ["m", "n"]: return None
-  if isinstance(fit := gemm_of(spec, **_tile(spec.M, spec.N)), str): return None
+  if isinstance(fit := gemm_of(spec, **_tile(spec.N)), str): return None
   g, operands = fit
   if g.batch > 1 and g.b.batch_stride == 0 and g.a.k_major and g.a.batch_stride == g.M * g.a.row_stride:
     # x @ W: B is shared, A's batches are one run of rows: one matmul of batch * M rows
-    g = dataclasses.replace(g, batch=1, M=g.batch * g.M, a=dataclasses.replace(g.a, batch_stride=0), **_tile(g.batch * g.M, g.N))
+    g = dataclasses.replace(g, batch=1, M=g.batch * g.M, a=dataclasses.replace(g.a, batch_stride=0), **_tile(g.N))
   return g, operands
 
 def compile_wgmma(ast: KernelAST, device) -> tuple | None:

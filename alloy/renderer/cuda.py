@@ -45,10 +45,9 @@ def barrier(r, t, ins):
 MAPS_PARAM = "alloy_maps"
 MAP_DTYPES = ("float16", "bfloat16")   # codes in TENSOR_MAPS_SYMBOL's entries
 
-def tensor_map_symbol(spec, tile) -> str:
+def tensor_map_symbol(gemm, operands) -> str:
   """The module's description of a WGMMA tile's two tensor maps, read by the runtime at load (runtime/cuda/program.py):
   per map, its dtype's code, dims, strides, box, then the operand's buffer slot and byte offset."""
-  gemm, operands = wgmma_gemm(spec, tile)
   words = [w for m, (slot, offset) in zip(tensor_maps(gemm), operands)
            for w in (MAP_DTYPES.index(m.dtype), *m.dims, *m.strides, *m.box, slot, offset)]
   return f'extern "C" __device__ long long {TENSOR_MAPS_SYMBOL}[{len(words)}] = {{{", ".join(map(str, words))}}};'
@@ -69,8 +68,8 @@ class CUDARenderer(CStyleRenderer):
     if mma is not None:
       spec, shape = mma.arg
       if shape.instruction == WGMMA:   # the Hopper main loop and its tensor maps, compiled for sm_90a
-        gemm, _ = wgmma_gemm(spec, shape)
-        first, tile = [ARCH_SPECIFIC], [device_helpers(), mainloop(gemm), tensor_map_symbol(spec, shape)]
+        gemm, operands = wgmma_gemm(spec, shape)
+        first, tile = [ARCH_SPECIFIC], [device_helpers(), mainloop(gemm), tensor_map_symbol(gemm, operands)]
       else: tile = [prelude(shape)]
       tile.append(f'extern "C" __device__ int alloy_dynamic_shared_bytes = {shape.shared_bytes(spec.operand_dtype.itemsize)};')
     return first + ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE] + tile

@@ -67,6 +67,7 @@ class CUDAProgram(Program):
   `dynamic_shared` (what the module declares, else 0) is the shared memory a launch gets where none is given."""
   dynamic_shared = 0
   tensor_maps = None   # (map specs, operands) where the module declares tensor maps (_declared_tensor_maps)
+  encode = None        # the OperandMaps encoding them, made with the first parameter block
   def __init__(self, device: "CUDADevice", name: str, binary: bytes):
     self.device, self.name, self.binary = device, name, binary
     device.activate()
@@ -110,8 +111,8 @@ class CUDAProgram(Program):
     tensor maps' pointer after the buffers where the module declares maps."""
     if self.tensor_maps is not None:
       from alloy.runtime.cuda.tensor_map import OperandMaps, TensorMapParamBlock   # that module builds on this one
-      if (encode := getattr(self, "encode", None)) is None: encode = self.encode = OperandMaps(*self.tensor_maps)
-      blk = TensorMapParamBlock(self.device.allocator, encode, nbuf, nscal)
+      if self.encode is None: self.encode = OperandMaps(*self.tensor_maps)
+      blk = TensorMapParamBlock(self.device.allocator, self.encode, nbuf, nscal)
     else: blk = ParamBlock(nbuf, nscal)
     self.check_params(blk)
     return blk

@@ -82,12 +82,8 @@ class TensorMapProgram(CUDAProgram):
   (`operands`: see OperandMaps)."""
   def __init__(self, device: "CUDADevice", kernel: WGMMAKernel, binary: bytes, operands=((1, 0), (2, 0))):
     super().__init__(device, kernel.name, binary)
-    self.kernel, self.dynamic_shared, self.encode = kernel, kernel.shared, OperandMaps(kernel.maps, operands)
-
-  def param_block(self, nbuf: int, nscal: int) -> ParamBlock:
-    blk = TensorMapParamBlock(self.device.allocator, self.encode, nbuf, nscal)
-    self.check_params(blk)
-    return blk
+    # its maps as CUDAProgram takes a module's own (param_block): the WGMMAKernel carries them
+    self.kernel, self.dynamic_shared, self.tensor_maps = kernel, kernel.shared, (kernel.maps, operands)
 
   def launch(self, buffers, wait: bool = False) -> float | None:
     return self(buffers, (), self.kernel.grid, self.kernel.block, wait=wait)
