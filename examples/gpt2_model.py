@@ -58,6 +58,12 @@ class Attention(nn.Module):
     # .contiguous(): kernel cuts where PyTorch has them; left to itself, the schedule fuses a one-token step's
     # attention, MLP and logits into one kernel that recomputes each reduction inside the next (minutes on a CPU)
     q, k, v = [t.reshape(B, L, H, D).permute(0, 2, 1, 3) for t in self.c_attn(x).contiguous().split(C, dim=-1)]
+    if L > 1 and isinstance(start, int) and start == 0:
+      # a prompt from the start sees only its own keys: PyTorch's causal attention, one fused kernel where the device
+      # has it (a GPU in float16 or bfloat16: FlashAttention's forward pass, the scores never stored)
+      if cache is not None: _write(cache[0], k, 0), _write(cache[1], v, 0)
+      y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+      return self.c_proj(y.permute(0, 2, 1, 3).reshape(B, L, C).contiguous())
     if cache is not None:
       k, v = _write(cache[0], k, start), _write(cache[1], v, start)
     T = k.shape[2]

@@ -29,6 +29,7 @@ TILE_OUTER_MIN = 8            # column tiles needed to put their loop outermost 
 GPU_TILE = (4, 4)             # GPU register tile: rows x columns of outputs per thread
 GPU_TILE_MIN_THREADS = 1 << 12  # tiles at least: fewer threads than this leave a big GPU idle
 GPU_TILE_MIN_REDUCE = 16      # a shorter reduction gains little from reuse
+GPU_THREAD_BYTES = 16         # bytes a GPU thread of a 16-bit elementwise kernel writes (_narrow_lanes)
 GROUP_MIN_REDUCE = 128        # a reduction shorter than this is cheaper done by one thread
 GROUP_MAX_ROWS = 1 << 17      # with this many rows, one thread per row already fills a big GPU
 
@@ -92,7 +93,17 @@ def _gpu_opts(root: Node, caps: DeviceCaps) -> list[Opt]:
   if (tiled := _gpu_register_tile(root, caps)) is not None: return tiled
   if (grouped := _grouped_opts(root, caps)) is not None: return grouped
   if not root.shape: return []   # a 0-d output (a reduction of a reduction) has no axis to spread over threads
-  return [local(min(caps.default_local, max(32, _pow2_at_least(prod(root.shape)))))]
+  lanes = _narrow_lanes(root)
+  threads = local(min(caps.default_local, max(32, _pow2_at_least(prod(root.shape) // lanes))))
+  return [threads] + ([up(len(root.shape) - 1, lanes)] if lanes > 1 else [])
+
+def _narrow_lanes(root: Node) -> int:
+  """Outputs per thread of a GPU elementwise kernel that writes 16-bit values: GPU_THREAD_BYTES of them along the last
+  axis where it divides and enough threads remain. One 2-byte load per thread keeps too few bytes in flight to fill
+  the memory system (an H200's SMs hold ~270k threads: ~0.5 MB against the ~3 MB its bandwidth times latency needs)."""
+  if root.dtype.itemsize != 2 or any(m.op is Op.REDUCE for m in root.toposort()): return 1
+  lanes = GPU_THREAD_BYTES // 2
+  return lanes if root.shape[-1] % lanes == 0 and prod(root.shape) // lanes >= PARALLEL_MIN_WORK else 1
 
 def _cpu_opts(root: Node, caps: DeviceCaps) -> list[Opt]:
   shape = root.shape

@@ -17,6 +17,7 @@ from alloy.runtime.device import PROGRAM_CACHE_SIZE, Device, Program
 from alloy.ir.kernel import KernelAST
 from alloy.engine import search
 from alloy.engine.watch import watchers
+from alloy.engine.attention import compile_attention
 from alloy.engine.wgmma import compile_wgmma
 
 @dataclass
@@ -45,7 +46,7 @@ def compile_kernel(ast: KernelAST, device: Device, buffers: list | None = None, 
   width = search.beam_width() if buffers is not None else 0
   key = kernel_key(device.name, ast) + ((width,) if width else ())
   if (hit := cached(key)) is not None: return hit
-  if (ck := _wgmma(key, ast, device)) is not None: return ck
+  if (ck := _special(key, ast, device)) is not None: return ck
   opts = None
   if width:
     scalars = scalar_words(ast.scalar_dtypes, [c.arg for c in consts]) if consts else ()
@@ -66,7 +67,7 @@ def compile_kernels(asts: list[KernelAST], device: Device) -> None:
   run outside the GIL): a schedule's first realize waits for its slowest kernel, not for the sum of them."""
   fresh: dict = {}   # key -> AST, each new kernel once
   for ast in asts:
-    if (key := kernel_key(device.name, ast)) not in _compiled and key not in fresh and _wgmma(key, ast, device) is None: fresh[key] = ast
+    if (key := kernel_key(device.name, ast)) not in _compiled and key not in fresh and _special(key, ast, device) is None: fresh[key] = ast
   if len(fresh) < 2:
     for ast in fresh.values(): compile_kernel(ast, device)
     return
@@ -75,9 +76,12 @@ def compile_kernels(asts: list[KernelAST], device: Device) -> None:
     binaries = list(pool.map(lambda st: _compile(device, st[3], st[4], st[2].meta.name), staged))
   for (key, ast, prog, source, times), binary in zip(staged, binaries): _load(key, ast, device, prog, source, binary, times)
 
-def _wgmma(key: tuple, ast: KernelAST, device: Device) -> CompiledKernel | None:
-  """The Hopper matmul for a kernel it takes (engine/wgmma.py), compiled and kept: no Lowerer, no search."""
-  if (special := compile_wgmma(ast, device)) is None: return None
+SPECIAL_KERNELS = (compile_attention, compile_wgmma)   # kernels rendered whole, not lowered: each returns None where it does not apply
+
+def _special(key: tuple, ast: KernelAST, device: Device) -> CompiledKernel | None:
+  """The fused attention kernel (engine/attention.py) or the Hopper matmul (engine/wgmma.py) for a kernel one of them
+  takes, compiled and kept: no Lowerer, no search."""
+  if (special := next((s for s in (f(ast, device) for f in SPECIAL_KERNELS) if s is not None), None)) is None: return None
   prog, source, binary, runner, times = special
   return _store(key, CompiledKernel(ast, prog, source, binary, runner, prog.meta, times), device)
 

@@ -1,8 +1,14 @@
-"""scaled_dot_product_attention with PyTorch's signature, as softmax(q k^T * scale + mask) v: two matmuls and a
-fused softmax row in between (no fused flash kernel yet)."""
+"""scaled_dot_product_attention with PyTorch's signature: softmax(q k^T * scale + mask) v.
+
+Where the device has a fused kernel for it (codegen/attention.py's `fits`: a CUDA GPU with mma.sync, float16 or
+bfloat16, a head size of 16..128) and nothing needs what the kernel does not give (a mask other than is_causal,
+dropout, a gradient), it is one ATTENTION node (ir/attention.py): FlashAttention's forward pass, which never stores the
+scores. Elsewhere it is two matmuls and a fused softmax row in between, which autograd differentiates."""
 from __future__ import annotations
 import math
 from alloy import dtype as dt
+from alloy.codegen.attention import fits
+from alloy.ir.attention import attention_node
 
 def causal_mask(l: int, s: int, device):
   """(L, S) bool, True where query i may attend to key j: j <= i (top-left aligned, as PyTorch's is_causal)."""
@@ -28,6 +34,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     key, value = spread(key), spread(value)
   l, s = query.shape[-2], key.shape[-2]
   scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+  if attn_mask is None and dropout_p == 0 and (fused := _fused(query, key, value, scale, is_causal)) is not None: return fused
   scores = (query @ key.transpose(-2, -1)) * scale
   if is_causal: attn_mask = causal_mask(l, s, query.device)
   if attn_mask is not None:
@@ -36,3 +43,17 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
   weights = scores.softmax(-1)
   if dropout_p > 0: weights = dropout(weights, dropout_p, True)
   return weights.cast(dt.promote_types(weights.dtype, value.dtype)) @ value
+
+def _fused(query, key, value, scale: float, causal: bool):
+  """The ATTENTION node for query, key and value where the device's fused kernel serves them, else None."""
+  from alloy.autograd import is_grad_enabled
+  from alloy.runtime.registry import get_device
+  from alloy.tensor import broadcast_shape
+  ts = (query, key, value)
+  if len({t.device for t in ts}) != 1 or len({t.dtype for t in ts}) != 1 or not isinstance(query.device, str): return None
+  if value.shape[-1] != query.shape[-1] or any(0 in t.shape for t in ts): return None
+  if is_grad_enabled() and any(t.requires_grad for t in ts): return None   # the kernel has no backward pass yet
+  if not fits(get_device(query.device).caps, query.dtype, query.shape[-1]): return None
+  lead = broadcast_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+  q, k, v = (t.expand(lead + t.shape[-2:]) for t in ts)
+  return query._new(attention_node(q.node, k.node, v.node, scale, causal))

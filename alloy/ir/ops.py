@@ -34,6 +34,9 @@ class Op:
   GATHER: "Op"
   # force a materialized, contiguous copy
   CONTIGUOUS: "Op"
+  # softmax(q k^T * scale) v as one kernel: src = (q, k, v), arg = (scale, causal); made only for a device with a
+  # fused kernel for it (ir/attention.py holds its contract)
+  ATTENTION: "Op"
 
 for _name in Op.__annotations__: setattr(Op, _name, Op(_name))
 

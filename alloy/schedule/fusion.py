@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 from alloy.dtype import widens
 from alloy.helpers import prod, strides_for_shape
+from alloy.ir.attention import stored_operand
 from alloy.ir.node import Node, constant_signature
 from alloy.schedule.constants import MAX_KERNEL_VARS, VALUE_OPS, constant_part, forced, lifted, literal_use
 from alloy.ir.ops import Op
@@ -290,6 +291,8 @@ def _kernels(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, lis
   cut: set[int] = {id(t) for t in targets if not is_buffer_view(t)}
   for n in nodes.values():
     if n.op is Op.CONTIGUOUS: cut.add(id(n))
+    if n.op is Op.ATTENTION:   # a kernel of its own, reading its operands as rows (ir/attention.py)
+      cut.update([id(n)] + [id(x) for x in map(stored_operand, n.src) if x is not None])
     if n.op is Op.REDUCE and is_contraction(n):
       for operand in _product(n).src:
         if (x := _computed_operand(operand)) is not None: cut.add(id(x))

@@ -43,10 +43,11 @@ def test_views_and_broadcasts():
   assert not g.a.k_major and g.a.row_stride == 64 and g.a.batch_stride == 128 * 64 and (g.batch, g.M, g.K) == (4, 64, 128)
 
 def test_schedule_of_several_kernels_compiles_wgmma(monkeypatch):
-  """compile_kernels (a schedule's new kernels side by side) sends the matmul to the wgmma kernel too, not the Lowerer."""
+  """compile_kernels (a schedule's new kernels side by side) offers each kernel to the kernels rendered whole (the wgmma
+  kernel, the fused attention) too, not only to the Lowerer."""
   from alloy.engine import compiled
   seen = []
-  monkeypatch.setattr(compiled, "compile_wgmma", lambda ast, device: seen.append(ast) and None)
+  monkeypatch.setattr(compiled, "SPECIAL_KERNELS", (lambda ast, device: seen.append(ast) and None,))
   x = h(64, 64)
   compiled.compile_kernels([ast for _, ast, _, _ in schedule([((x + 1) @ h(64, 64)).node])], alloy.get_device("CPU"))
   assert len(seen) >= 2   # every fresh kernel was offered to it (the CPU device takes none)

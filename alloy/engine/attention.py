@@ -1,0 +1,27 @@
+"""The fused attention kernel (renderer/cuda_attention.py) for an ATTENTION kernel, compiled and loaded: no Lowerer, no
+search. The front end makes ATTENTION only for a device and operands the kernel serves (codegen/attention.py's
+`fits`); anything else reaching here is an error that says why."""
+from __future__ import annotations
+import time
+from alloy.codegen.attention import attention_spec, fits
+from alloy.codegen.program import KernelMeta, LinearProgram
+from alloy.ir.kernel import KernelAST
+from alloy.ir.ops import Op
+from alloy.renderer.cuda_attention import render_attention
+
+def compile_attention(ast: KernelAST, device) -> tuple | None:
+  """(program, source, binary, runner, stage seconds) of the fused kernel for an ATTENTION kernel; None for any other."""
+  if ast.root.op is not Op.ATTENTION: return None
+  t0 = time.perf_counter()
+  spec = attention_spec(ast)
+  if isinstance(spec, str): raise ValueError(f"ATTENTION on {device.name}: {spec}")
+  if not fits(device.caps, spec.dtype, spec.D):
+    raise ValueError(f"ATTENTION on {device.name}: the device has no fused attention kernel for {spec.dtype.name} with head size {spec.D}")
+  kernel = render_attention(spec)
+  t1 = time.perf_counter()
+  binary = device.compiler.compile_cached(kernel.source)
+  t2 = time.perf_counter()
+  runner = device.load(kernel.name, binary)
+  t3 = time.perf_counter()
+  meta = KernelMeta(kernel.name, kernel.grid, kernel.block, spec.flops, spec.bytes, target=device.target)
+  return LinearProgram([], meta), kernel.source, binary, runner, {"lower": t1 - t0, "render": 0.0, "compile": t2 - t1, "load": t3 - t2}

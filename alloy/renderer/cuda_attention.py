@@ -1,0 +1,197 @@
+"""The fused attention kernel in CUDA C with inline PTX, rendered from an AttentionSpec (codegen/attention.py):
+FlashAttention-2's forward pass on mma.sync.m16n8k16.
+
+A threadgroup of 4 warps owns 64 query rows (16 a warp) of one (*lead) index. Its q rows go to registers once; then it
+walks the keys 64 at a time, the next block's k and v rows copied into shared memory (cp.async, two buffers) while it
+works on this one:
+- S = q k^T on the tensor cores (k's rows are mma's column-major B as they lie: plain ldmatrix);
+- per row, the running max m and sum l (online softmax): P = exp2(S * scale * log2 e - m), the accumulators and l
+  rescaled by exp2(m_old - m) when the max grows;
+- O += P v (P's accumulator fragments are mma's A fragments once packed to 16 bits; v's rows need ldmatrix.trans).
+At the end O / l is stored. Under a causal mask a threadgroup stops at its last row's key and masks only the diagonal
+block; the threadgroups with the most keys start first. Shared-memory rows are padded by 16 bytes, so ldmatrix's 8
+rows fall on distinct banks. Rows past L or S are zero-filled by the copy and masked, so any L and S work.
+"""
+from __future__ import annotations
+import math
+from dataclasses import dataclass
+from alloy.helpers import prod
+from alloy.codegen.attention import AttentionSpec
+
+BLOCK_M, BLOCK_N, THREADS = 64, 64, 128
+
+@dataclass(frozen=True)
+class AttentionKernel:
+  name: str
+  source: str
+  grid: tuple
+  block: tuple
+  shared_bytes: int
+
+def shared_bytes(D: int) -> int:
+  """q's tile and two buffers of k's and v's, rows padded by 8 elements (16 bytes)."""
+  return (BLOCK_M + 4 * BLOCK_N) * (D + 8) * 2
+
+def kernel_name(s: AttentionSpec) -> str:
+  lead = "x".join(map(str, s.lead)) or "1"
+  return f"attention_{s.dtype.name}_{lead}_{s.L}x{s.S}x{s.D}{'_causal' if s.causal else ''}"
+
+def _offsets(s: AttentionSpec) -> str:
+  """C statements placing q, k and v's rows for lead index `bh` (blockIdx.x)."""
+  lines = [f"long long q_at = {s.layouts[0].offset}LL, k_at = {s.layouts[1].offset}LL, v_at = {s.layouts[2].offset}LL, rest = blockIdx.x;"]
+  for axis in reversed(range(len(s.lead))):
+    strides = [lay.lead_strides[axis] for lay in s.layouts]
+    if not any(strides): continue
+    lines.append(f"{{ long long i = rest % {s.lead[axis]}; rest /= {s.lead[axis]}; "
+                 f"q_at += i * {strides[0]}LL; k_at += i * {strides[1]}LL; v_at += i * {strides[2]}LL; }}")
+  return "\n  ".join(lines)
+
+def render_attention(s: AttentionSpec) -> AttentionKernel:
+  name, D = kernel_name(s), s.D
+  T = "__half" if s.dtype.name == "float16" else "__nv_bfloat16"
+  ab = "f16" if s.dtype.name == "float16" else "bf16"
+  pack = "__floats2half2_rn" if s.dtype.name == "float16" else "__floats2bfloat162_rn"
+  params = ", ".join([f"{T}* __restrict__ out"] + [f"const {T}* __restrict__ buf{k}" for k in range(1, s.n_buffers)])
+  qb, kb, vb = (f"buf{slot}" for slot in s.slots)
+  q_rows, k_rows, v_rows = (lay.row_stride for lay in s.layouts)
+  source = f"""#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#define INFINITY __int_as_float(0x7f800000)
+extern "C" __device__ int alloy_dynamic_shared_bytes = {shared_bytes(D)};
+#define D {D}
+#define LDS {D + 8}
+typedef {T} T;
+__device__ __forceinline__ unsigned smem_at(const void* p) {{ return (unsigned)__cvta_generic_to_shared(p); }}
+__device__ __forceinline__ void copy16(T* dst, const T* src, bool inside) {{   // zero-fills where !inside
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n" :: "r"(smem_at(dst)), "l"(src), "r"(inside ? 16 : 0));
+}}
+#define LDSM(r, p, how) asm volatile("ldmatrix.sync.aligned.m8n8.x4" how ".shared.b16 {{%0,%1,%2,%3}}, [%4];\\n" \\
+  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_at(p)))
+__device__ __forceinline__ void ldsm(unsigned* r, const T* p) {{ LDSM(r, p, ""); }}
+__device__ __forceinline__ void ldsm_trans(unsigned* r, const T* p) {{ LDSM(r, p, ".trans"); }}
+__device__ __forceinline__ void mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {{
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}}
+__device__ __forceinline__ float exp2_fast(float x) {{ float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }}
+__device__ __forceinline__ unsigned pack(float lo, float hi) {{ auto h = {pack}(lo, hi); return *(unsigned*)&h; }}
+// rows [r0, r0 + 64) of one operand (row stride rs) into a tile of shared memory; rows past `limit` read as zeros
+__device__ __forceinline__ void load_rows(T* tile, const T* g, int r0, long long rs, int limit) {{
+  #pragma unroll
+  for (int c = threadIdx.x; c < 64 * (D / 8); c += {THREADS}) {{
+    int r = c / (D / 8), col = c % (D / 8) * 8;
+    bool inside = r0 + r < limit;
+    copy16(tile + r * LDS + col, inside ? g + (r0 + r) * rs + col : g, inside);
+  }}
+}}
+
+extern "C" __global__ void __launch_bounds__({THREADS}) {name}({params}) {{
+  extern __shared__ __align__(16) unsigned char shared[];
+  T* sq = (T*)shared;
+  T* sk = sq + {BLOCK_M} * LDS;
+  T* sv = sk + 2 * {BLOCK_N} * LDS;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * {BLOCK_M};   // the blocks with the most keys first
+  {_offsets(s)}
+  const T* qg = {qb} + q_at;
+  const T* kg = {kb} + k_at;
+  const T* vg = {vb} + v_at;
+  T* og = out + (long long)blockIdx.x * {s.L * D}LL;
+  const int keys = {"min(" + str(s.S) + ", q0 + " + str(BLOCK_M) + ")" if s.causal else s.S};   // the keys any row here sees
+  const int blocks = (keys + {BLOCK_N - 1}) / {BLOCK_N};
+  load_rows(sq, qg, q0, {q_rows}, {s.L});
+  load_rows(sk, kg, 0, {k_rows}, {s.S});
+  load_rows(sv, vg, 0, {v_rows}, {s.S});
+  asm volatile("cp.async.commit_group;\\n");
+  unsigned qa[D / 16][4];
+  float o[D / 8][4];
+  #pragma unroll
+  for (int d = 0; d < D / 8; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+  float m[2] = {{-INFINITY, -INFINITY}}, l[2] = {{0.0f, 0.0f}};
+  const int row = q0 + warp * 16 + g;   // this thread's rows: row and row + 8
+  for (int nb = 0; nb < blocks; nb++) {{
+    const int buf = nb & 1, n0 = nb * {BLOCK_N};
+    if (nb + 1 < blocks) {{
+      load_rows(sk + (buf ^ 1) * {BLOCK_N} * LDS, kg, n0 + {BLOCK_N}, {k_rows}, {s.S});
+      load_rows(sv + (buf ^ 1) * {BLOCK_N} * LDS, vg, n0 + {BLOCK_N}, {v_rows}, {s.S});
+    }}
+    asm volatile("cp.async.commit_group;\\n");
+    asm volatile("cp.async.wait_group 1;\\n" ::: "memory");
+    __syncthreads();
+    if (nb == 0) {{
+      #pragma unroll
+      for (int kk = 0; kk < D / 16; kk++) ldsm(qa[kk], sq + (warp * 16 + (lane & 15)) * LDS + kk * 16 + (lane >> 4) * 8);
+    }}
+    const T* ks = sk + buf * {BLOCK_N} * LDS;
+    const T* vs = sv + buf * {BLOCK_N} * LDS;
+    float s[8][4];
+    #pragma unroll
+    for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    #pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {{
+      #pragma unroll
+      for (int j = 0; j < 8; j += 2) {{
+        unsigned b[4];
+        ldsm(b, ks + (j * 8 + (lane & 7) + ((lane >> 4) << 3)) * LDS + kk * 16 + ((lane >> 3) & 1) * 8);
+        mma(s[j], qa[kk], b[0], b[1]);
+        mma(s[j + 1], qa[kk], b[2], b[3]);
+      }}
+    }}
+    const bool edge = n0 + {BLOCK_N} > {s.S}{f" || n0 + {BLOCK_N - 1} > q0" if s.causal else ""};
+    float top[2] = {{m[0], m[1]}};
+    #pragma unroll
+    for (int j = 0; j < 8; j++) {{
+      #pragma unroll
+      for (int e = 0; e < 4; e++) {{
+        float x = s[j][e] * {s.scale * math.log2(math.e)!r}f;
+        const int key = n0 + j * 8 + 2 * t + (e & 1);
+        if (edge && (key >= {s.S}{" || key > row + (e >> 1) * 8" if s.causal else ""})) x = -INFINITY;
+        s[j][e] = x;
+        top[e >> 1] = fmaxf(top[e >> 1], x);
+      }}
+    }}
+    float base[2], sum[2] = {{0.0f, 0.0f}};
+    #pragma unroll
+    for (int r = 0; r < 2; r++) {{
+      top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffff, top[r], 1));
+      top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffff, top[r], 2));
+      base[r] = top[r] == -INFINITY ? 0.0f : top[r];   // a row that has seen no key yet: exp2(-inf) is 0, not NaN
+      const float rescale = exp2_fast(m[r] - base[r]);
+      m[r] = top[r];
+      l[r] *= rescale;
+      #pragma unroll
+      for (int d = 0; d < D / 8; d++) {{ o[d][2 * r] *= rescale; o[d][2 * r + 1] *= rescale; }}
+    }}
+    #pragma unroll
+    for (int j = 0; j < 8; j++) {{
+      #pragma unroll
+      for (int e = 0; e < 4; e++) {{ s[j][e] = exp2_fast(s[j][e] - base[e >> 1]); sum[e >> 1] += s[j][e]; }}
+    }}
+    l[0] += sum[0]; l[1] += sum[1];
+    #pragma unroll
+    for (int kk = 0; kk < {BLOCK_N // 16}; kk++) {{
+      const unsigned pa[4] = {{pack(s[2 * kk][0], s[2 * kk][1]), pack(s[2 * kk][2], s[2 * kk][3]),
+                              pack(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack(s[2 * kk + 1][2], s[2 * kk + 1][3])}};
+      #pragma unroll
+      for (int d = 0; d < D / 8; d += 2) {{
+        unsigned b[4];
+        ldsm_trans(b, vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + d * 8 + (lane >> 4) * 8);
+        mma(o[d], pa, b[0], b[1]);
+        mma(o[d + 1], pa, b[2], b[3]);
+      }}
+    }}
+    __syncthreads();   // every warp is done with this buffer before the next block's copy refills it
+  }}
+  #pragma unroll
+  for (int r = 0; r < 2; r++) {{
+    l[r] += __shfl_xor_sync(0xffffffff, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffff, l[r], 2);
+    const float inv = 1.0f / l[r];
+    if (row + r * 8 < {s.L}) {{
+      #pragma unroll
+      for (int d = 0; d < D / 8; d++) *(unsigned*)(og + (row + r * 8) * D + d * 8 + 2 * t) = pack(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+    }}
+  }}
+}}
+"""
+  return AttentionKernel(name, source, (prod(s.lead), -(-s.L // BLOCK_M), 1), (THREADS, 1, 1), shared_bytes(D))

@@ -1,0 +1,132 @@
+"""The fused attention kernel (ir/attention.py, codegen/attention.py, renderer/cuda_attention.py, engine/attention.py):
+how the schedule hands it its operands and what it refuses (no GPU needed), its source compiled by NVRTC for sm_90,
+and on a CUDA GPU scaled_dot_product_attention through it against NumPy in float64: float16 and bfloat16, causal or
+not, head sizes 16..128, lengths the 64-row blocks do not divide, q, k and v as slices of one projection, broadcast
+heads, eager and under @jit."""
+import numpy as np
+import pytest
+import alloy
+from alloy import Tensor
+import alloy.nn.functional as F
+from alloy.codegen.attention import attention_spec
+from alloy.ir.attention import attention_node
+from alloy.ir.ops import Op
+from alloy.renderer.cuda_attention import render_attention
+from alloy.schedule.fusion import schedule
+
+def fused(q: Tensor, k: Tensor, v: Tensor, scale=0.125, causal=True) -> Tensor:
+  """The ATTENTION node on any tensors (what sdpa makes on a device with the kernel), for the schedule's tests."""
+  return q._new(attention_node(q.node, k.node, v.node, scale, causal))
+
+def attention_kernels(t: Tensor):
+  return [(ast, inputs) for _, ast, inputs, _ in schedule([t.node]) if ast.root.op is Op.ATTENTION]
+
+def projection(rng, B=2, L=100, H=3, D=64, dtype=np.float16):
+  x = Tensor(rng.uniform(-1, 1, (B, L, 3 * H * D)).astype(dtype))
+  w = Tensor(rng.uniform(-1, 1, (3 * H * D, 3 * H * D)).astype(dtype))
+  return [t.reshape(B, L, H, D).permute(0, 2, 1, 3) for t in (x @ w).split(H * D, dim=-1)]
+
+def test_operands_are_read_in_place_as_slices_of_one_projection(rng):
+  q, k, v = projection(rng)
+  (ast, inputs), = attention_kernels(fused(q, k, v).permute(0, 2, 1, 3).reshape(2, 100, 192) + 1)
+  spec = attention_spec(ast)
+  assert ast.n_buffers == 2 and spec.slots == (1, 1, 1)   # the projection's output, stored once, read three ways
+  assert [lay.offset for lay in spec.layouts] == [0, 192, 384] and spec.layouts[0].lead_strides == (100 * 576, 64)
+  assert spec.layouts[0].row_stride == 576 and (spec.lead, spec.L, spec.S, spec.D, spec.causal) == ((2, 3), 100, 100, 64, True)
+
+def test_operands_the_kernel_cannot_read_are_stored_first(rng):
+  q = Tensor(rng.uniform(-1, 1, (2, 40, 64)).astype(np.float16))
+  k = Tensor(rng.uniform(-1, 1, (2, 64, 40)).astype(np.float16)).transpose(1, 2)   # D strided: a copy first
+  v = Tensor(rng.uniform(-1, 1, (2, 40, 68)).astype(np.float16))[..., 2:66]     # 4 bytes past alignment: a copy
+  (ast, _), = attention_kernels(fused(q, k, v))
+  spec = attention_spec(ast)
+  assert ast.n_buffers == 4 and all(lay.row_stride == 64 for lay in spec.layouts[1:])
+  assert len(schedule([fused(q, k, v).node])) == 3   # the two copies, then attention
+
+def test_spec_names_what_the_kernel_refuses(rng):
+  def t(*shape, dtype=np.float16): return Tensor(rng.uniform(-1, 1, shape).astype(dtype))
+  refuse = lambda q, k, v: attention_spec(attention_kernels(fused(q, k, v))[0][0])
+  assert "float16 or bfloat16" in refuse(t(2, 8, 64, dtype=np.float32), t(2, 8, 64, dtype=np.float32), t(2, 8, 64, dtype=np.float32))
+  assert "head size 40" in refuse(t(2, 8, 40), t(2, 8, 40), t(2, 8, 40))
+  assert "(*lead, S, D)" in refuse(t(2, 8, 64), t(2, 8, 64), t(2, 9, 64))
+
+def test_sdpa_stays_composed_where_the_kernel_does_not_serve(rng):
+  q = Tensor(rng.uniform(-1, 1, (2, 8, 64)).astype(np.float16), device="CPU")
+  assert not attention_kernels(F.scaled_dot_product_attention(q, q, q, is_causal=True))   # a CPU: no mma.sync
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("D", [16, 64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_source_compiles_for_sm90(rng, dtype, D, causal):
+  pytest.importorskip("cuda.bindings")
+  from alloy.runtime.cuda.compiler import CUDACompiler
+  q, k, v = projection(rng, D=D, dtype=np.float16)
+  (ast, _), = attention_kernels(fused(*(t.cast(getattr(alloy, dtype)) for t in (q, k, v)), causal=causal))
+  try: compiler = CUDACompiler("sm_90")
+  except Exception as e: pytest.skip(f"no NVRTC here: {e}")
+  assert compiler.compile(render_attention(attention_spec(ast)).source)
+
+# --- on a CUDA GPU with mma.sync -------------------------------------------------------------------
+
+def gpu():
+  from alloy.runtime.cuda import is_available
+  if not is_available(): pytest.skip("no CUDA GPU")
+  dev = alloy.get_device("CUDA")
+  if "mma.sync.m16n8k16" not in dev.caps.tensor_cores: pytest.skip(f"no mma.sync on {dev.target}")
+  return dev
+
+def reference(q, k, v, scale, causal):
+  q, k, v = (x.astype(np.float64) for x in (q, k, v))
+  s = q @ np.swapaxes(k, -1, -2) * scale
+  if causal: s = np.where(np.arange(s.shape[-1])[None, :] <= np.arange(s.shape[-2])[:, None], s, -np.inf)
+  p = np.exp(s - s.max(-1, keepdims=True))
+  return (p / p.sum(-1, keepdims=True)) @ v
+
+def through_kernel(fn):
+  from alloy.engine.watch import OnLaunch, watchers
+  names = []
+  with watchers.watching(OnLaunch(lambda ck, bufs, elapsed, t_submit, consts: names.append(ck.meta.name))):
+    out = fn().realize()
+  assert any(n.startswith("attention_") for n in names), f"no fused attention kernel among {names}"
+  return out.float().numpy()
+
+TOL = {"float16": 4e-3, "bfloat16": 3e-2}
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape", [((2, 3), 1, 1, 64), ((2, 3), 100, 100, 64), ((5,), 7, 300, 128), ((1, 2), 1000, 1000, 64),
+                                   ((2, 2), 130, 70, 32), ((), 64, 64, 16)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_matches_numpy(rng, dtype, shape, causal):
+  gpu()
+  lead, L, S, D = shape
+  host = [rng.uniform(-2, 2, lead + (n, D)).astype(np.float32) for n in (L, S, S)]
+  q, k, v = (Tensor(x, device="CUDA").cast(getattr(alloy, dtype)).realize() for x in host)
+  with alloy.no_grad(): got = through_kernel(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+  want = reference(*(t.float().numpy() for t in (q, k, v)), 1 / np.sqrt(D), causal)
+  np.testing.assert_allclose(got, want, atol=TOL[dtype], rtol=TOL[dtype])
+
+def test_projection_slices_broadcast_heads_and_jit(rng):
+  gpu()
+  B, L, H, D = 2, 200, 4, 64
+  x = Tensor(rng.uniform(-1, 1, (B, L, 3 * H * D)).astype(np.float16), device="CUDA")
+  w = Tensor((rng.uniform(-1, 1, (3 * H * D, 3 * H * D)) / 16).astype(np.float16), device="CUDA")
+  def attend(x, w):
+    q, k, v = [t.reshape(B, L, H, D).permute(0, 2, 1, 3) for t in (x @ w).split(H * D, dim=-1)]
+    return F.scaled_dot_product_attention(q, k[:, :1], v[:, :1], is_causal=True, scale=0.3)   # one key/value head for all
+  with alloy.no_grad():
+    got = through_kernel(lambda: attend(x, w))
+    proj = (x.float().numpy() @ w.float().numpy()).astype(np.float16).astype(np.float64)
+    q, k, v = [t.reshape(B, L, H, D).transpose(0, 2, 1, 3) for t in np.split(proj, 3, axis=-1)]
+    want = reference(q, k[:, :1], v[:, :1], 0.3, True)
+    np.testing.assert_allclose(got, want, atol=4e-3, rtol=4e-3)
+    step = alloy.jit(attend)
+    for _ in range(3): out = step(x, w)
+    np.testing.assert_allclose(out.float().numpy(), want, atol=4e-3, rtol=4e-3)
+
+def test_a_gradient_takes_the_composed_path(rng):
+  gpu()
+  q = Tensor(rng.uniform(-1, 1, (2, 64, 64)).astype(np.float16), device="CUDA").requires_grad_()
+  out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+  assert not attention_kernels(out)
+  out.float().sum().backward()
+  assert q.grad is not None and np.isfinite(q.grad.float().numpy()).all()
