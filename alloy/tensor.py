@@ -290,7 +290,8 @@ class Tensor:
     _realize([self])
     return self
   def contiguous(self) -> "Tensor":
-    if self.node.op is Op.VIEW and self.node.src[0].op is Op.BUFFER and self.node.arg.is_contiguous: return self
+    # a contiguous view of a value that is always stored as it is (a buffer, a fused attention's output) reads it in place
+    if self.node.op is Op.VIEW and self.node.src[0].op in (Op.BUFFER, Op.ATTENTION) and self.node.arg.is_contiguous: return self
     if self.node.op is Op.CONTIGUOUS: return self   # already stored once: a second CONTIGUOUS would not lower
     t = self._new(Node(Op.CONTIGUOUS, (self.node,), None, self.dtype, self.shape))
     return t if self._ag is None else autograd.record(t, autograd.identity_rule, (self,))

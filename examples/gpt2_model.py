@@ -63,7 +63,7 @@ class Attention(nn.Module):
       # has it (a GPU in float16 or bfloat16: FlashAttention's forward pass, the scores never stored)
       if cache is not None: _write(cache[0], k, 0), _write(cache[1], v, 0)
       y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-      return self.c_proj(y.permute(0, 2, 1, 3).reshape(B, L, C).contiguous())
+      return self.c_proj(y.permute(0, 2, 1, 3).reshape(B, L, C).contiguous())   # the fused kernel's output as it is: no copy
     if cache is not None:
       k, v = _write(cache[0], k, start), _write(cache[1], v, start)
     T = k.shape[2]
@@ -80,6 +80,7 @@ def _write(cache: Tensor, new: Tensor, start) -> Tensor:
   T, L = cache.shape[2], new.shape[2]
   where_at = Tensor.arange(T, device=cache.device).reshape(T, 1)
   if L == 1: value = where(where_at == start, new, cache)
+  elif isinstance(start, int) and start == 0 and L == T: value = new   # the whole cache: a copy, no read of the old one
   else:
     if not isinstance(start, int): raise TypeError("KV cache: a prompt of several tokens needs a plain int start")
     if start + L > T: raise ValueError(f"KV cache: positions {start}..{start + L - 1} are past its {T}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from alloy import dtype as dt
 from alloy.caps import DeviceCaps
-from alloy.helpers import getenv, prod
+from alloy.helpers import getenv, prod, strides_for_shape
 from alloy.ir.attention import RowLayout, row_layout
 from alloy.ir.kernel import KernelAST
 from alloy.ir.ops import Op
@@ -28,7 +28,8 @@ def fits(caps: DeviceCaps, dtype, head: int) -> bool:
 @dataclass(frozen=True)
 class AttentionSpec:
   """One ATTENTION kernel: q (*lead, L, D), k and v (*lead, S, D), each read from buffer `slots[i]` through
-  `layouts[i]`; the output (*lead, L, D) contiguous in buffer 0."""
+  `layouts[i]`; the output element (*lead, i, d) written to buffer 0 through `out`: (*lead, L, D) contiguous, or with
+  heads_inside (ir/attention.py) (*lead[:-1], L, lead[-1], D)."""
   dtype: dt.DType
   lead: tuple
   L: int
@@ -38,6 +39,7 @@ class AttentionSpec:
   causal: bool
   slots: tuple
   layouts: tuple[RowLayout, ...]
+  out: RowLayout
   n_buffers: int
 
   @property
@@ -53,7 +55,7 @@ def attention_spec(ast: KernelAST) -> AttentionSpec | str:
   """The kernel's spec, or why the fused kernel cannot take it."""
   root = ast.root
   if root.op is not Op.ATTENTION: return f"the kernel computes {root.op.name}, not ATTENTION"
-  (scale, causal), (q, k, v) = root.arg, root.src
+  (scale, causal, heads_inside), (q, k, v) = root.arg, root.src
   if len({q.dtype, k.dtype, v.dtype}) != 1 or q.dtype not in DTYPES:
     return f"attention on {q.dtype.name}, {k.dtype.name}, {v.dtype.name}: the fused kernel takes one of float16 or bfloat16"
   *lead, L, D = q.shape
@@ -67,4 +69,11 @@ def attention_spec(ast: KernelAST) -> AttentionSpec | str:
     if inp.op is not Op.INPUT or layout is None: return f"operand {name} is not read as aligned rows of a buffer (ir/attention.py)"
     slots.append(inp.arg)
     layouts.append(layout)
-  return AttentionSpec(q.dtype, tuple(lead), L, k.shape[-2], D, scale, causal, tuple(slots), tuple(layouts), ast.n_buffers)
+  return AttentionSpec(q.dtype, tuple(lead), L, k.shape[-2], D, scale, causal, tuple(slots), tuple(layouts),
+                       output_layout(tuple(lead), L, D, heads_inside), ast.n_buffers)
+
+def output_layout(lead: tuple, L: int, D: int, heads_inside: bool) -> RowLayout:
+  """Where output element (*lead, i, d) lies: (*lead, L, D) contiguous, or (*lead[:-1], L, lead[-1], D)."""
+  if not heads_inside or not lead: return RowLayout(0, strides_for_shape(lead + (L, D))[:-2], D)
+  heads = lead[-1]
+  return RowLayout(0, strides_for_shape(lead[:-1] + (L, heads, D))[:-3] + (D,), heads * D)

@@ -56,4 +56,8 @@ def _fused(query, key, value, scale: float, causal: bool):
   if not fits(get_device(query.device).caps, query.dtype, query.shape[-1]): return None
   lead = broadcast_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2])
   q, k, v = (t.expand(lead + t.shape[-2:]) for t in ts)
-  return query._new(attention_node(q.node, k.node, v.node, scale, causal))
+  # stored (..., L, heads, D) and handed out as PyTorch's (..., heads, L, D): the usual next step, a transpose and a
+  # reshape to (..., L, heads * D) for the output projection, is then a view and no copy
+  heads_inside = len(lead) > 0 and lead[-1] > 1
+  out = query._new(attention_node(q.node, k.node, v.node, scale, causal, heads_inside))
+  return out.transpose(-3, -2) if heads_inside else out

@@ -2,8 +2,11 @@
 
 The front end makes one only where the device declares the kernel (functional/attention.py); elsewhere attention is
 its two matmuls and the softmax between them. Its contract with the schedule and the kernels:
-- sources (q, k, v): shapes (*lead, L, D), (*lead, S, D), (*lead, S, D), one dtype; arg (scale, causal); the node's
-  shape is (*lead, L, D), its dtype the operands'. Causal is PyTorch's is_causal: query i sees keys j <= i.
+- sources (q, k, v): shapes (*lead, L, D), (*lead, S, D), (*lead, S, D), one dtype; arg (scale, causal, heads_inside);
+  the node's dtype is the operands', its shape (*lead, L, D), or with heads_inside (*lead[:-1], L, lead[-1], D): the
+  rows of every head of a position side by side, as a model's output projection reads them (FlashAttention's layout;
+  the front end hands out the node transposed back, so a reshape to (..., L, heads * D) is a view). Causal is
+  PyTorch's is_causal: query i sees keys j <= i.
 - the kernel reads each operand as rows: one strided view, unit stride along D, its offset and other strides whole
   multiples of 16 bytes (`row_layout`). The schedule hands it its operands so: a view of a stored value that is laid
   out like that is read in place (q, k and v as slices of one projection's output), anything else is stored first.
@@ -17,8 +20,10 @@ from alloy.ir.view import ShapeTracker
 
 ROW_ALIGN_BYTES = 16   # the copy a kernel loads its tiles with (cp.async) moves 16 aligned bytes
 
-def attention_node(q: Node, k: Node, v: Node, scale: float, causal: bool) -> Node:
-  return Node(Op.ATTENTION, (q, k, v), (float(scale), bool(causal)), q.dtype, q.shape)
+def attention_node(q: Node, k: Node, v: Node, scale: float, causal: bool, heads_inside: bool = False) -> Node:
+  *lead, L, D = q.shape
+  shape = (*lead[:-1], L, lead[-1], D) if heads_inside else q.shape
+  return Node(Op.ATTENTION, (q, k, v), (float(scale), bool(causal), bool(heads_inside)), q.dtype, tuple(shape))
 
 def read_view(n: Node) -> tuple[Node, ShapeTracker]:
   """(the node a kernel reads n from, the view it reads it through), as the schedule builds a kernel's input: views

@@ -34,16 +34,18 @@ def shared_bytes(D: int) -> int:
 
 def kernel_name(s: AttentionSpec) -> str:
   lead = "x".join(map(str, s.lead)) or "1"
-  return f"attention_{s.dtype.name}_{lead}_{s.L}x{s.S}x{s.D}{'_causal' if s.causal else ''}"
+  inside = s.out.row_stride != s.D   # heads_inside: rows of L x heads x D
+  return f"attention_{s.dtype.name}_{lead}_{s.L}x{s.S}x{s.D}{'_causal' if s.causal else ''}{'_lhd' if inside else ''}"
 
 def _offsets(s: AttentionSpec) -> str:
   """C statements placing q, k and v's rows for lead index `bh` (blockIdx.x)."""
-  lines = [f"long long q_at = {s.layouts[0].offset}LL, k_at = {s.layouts[1].offset}LL, v_at = {s.layouts[2].offset}LL, rest = blockIdx.x;"]
+  names, layouts = ("q_at", "k_at", "v_at", "o_at"), (*s.layouts, s.out)
+  lines = ["long long " + ", ".join(f"{n} = {lay.offset}LL" for n, lay in zip(names, layouts)) + ", rest = blockIdx.x;"]
   for axis in reversed(range(len(s.lead))):
-    strides = [lay.lead_strides[axis] for lay in s.layouts]
+    strides = [lay.lead_strides[axis] for lay in layouts]
     if not any(strides): continue
     lines.append(f"{{ long long i = rest % {s.lead[axis]}; rest /= {s.lead[axis]}; "
-                 f"q_at += i * {strides[0]}LL; k_at += i * {strides[1]}LL; v_at += i * {strides[2]}LL; }}")
+                 + " ".join(f"{n} += i * {st}LL;" for n, st in zip(names, strides) if st) + " }")
   return "\n  ".join(lines)
 
 def render_attention(s: AttentionSpec) -> AttentionKernel:
@@ -96,7 +98,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}({params}) {{
   const T* qg = {qb} + q_at;
   const T* kg = {kb} + k_at;
   const T* vg = {vb} + v_at;
-  T* og = out + (long long)blockIdx.x * {s.L * D}LL;
+  T* og = out + o_at;
   const int keys = {"min(" + str(s.S) + ", q0 + " + str(BLOCK_M) + ")" if s.causal else s.S};   // the keys any row here sees
   const int blocks = (keys + {BLOCK_N - 1}) / {BLOCK_N};
   load_rows(sq, qg, q0, {q_rows}, {s.L});
@@ -188,8 +190,9 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}({params}) {{
     l[r] += __shfl_xor_sync(0xffffffff, l[r], 2);
     const float inv = 1.0f / l[r];
     if (row + r * 8 < {s.L}) {{
+      T* at = og + (long long)(row + r * 8) * {s.out.row_stride} + 2 * t;
       #pragma unroll
-      for (int d = 0; d < D / 8; d++) *(unsigned*)(og + (row + r * 8) * D + d * 8 + 2 * t) = pack(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+      for (int d = 0; d < D / 8; d++) *(unsigned*)(at + d * 8) = pack(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
     }}
   }}
 }}

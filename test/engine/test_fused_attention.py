@@ -14,9 +14,9 @@ from alloy.ir.ops import Op
 from alloy.renderer.cuda_attention import render_attention
 from alloy.schedule.fusion import schedule
 
-def fused(q: Tensor, k: Tensor, v: Tensor, scale=0.125, causal=True) -> Tensor:
+def fused(q: Tensor, k: Tensor, v: Tensor, scale=0.125, causal=True, heads_inside=False) -> Tensor:
   """The ATTENTION node on any tensors (what sdpa makes on a device with the kernel), for the schedule's tests."""
-  return q._new(attention_node(q.node, k.node, v.node, scale, causal))
+  return q._new(attention_node(q.node, k.node, v.node, scale, causal, heads_inside))
 
 def attention_kernels(t: Tensor):
   return [(ast, inputs) for _, ast, inputs, _ in schedule([t.node]) if ast.root.op is Op.ATTENTION]
@@ -33,6 +33,16 @@ def test_operands_are_read_in_place_as_slices_of_one_projection(rng):
   assert ast.n_buffers == 2 and spec.slots == (1, 1, 1)   # the projection's output, stored once, read three ways
   assert [lay.offset for lay in spec.layouts] == [0, 192, 384] and spec.layouts[0].lead_strides == (100 * 576, 64)
   assert spec.layouts[0].row_stride == 576 and (spec.lead, spec.L, spec.S, spec.D, spec.causal) == ((2, 3), 100, 100, 64, True)
+  assert (spec.out.lead_strides, spec.out.row_stride) == ((3 * 100 * 64, 100 * 64), 64)
+
+def test_heads_inside_makes_the_output_projection_read_it_in_place(rng):
+  q, k, v = projection(rng)
+  out = fused(q, k, v, heads_inside=True)   # stored (B, L, H, D): the next step's reshape to (B, L, H * D) is a view
+  assert out.shape == (2, 100, 3, 64)
+  kernels = schedule([(out.reshape(2, 100, 192) @ Tensor(np.ones((192, 64), np.float16))).node])
+  assert len(kernels) == 3   # projection, attention, the matmul reading attention's buffer as it is
+  spec = attention_spec(kernels[1][1])
+  assert (spec.out.lead_strides, spec.out.row_stride) == ((100 * 3 * 64, 64), 3 * 64)
 
 def test_operands_the_kernel_cannot_read_are_stored_first(rng):
   q = Tensor(rng.uniform(-1, 1, (2, 40, 64)).astype(np.float16))
@@ -61,7 +71,7 @@ def test_source_compiles_for_sm90(rng, dtype, D, causal):
   pytest.importorskip("cuda.bindings")
   from alloy.runtime.cuda.compiler import CUDACompiler
   q, k, v = projection(rng, D=D, dtype=np.float16)
-  (ast, _), = attention_kernels(fused(*(t.cast(getattr(alloy, dtype)) for t in (q, k, v)), causal=causal))
+  (ast, _), = attention_kernels(fused(*(t.cast(getattr(alloy, dtype)) for t in (q, k, v)), causal=causal, heads_inside=causal))
   try: compiler = CUDACompiler("sm_90")
   except Exception as e: pytest.skip(f"no NVRTC here: {e}")
   assert compiler.compile(render_attention(attention_spec(ast)).source)
