@@ -29,7 +29,7 @@ TILE_OUTER_MIN = 8            # column tiles needed to put their loop outermost 
 GPU_TILE = (4, 4)             # GPU register tile: rows x columns of outputs per thread
 GPU_TILE_MIN_THREADS = 1 << 12  # tiles at least: fewer threads than this leave a big GPU idle
 GPU_TILE_MIN_REDUCE = 16      # a shorter reduction gains little from reuse
-GPU_THREAD_BYTES = 16         # bytes a GPU thread of a 16-bit elementwise kernel writes (_narrow_lanes)
+GPU_THREAD_BYTES = 16         # bytes a GPU thread of a 16-bit elementwise kernel writes (_narrow_upcasts)
 GROUP_MIN_REDUCE = 128        # a reduction shorter than this is cheaper done by one thread
 GROUP_MAX_ROWS = 1 << 17      # with this many rows, one thread per row already fills a big GPU
 
@@ -93,17 +93,22 @@ def _gpu_opts(root: Node, caps: DeviceCaps) -> list[Opt]:
   if (tiled := _gpu_register_tile(root, caps)) is not None: return tiled
   if (grouped := _grouped_opts(root, caps)) is not None: return grouped
   if not root.shape: return []   # a 0-d output (a reduction of a reduction) has no axis to spread over threads
-  lanes = _narrow_lanes(root)
-  threads = local(min(caps.default_local, max(32, _pow2_at_least(prod(root.shape) // lanes))))
-  return [threads] + ([up(len(root.shape) - 1, lanes)] if lanes > 1 else [])
+  upcasts = _narrow_upcasts(root)
+  lanes = prod(o.arg for o in upcasts)
+  return [local(min(caps.default_local, max(32, _pow2_at_least(prod(root.shape) // lanes))))] + upcasts
 
-def _narrow_lanes(root: Node) -> int:
-  """Outputs per thread of a GPU elementwise kernel that writes 16-bit values: GPU_THREAD_BYTES of them along the last
-  axis where it divides and enough threads remain. One 2-byte load per thread keeps too few bytes in flight to fill
-  the memory system (an H200's SMs hold ~270k threads: ~0.5 MB against the ~3 MB its bandwidth times latency needs)."""
-  if root.dtype.itemsize != 2 or any(m.op is Op.REDUCE for m in root.toposort()): return 1
-  lanes = GPU_THREAD_BYTES // 2
-  return lanes if root.shape[-1] % lanes == 0 and prod(root.shape) // lanes >= PARALLEL_MIN_WORK else 1
+def _narrow_upcasts(root: Node) -> list[Opt]:
+  """A GPU elementwise kernel that writes 16-bit values: GPU_THREAD_BYTES of outputs a thread, 2 along the last axis
+  times 4 along the one before (else 8 along the last), where they divide and enough threads remain. One 2-byte load a
+  thread keeps too few bytes in flight to fill the memory system (an H200's SMs hold ~270k threads: ~0.5 MB against
+  the ~3 MB its bandwidth times latency needs); 2 x 4 keeps a warp's loads one run of 128 bytes. H200, GPT-2 prefill
+  shapes (8 x 1024 x 768, 8 x 12 x 1024 x 64; an add, transposes, a where): one a thread 32-44 us, 8 along the last
+  axis 27-29, 2 x 4 18-22."""
+  shape, lanes = root.shape, GPU_THREAD_BYTES // 2
+  if root.dtype.itemsize != 2 or any(m.op is Op.REDUCE for m in root.toposort()) or prod(shape) // lanes < PARALLEL_MIN_WORK: return []
+  last = len(shape) - 1
+  if last >= 1 and shape[-1] % 2 == 0 and shape[-2] % (lanes // 2) == 0: return [up(last, 2), up(last - 1, lanes // 2)]
+  return [up(last, lanes)] if shape[-1] % lanes == 0 else []
 
 def _cpu_opts(root: Node, caps: DeviceCaps) -> list[Opt]:
   shape = root.shape

@@ -140,3 +140,7 @@ def test_a_gradient_takes_the_composed_path(rng):
   assert not attention_kernels(out)
   out.float().sum().backward()
   assert q.grad is not None and np.isfinite(q.grad.float().numpy()).all()
+
+def test_a_device_without_the_kernel_says_so(rng):
+  q = Tensor(rng.uniform(-1, 1, (2, 8, 64)).astype(np.float16), device="CPU")
+  with pytest.raises(ValueError, match="no fused attention kernel for float16"): fused(q, q, q).realize()
