@@ -15,6 +15,7 @@ class DeviceCaps:
   vector_widths: tuple = (4,)   # elements per vector load/store, for the dtypes below
   vector_arithmetic: bool = False   # the language computes on vectors: lane-wise arithmetic becomes vector arithmetic
   vector_dtypes: frozenset = frozenset({"float32", "int32", "uint32"})
+  vector_bytes: int = 0    # the widest vector load/store in bytes (a GPU's 16); 0: any of vector_widths
   # what the transform validator (codegen/plan.py) checks a list against
   registers: int = 255     # 32-bit registers one thread may hold (sm_90's limit); half of them may be accumulators
   shared_bytes: int = 48 << 10   # bytes of the fast arrays one kernel may stage: a threadgroup's shared memory on a GPU
@@ -22,3 +23,7 @@ class DeviceCaps:
   codegen_loops: bool = False   # codegen unrolls short innermost loops and steps pointers (its compiler does not: ptxas)
   dynamic_shared_bytes: int = 0   # bytes of shared memory a kernel may ask for at launch (CUDA's opt-in limit), 0: none
   tensor_cores: tuple = ()      # the matrix instructions TENSOR_CORE may use (codegen/tensor_core.py), e.g. "mma.sync.m16n8k16"
+
+  def widths_for(self, itemsize: int) -> tuple:
+    """The vector widths, widest first, for elements of `itemsize` bytes."""
+    return tuple(w for w in sorted(self.vector_widths, reverse=True) if w > 1 and (not self.vector_bytes or w * itemsize <= self.vector_bytes))

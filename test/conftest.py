@@ -93,14 +93,14 @@ def cuda_source_compiles():
   compiler = _nvrtc_compiler()
   if compiler is None: return
   from alloy.codegen.lower import lower
-  from alloy.caps import DeviceCaps
+  from alloy.runtime.cuda import CUDADevice
   from alloy.renderer.cuda import CUDARenderer
   from alloy.renderer.ptx import PTXRenderer, Unsupported
   cuda, ptx = CUDARenderer(), PTXRenderer("sm_90")
   for ast in fresh:
     _nvrtc_checked.add((ast.root, ast.n_buffers))
     if ast.root.op.name == "ATTENTION": continue   # rendered whole (renderer/cuda_attention.py), not lowered: its tests compile it
-    prog = lower(ast, DeviceCaps(threads=True))
+    prog = lower(ast, CUDADevice.caps)   # the CUDA device's own (16-byte vectors), less the tensor cores it adds at start
     compiler.compile_cached(cuda.render(prog))
     if compiler.assembles_ptx:
       try: source = ptx.render(prog)

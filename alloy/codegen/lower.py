@@ -661,7 +661,6 @@ def lower(ast: KernelAST, device_caps, opts=None) -> LinearProgram:
   choose_opts), which plan.make_plan validates (InvalidOpts saying why) and turns into the Lowerer's plan."""
   plan = make_plan(ast, device_caps, choose_opts(ast, device_caps) if opts is None else opts)
   prog = Lowerer(ast, plan).lower()
-  prog.instrs, prog.meta.vector_widths = vectorize(prog.instrs, device_caps.vector_widths, device_caps.vector_dtypes,
-                                                   aligned=device_caps.threads, arithmetic=device_caps.vector_arithmetic)
+  prog.instrs, prog.meta.vector_widths = vectorize(prog.instrs, device_caps)
   prog.instrs = after_lowering(prog.instrs, device_caps)
   return prog

@@ -136,7 +136,7 @@ def check(ast: KernelAST, caps: DeviceCaps, opts) -> str | None:
     if (st := by.get(OptKind.STAGE)) is not None:
       return (f"{st!r}: GPU shared-memory staging is not built yet (the Lowerer has no cooperative copy into threadgroup "
               f"memory with barriers)")
-    vec = max(caps.vector_widths, default=1)
+    vec = max(caps.widths_for(root.dtype.itemsize), default=1)
     if (n := ups.get(ndim - 1)) and n > vec and n % vec:
       return f"UPCAST({ndim - 1}, {n}): on the contiguous last axis a tile wider than a vector must be whole vectors of {vec} (aligned stores)"
     if (g := by.get(OptKind.GROUP)) is not None:

@@ -40,24 +40,26 @@ def _scopes(instrs: list) -> list:
     if ins.op in (Kind.RANGE, Kind.IF): fresh += 1; stack.append(fresh)
   return out
 
-def vectorize(instrs: list, widths: tuple, dtypes: set, aligned: bool, arithmetic: bool = False) -> tuple[list, tuple]:
-  """(new instruction list, the vector widths used). Widths are tried widest first."""
-  widths = tuple(sorted((w for w in widths if w > 1), reverse=True))
-  if not widths: return instrs, ()
+def vectorize(instrs: list, caps) -> tuple[list, tuple]:
+  """(new instruction list, the vector widths used) under a device's DeviceCaps: its vector dtypes, and per dtype the
+  widths that fit its widest vector (caps.widths_for), tried widest first."""
+  aligned = caps.threads
   scopes = _scopes(instrs)
   groups: dict = {}
   for pos, ins in enumerate(instrs):
-    if ins.op in (Kind.LOAD, Kind.STORE) and (ins.dtype if ins.op is Kind.LOAD else ins.src[0].dtype).name in dtypes:
-      flat, valid = ins.arg
-      if not valid.is_true: continue
-      terms, off = _split(flat)
-      if aligned and not all(c % widths[-1] == 0 or _multiple_of(t, widths[-1]) for t, c in terms): continue
-      groups.setdefault((ins.op, id(ins.src[0]), scopes[pos], terms), {}).setdefault(off, pos)
+    d = ins.dtype if ins.op is Kind.LOAD else ins.src[0].dtype if ins.op is Kind.STORE else None
+    if d is None or d.name not in caps.vector_dtypes or not (widths := caps.widths_for(d.itemsize)): continue
+    flat, valid = ins.arg
+    if not valid.is_true: continue
+    terms, off = _split(flat)
+    if aligned and not all(c % widths[-1] == 0 or _multiple_of(t, widths[-1]) for t, c in terms): continue
+    groups.setdefault((ins.op, id(ins.src[0]), scopes[pos], terms), ({}, widths))[0].setdefault(off, pos)
   replace: dict[int, Instr] = {}    # position -> vector instruction placed there
   drop: set[int] = set()
   used = set()
-  for width in widths:
-    for (op, _, _, terms), by_off in groups.items():
+  for width in sorted({w for _, widths in groups.values() for w in widths}, reverse=True):
+    for (op, _, _, terms), (by_off, widths) in groups.items():
+      if width not in widths: continue
       if aligned and not all(c % width == 0 or _multiple_of(t, width) for t, c in terms): continue
       # a GPU vector must start at a multiple of its width; a C vector anywhere (a row of 1001 floats: each row's
       # lanes start where the row does)
@@ -86,7 +88,7 @@ def vectorize(instrs: list, widths: tuple, dtypes: set, aligned: bool, arithmeti
       if replace[pos].op is Kind.VSTORE: continue
     out.append(ins)
   used_widths = tuple(sorted({ins.arg[1] for ins in replace.values()}, reverse=True))
-  return (pack_arithmetic(out) if arithmetic else out), used_widths
+  return (pack_arithmetic(out) if caps.vector_arithmetic else out), used_widths
 
 def pack_arithmetic(instrs: list) -> list:
   """Like instructions on the lanes of vectors become vector instructions (see the module's docstring)."""

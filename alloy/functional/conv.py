@@ -87,15 +87,22 @@ def im2col(device: str, window_channels: int, kernel: tuple, out_channels: int) 
   return not lane_device(device) and window_channels * prod(kernel) >= IM2COL_MIN_DEPTH and out_channels >= IM2COL_MIN_DEPTH
 
 def _forward_as_matmul(xw, w):
-  """A GPU convolution as im2col and a matmul: the window view copied out as (N, G, O, Cg*K) rows, and the weight
-  (G, Cout_g, Cg*K) times each image's rows transposed, which leaves the output in its own (N, Cout, *O) layout. The
-  copy costs the window's bytes (9x the input for 3x3), but the product then runs on the matrix engines
-  (codegen/matmul.py takes plain strided operands only), where the reduction over the window view ran on the CUDA
-  cores (2 TFLOP/s for 64 -> 64 channels at 56x56 on an H200)."""
-  rows, o = _window_rows(xw)
-  n, g, _, depth = rows.shape
+  """A GPU convolution as im2col and a matmul: the window view copied out as an (N, G, Cg*K, O) matrix per image and
+  group, whose rows are output positions in order, and the weight (G, Cout_g, Cg*K) times it, which leaves the output
+  in its own (N, Cout, *O) layout. The copy costs the window's bytes (9x the input for 3x3), but the product then runs
+  on the matrix engines (codegen/matmul.py takes plain strided operands only), where the reduction over the window
+  view ran on the CUDA cores (2 TFLOP/s for 64 -> 64 channels at 56x56 on an H200). Output positions innermost make
+  the copy read the input along its rows as it writes: threads side by side read neighbours (with positions outer
+  and the window inner, they read a channel plane apart)."""
+  n, g, cg = xw.shape[:3]
+  nd = (xw.ndim - 3) // 2
+  o, kernel = xw.shape[3:3 + nd], xw.shape[3 + nd:]
+  # copied in the window view's own axes (N, G, Cg, *K, *O), then merged: a thread's lanes stay within one row of
+  # one window offset, where an index over the merged axes would divide and take remainders lane by lane
+  cols = xw.permute((0, 1, 2) + tuple(range(3 + nd, 3 + 2 * nd)) + tuple(range(3, 3 + nd))).contiguous()
+  cols = cols.reshape(n, g, cg * prod(kernel), prod(o))
   cout = w.shape[0]
-  out = w.reshape(g, cout // g, depth) @ rows.contiguous().transpose(2, 3)   # (N, G, Cout_g, O), float32 sums for halves
+  out = w.reshape(g, cout // g, cg * prod(kernel)) @ cols   # (N, G, Cout_g, O), float32 sums for halves
   return out.reshape((n, cout) + o)
 
 def _window_rows(xw) -> tuple:

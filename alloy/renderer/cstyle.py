@@ -114,7 +114,8 @@ def _vstore(r, t, ins):
 
 def _gep(r, t, ins):   # a lane is read where it is used: an accumulator's lanes are final only after its loop
   vec = ins.src[0]   # a tensor-core tile's accumulators are a float array in every C language
-  t[ins] = f"{t[vec]}[{ins.arg}]" if vec.op is Kind.MMA else r.from_storage(r.vec_lane(t[vec], ins.arg), ins.dtype)
+  if vec.op is Kind.MMA: t[ins] = f"{t[vec]}[{ins.arg}]"
+  else: t[ins] = r.from_storage(r.vec_lane(t[vec], ins.arg, vec.dtype, vec.arg[1]), ins.dtype)   # VLOAD, VALU, VACC: (_, width)
 
 def _vupdate(r, t, ins):   # acc op= val, or with two values acc += a*b fused
   acc, *vals = ins.src
@@ -295,7 +296,7 @@ class CStyleRenderer:
   def vec_type(self, d: DType, width: int) -> str: raise NotImplementedError
   def vec_pointer(self, buf: str, idx: str, d: DType, width: int, writable: bool) -> str:
     return f"(({'' if writable else 'const '}{self.vec_type(d, width)}*)({buf}+{idx}))"
-  def vec_lane(self, v: str, k: int) -> str: return f"{v}[{k}]"
+  def vec_lane(self, v: str, k: int, d: DType, width: int) -> str: return f"{v}[{k}]"
   def vec_make(self, vals: list[str], d: DType, width: int) -> str: raise NotImplementedError
   def vec_alu(self, op: Op, args: list[str], d: DType, width: int) -> str:
     """One vector op: infix where the language has it lane by lane, else a helper of the prelude."""

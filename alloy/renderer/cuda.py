@@ -24,6 +24,8 @@ __device__ inline float alloy_float16_to_float(__half x) { return __half2float(x
 __device__ inline __half alloy_float_to_float16(float x) { return __float2half_rn(x); }
 __device__ inline float alloy_bfloat16_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ inline __nv_bfloat16 alloy_float_to_bfloat16(float x) { return __float2bfloat16_rn(x); }
+struct __align__(8) alloy_half4 { __half v[4]; }; struct __align__(16) alloy_half8 { __half v[8]; };
+struct __align__(8) alloy_bfloat4 { __nv_bfloat16 v[4]; }; struct __align__(16) alloy_bfloat8 { __nv_bfloat16 v[8]; };
 """
 
 def mma(r, t, ins):
@@ -96,14 +98,17 @@ class CUDARenderer(CStyleRenderer):
     suffix = "f" if d.name in ("float32", "float16", "bfloat16") else ""
     return f"{name}{suffix}({', '.join(args)})"
   vector_names = {"float32": "float", "int32": "int", "uint32": "uint"}
-  half_pairs = {"float16": ("__half2", "__halves2half2"), "bfloat16": ("__nv_bfloat162", "__halves2bfloat162")}   # 2-wide stores
+  # 16-bit floats: 2 lanes are CUDA's pair types; 4 and 8 (8 and 16 bytes) the prelude's aligned arrays of them
+  half_pairs = {"float16": ("__half2", "__halves2half2"), "bfloat16": ("__nv_bfloat162", "__halves2bfloat162")}
+  half_arrays = {"float16": "alloy_half", "bfloat16": "alloy_bfloat"}
   def vec_type(self, d: DType, width: int) -> str:
-    if d.name in self.half_pairs and width == 2: return self.half_pairs[d.name][0]
-    if d.name in self.half_pairs and width == 8: return "uint4"   # 16 bytes moved whole (a staged epilogue's copy), never read by lane
+    if d.name in self.half_pairs: return self.half_pairs[d.name][0] if width == 2 else f"{self.half_arrays[d.name]}{width}"
     return f"{self.vector_names[d.name]}{width}"
-  def vec_lane(self, v: str, k: int) -> str: return f"{v}.{'xyzw'[k]}"
+  def vec_lane(self, v: str, k: int, d: DType, width: int) -> str:
+    return f"{v}.v[{k}]" if d.name in self.half_arrays and width > 2 else f"{v}.{'xyzw'[k]}"
   def vec_make(self, vals: list[str], d: DType, width: int) -> str:
-    if d.name in self.half_pairs and width == 2: return f"{self.half_pairs[d.name][1]}({', '.join(vals)})"
+    if d.name in self.half_pairs: return f"{self.half_pairs[d.name][1]}({', '.join(vals)})" if width == 2 else \
+      f"{self.vec_type(d, width)}{{{{{', '.join(vals)}}}}}"
     return f"make_{self.vec_type(d, width)}({', '.join(vals)})"
   def bitcast(self, v: str, src: DType, dst: DType) -> str:
     return self.from_storage(f"alloy_bitcast<{self.tname(dst)}>({self.to_storage(v, src)})", dst)

@@ -449,14 +449,32 @@ class _Kernel:
     self.emit(f"st.{space}.{_mem_type(ptr.dtype)} [{self.address(ptr, ins.arg)}], {self.stored(self.value(val), ptr.dtype)};")
   def vstore(self, ins) -> None:
     (offset, width), ptr = ins.arg, ins.src[0]
-    vals = [self.stored(self.value(v), ptr.dtype) for v in ins.src[1:]]
+    space = "shared" if ptr.src[0].op is Kind.LOCAL else "global"
+    vals, mem = [self.stored(self.value(v), ptr.dtype) for v in ins.src[1:]], _mem_type(ptr.dtype)
+    if mem == "b16" and width == 8:   # PTX has no 8-lane vector: the 16-bit lanes go as pairs in four 32-bit words
+      vals, mem = [self.paired(vals[k], vals[k + 1]) for k in range(0, 8, 2)], "b32"
     value = "{" + ", ".join(vals) + "}" if len(vals) > 1 else vals[0]
-    self.emit(f"st.global{f'.v{width}' if len(vals) > 1 else ''}.{_mem_type(ptr.dtype)} [{self.address(ptr, offset)}], {value};")
+    self.emit(f"st.{space}{f'.v{len(vals)}' if len(vals) > 1 else ''}.{mem} [{self.address(ptr, offset)}], {value};")
+  def paired(self, lo: str, hi: str) -> str:
+    word = self.reg("b32")
+    self.emit(f"mov.b32 {word}, {{{lo}, {hi}}};")
+    return word
   def vload(self, ins) -> None:
-    (offset, width), ptr = ins.arg, ins.src[0]
-    if reg_class(ins.dtype) not in ("b32", "f32") or ins.dtype.name in _HALVES: raise Unsupported("vector load of 16-bit values")
-    lanes = [self.reg(reg_class(ins.dtype)) for _ in range(width)]
-    self.emit(f"ld.{self.space(ptr)}.v{width}.{_mem_type(ins.dtype)} {{{', '.join(lanes)}}}, [{self.address(ptr, offset)}];")
+    (offset, width), ptr, d = ins.arg, ins.src[0], ins.dtype
+    where = f"ld.{self.space(ptr)}"
+    if d.name in _HALVES:   # 16-bit lanes into b16 registers (pairs of them in 32-bit words for 8), then widened to float
+      raw = [self.reg("b16") for _ in range(width)]
+      if width == 8:
+        words = [self.reg("b32") for _ in range(4)]
+        self.emit(f"{where}.v4.b32 {{{', '.join(words)}}}, [{self.address(ptr, offset)}];")
+        for k, w in enumerate(words): self.emit(f"mov.b32 {{{raw[2 * k]}, {raw[2 * k + 1]}}}, {w};")
+      else: self.emit(f"{where}.v{width}.b16 {{{', '.join(raw)}}}, [{self.address(ptr, offset)}];")
+      lanes = [self.reg("f32") for _ in range(width)]
+      for h, f in zip(raw, lanes): self.half_to_float(h, d, f)
+      return self.name(ins, lanes)
+    if reg_class(d) not in ("b32", "f32"): raise Unsupported(f"vector load of {d.name}")
+    lanes = [self.reg(reg_class(d)) for _ in range(width)]
+    self.emit(f"{where}.v{width}.{_mem_type(d)} {{{', '.join(lanes)}}}, [{self.address(ptr, offset)}];")
     self.name(ins, lanes)
   def update(self, ins) -> None:
     a = self.names[id(ins.src[0])]

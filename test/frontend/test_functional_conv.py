@@ -154,7 +154,7 @@ def test_gpu_conv_runs_as_im2col_and_matmul(device):
     w = Tensor(rand(rng, cout, 16, 3, 3), device=device).realize()
     kernels = schedule([F.conv2d(x, w, padding=1).node])
     assert any(match_matmul(ast) is not None for _, ast, _, _ in kernels) == matmul
-    if matmul: assert kernels[0][1].shape == (2, 1, 12 * 12, 16 * 9)   # the windows as (N, groups, O, Cg * K)
+    if matmul: assert kernels[0][1].shape == (2, 1, 16, 3, 3, 12, 12)   # the windows as (N, groups, Cg, *K, *O)
 
 def test_conv_backward_kernels(device):
   """The backward is a few kernels per gradient, not one per op."""

@@ -45,7 +45,9 @@ def device_count() -> int:
 class CUDADevice(Device):
   renderer = CUDARenderer()   # this instance's: PTX first where nvJitLink assembles it (see __init__)
   # PTX goes to ptxas, which neither unrolls nor steps pointers; every CUDA GPU takes the float32 tiles on its CUDA cores
-  caps = DeviceCaps(threads=True, codegen_loops=True, tensor_cores=("simt.f32",))
+  # vectors of up to 16 bytes: 8 16-bit floats, 4 32-bit values (LDG.128)
+  caps = DeviceCaps(threads=True, codegen_loops=True, tensor_cores=("simt.f32",), vector_widths=(8, 4, 2), vector_bytes=16,
+                    vector_dtypes=frozenset({"float32", "int32", "uint32", "float16", "bfloat16"}))
   graph = CUDAGraph
   launch_list = CUDALaunchList
 
