@@ -52,6 +52,13 @@ def test_schedule_of_several_kernels_compiles_wgmma(monkeypatch):
   compiled.compile_kernels([ast for _, ast, _, _ in schedule([((x + 1) @ h(64, 64)).node])], alloy.get_device("CPU"))
   assert len(seen) >= 2   # every fresh kernel was offered to it (the CPU device takes none)
 
+def test_short_m_takes_one_consumer():
+  """A matmul of at most 64 rows takes 64-row blocks (one consumer warpgroup): a GPU convolution's weight times each
+  image's window matrix."""
+  g, _ = fit(h(64, 576) @ h(4, 576, 3136))
+  assert (g.M, g.block_m, g.consumers) == (64, 64, 1)
+  assert fit(h(65, 576) @ h(576, 256))[0].block_m == 128
+
 def test_refused():
   assert fit(h(64, 128) @ h(128, 64)) is not None
   assert fit(h(64, 128, dtype=np.float32) @ h(128, 64, dtype=np.float32)) is None    # fp32: not this kernel
@@ -78,7 +85,8 @@ def launched_names(fn):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("shapes", [((1000, 520), (520, 1000)), ((4, 300, 72), (4, 72, 200)), ((3, 200, 128), (128, 64)),
-                                    ((200, 136), (4, 136, 72))])   # the last: A shared by the batches (a map of batch one)
+                                    # A shared by the batches (a map of batch one); then 64 and 40 rows: one consumer
+                                    ((200, 136), (4, 136, 72)), ((64, 136), (3, 136, 520)), ((40, 256), (256, 264))])
 def test_tensor_matmul(dtype, shapes):
   hopper()
   rng = np.random.default_rng(1)
