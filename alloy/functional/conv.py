@@ -95,23 +95,25 @@ def _forward_as_matmul(xw, w):
   the copy read the input along its rows as it writes: threads side by side read neighbours (with positions outer
   and the window inner, they read a channel plane apart)."""
   n, g, cg = xw.shape[:3]
-  nd = (xw.ndim - 3) // 2
-  o, kernel = xw.shape[3:3 + nd], xw.shape[3 + nd:]
+  o, kernel, sp, ks = _window_axes(xw)
+  depth = cg * prod(kernel)
   # copied in the window view's own axes (N, G, Cg, *K, *O), then merged: a thread's lanes stay within one row of
   # one window offset, where an index over the merged axes would divide and take remainders lane by lane
-  cols = xw.permute((0, 1, 2) + tuple(range(3 + nd, 3 + 2 * nd)) + tuple(range(3, 3 + nd))).contiguous()
-  cols = cols.reshape(n, g, cg * prod(kernel), prod(o))
+  cols = xw.permute((0, 1, 2) + ks + sp).contiguous().reshape(n, g, depth, prod(o))
   cout = w.shape[0]
-  out = w.reshape(g, cout // g, cg * prod(kernel)) @ cols   # (N, G, Cout_g, O), float32 sums for halves
+  out = w.reshape(g, cout // g, depth) @ cols   # (N, G, Cout_g, O), float32 sums for halves
   return out.reshape((n, cout) + o)
 
 def _window_rows(xw) -> tuple:
   """(the window view (N, G, Cg, *O, *K) as rows (N, G, O, Cg*K), still a view; O's axes): im2col's matrix."""
   n, g, cg = xw.shape[:3]
-  nd = (xw.ndim - 3) // 2
-  o, kernel = xw.shape[3:3 + nd], xw.shape[3 + nd:]
-  sp, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
+  o, kernel, sp, ks = _window_axes(xw)
   return xw.permute((0, 1) + sp + (2,) + ks).reshape(n, g, prod(o), cg * prod(kernel)), o
+
+def _window_axes(xw) -> tuple:
+  """Of a window view (N, G, Cg, *O, *K): (O's sizes, K's sizes, O's axes, K's axes)."""
+  nd = (xw.ndim - 3) // 2
+  return xw.shape[3:3 + nd], xw.shape[3 + nd:], tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
 
 def conv_input_grad(gy, w, in_spatial: tuple, stride, pads_before, dilation, groups):
   """The input gradient of conv_forward, gy (N, Cout, *O) -> (N, C, *in_spatial): a stride-1 convolution of gy,
