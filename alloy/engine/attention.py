@@ -1,13 +1,16 @@
-"""The fused attention kernel (renderer/cuda_attention.py) for an ATTENTION kernel, compiled and loaded: no Lowerer, no
-search. The front end makes ATTENTION only for a device and operands the kernel serves (codegen/attention.py's
-`fits`); anything else reaching here is an error that says why."""
+"""The fused attention kernel for an ATTENTION kernel (renderer/cuda_attention.py; for float32
+renderer/cuda_attention_f32.py), compiled and loaded: no Lowerer, no search. The front end makes ATTENTION only for a
+device and operands a kernel serves (codegen/attention.py's `fits`); anything else reaching here is an error that says
+why."""
 from __future__ import annotations
 import time
-from alloy.codegen.attention import attention_spec, fits
+from alloy import dtype as dt
+from alloy.codegen.attention import AttentionSpec, attention_spec, fits
 from alloy.codegen.program import KernelMeta, LinearProgram
 from alloy.ir.kernel import KernelAST
 from alloy.ir.ops import Op
-from alloy.renderer.cuda_attention import render_attention
+from alloy.renderer.cuda_attention import AttentionKernel, render_attention
+from alloy.renderer.cuda_attention_f32 import render_attention_f32
 
 def compile_attention(ast: KernelAST, device) -> tuple | None:
   """(program, source, binary, runner, stage seconds) of the fused kernel for an ATTENTION kernel; None for any other."""
@@ -17,7 +20,7 @@ def compile_attention(ast: KernelAST, device) -> tuple | None:
   if isinstance(spec, str): raise ValueError(f"ATTENTION on {device.name}: {spec}")
   if not fits(device.caps, spec.dtype, spec.D):
     raise ValueError(f"ATTENTION on {device.name}: the device has no fused attention kernel for {spec.dtype.name} with head size {spec.D}")
-  kernel = render_attention(spec)
+  kernel = render(spec)
   t1 = time.perf_counter()
   binary = device.compiler.compile_cached(kernel.source)
   t2 = time.perf_counter()
@@ -25,3 +28,7 @@ def compile_attention(ast: KernelAST, device) -> tuple | None:
   t3 = time.perf_counter()
   meta = KernelMeta(kernel.name, kernel.grid, kernel.block, spec.flops, spec.bytes, target=device.target)
   return LinearProgram([], meta), kernel.source, binary, runner, {"lower": t1 - t0, "render": 0.0, "compile": t2 - t1, "load": t3 - t2}
+
+def render(spec: AttentionSpec) -> AttentionKernel:
+  """The fused kernel's source for spec: on the CUDA cores for float32, on the tensor cores for 16-bit floats."""
+  return (render_attention_f32 if spec.dtype is dt.float32 else render_attention)(spec)

@@ -1,7 +1,8 @@
 """scaled_dot_product_attention with PyTorch's signature: softmax(q k^T * scale + mask) v.
 
-Where the device has a fused kernel for it (codegen/attention.py's `fits`: a CUDA GPU with mma.sync, float16 or
-bfloat16, a head size of 16..128) and nothing needs what the kernel does not give (a mask other than is_causal,
+Where the device has a fused kernel for it (codegen/attention.py's `fits`: a CUDA GPU; float16 or bfloat16 on mma.sync
+with a head size a multiple of 16 up to 128, float32 on the CUDA cores with one a multiple of 32 up to 128) and nothing
+needs what the kernel does not give (a mask other than is_causal,
 dropout, a gradient), it is one ATTENTION node (ir/attention.py): FlashAttention's forward pass, which never stores the
 scores. Elsewhere it is two matmuls and a fused softmax row in between, which autograd differentiates."""
 from __future__ import annotations

@@ -37,7 +37,7 @@ def kernel_name(s: AttentionSpec) -> str:
   inside = s.out.row_stride != s.D   # heads_inside: rows of L x heads x D
   return f"attention_{s.dtype.name}_{lead}_{s.L}x{s.S}x{s.D}{'_causal' if s.causal else ''}{'_lhd' if inside else ''}"
 
-def _offsets(s: AttentionSpec) -> str:
+def offsets(s: AttentionSpec) -> str:
   """C statements placing q, k and v's rows for lead index `bh` (blockIdx.x)."""
   names, layouts = ("q_at", "k_at", "v_at", "o_at"), (*s.layouts, s.out)
   lines = ["long long " + ", ".join(f"{n} = {lay.offset}LL" for n, lay in zip(names, layouts)) + ", rest = blockIdx.x;"]
@@ -94,7 +94,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}({params}) {{
   T* sv = sk + 2 * {BLOCK_N} * LDS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int q0 = (gridDim.y - 1 - blockIdx.y) * {BLOCK_M};   // the blocks with the most keys first
-  {_offsets(s)}
+  {offsets(s)}
   const T* qg = {qb} + q_at;
   const T* kg = {kb} + k_at;
   const T* vg = {vb} + v_at;

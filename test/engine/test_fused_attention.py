@@ -1,8 +1,8 @@
-"""The fused attention kernel (ir/attention.py, codegen/attention.py, renderer/cuda_attention.py, engine/attention.py):
-how the schedule hands it its operands and what it refuses (no GPU needed), its source compiled by NVRTC for sm_90,
-and on a CUDA GPU scaled_dot_product_attention through it against NumPy in float64: float16 and bfloat16, causal or
-not, head sizes 16..128, lengths the 64-row blocks do not divide, q, k and v as slices of one projection, broadcast
-heads, eager and under @jit."""
+"""The fused attention kernels (ir/attention.py, codegen/attention.py, renderer/cuda_attention.py and
+cuda_attention_f32.py, engine/attention.py): how the schedule hands them their operands and what they refuse (no GPU
+needed), their source compiled by NVRTC for sm_90, and on a CUDA GPU scaled_dot_product_attention through them against
+NumPy in float64: float16, bfloat16 and float32, causal or not, head sizes 16..128, lengths the row blocks do not
+divide, q, k and v as slices of one projection, broadcast heads, eager and under @jit."""
 import numpy as np
 import pytest
 import alloy
@@ -11,7 +11,7 @@ import alloy.nn.functional as F
 from alloy.codegen.attention import attention_spec
 from alloy.ir.attention import attention_node
 from alloy.ir.ops import Op
-from alloy.renderer.cuda_attention import render_attention
+from alloy.engine.attention import render
 from alloy.schedule.fusion import schedule
 
 def fused(q: Tensor, k: Tensor, v: Tensor, scale=0.125, causal=True, heads_inside=False) -> Tensor:
@@ -56,16 +56,17 @@ def test_operands_the_kernel_cannot_read_are_stored_first(rng):
 def test_spec_names_what_the_kernel_refuses(rng):
   def t(*shape, dtype=np.float16): return Tensor(rng.uniform(-1, 1, shape).astype(dtype))
   refuse = lambda q, k, v: attention_spec(attention_kernels(fused(q, k, v))[0][0])
-  assert "float16 or bfloat16" in refuse(t(2, 8, 64, dtype=np.float32), t(2, 8, 64, dtype=np.float32), t(2, 8, 64, dtype=np.float32))
-  assert "head size 40" in refuse(t(2, 8, 40), t(2, 8, 40), t(2, 8, 40))
+  assert "float16, bfloat16 or float32" in refuse(*(t(2, 8, 64, dtype=np.float64) for _ in range(3)))
+  assert "head size 40: the fused kernel for float16 takes multiples of 16" in refuse(t(2, 8, 40), t(2, 8, 40), t(2, 8, 40))
+  assert "head size 48: the fused kernel for float32 takes multiples of 32" in refuse(*(t(2, 8, 48, dtype=np.float32) for _ in range(3)))
   assert "(*lead, S, D)" in refuse(t(2, 8, 64), t(2, 8, 64), t(2, 9, 64))
 
 def test_sdpa_stays_composed_where_the_kernel_does_not_serve(rng):
   q = Tensor(rng.uniform(-1, 1, (2, 8, 64)).astype(np.float16), device="CPU")
   assert not attention_kernels(F.scaled_dot_product_attention(q, q, q, is_causal=True))   # a CPU: no mma.sync
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("D", [16, 64, 128])
+@pytest.mark.parametrize("dtype,D", [("float16", 16), ("float16", 64), ("float16", 128), ("bfloat16", 64), ("float32", 32),
+                                     ("float32", 64), ("float32", 96), ("float32", 128)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_source_compiles_for_sm90(rng, dtype, D, causal):
   pytest.importorskip("cuda.bindings")
@@ -74,7 +75,7 @@ def test_source_compiles_for_sm90(rng, dtype, D, causal):
   (ast, _), = attention_kernels(fused(*(t.cast(getattr(alloy, dtype)) for t in (q, k, v)), causal=causal, heads_inside=causal))
   try: compiler = CUDACompiler("sm_90")
   except Exception as e: pytest.skip(f"no NVRTC here: {e}")
-  assert compiler.compile(render_attention(attention_spec(ast)).source)
+  assert compiler.compile(render(attention_spec(ast)).source)
 
 # --- on a CUDA GPU with mma.sync -------------------------------------------------------------------
 
@@ -100,11 +101,11 @@ def through_kernel(fn):
   assert any(n.startswith("attention_") for n in names), f"no fused attention kernel among {names}"
   return out.float().numpy()
 
-TOL = {"float16": 4e-3, "bfloat16": 3e-2}
+TOL = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 2e-5}
+SHAPES = [((2, 3), 1, 1, 64), ((2, 3), 100, 100, 64), ((5,), 7, 300, 128), ((1, 2), 1000, 1000, 64), ((2, 2), 130, 70, 32)]
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("shape", [((2, 3), 1, 1, 64), ((2, 3), 100, 100, 64), ((5,), 7, 300, 128), ((1, 2), 1000, 1000, 64),
-                                   ((2, 2), 130, 70, 32), ((), 64, 64, 16)])
+@pytest.mark.parametrize("dtype,shape", [(d, s) for d in ("float16", "bfloat16") for s in SHAPES + [((), 64, 64, 16)]]
+                         + [("float32", s) for s in SHAPES + [((3,), 200, 150, 96), ((2,), 129, 129, 128)]])
 @pytest.mark.parametrize("causal", [False, True])
 def test_matches_numpy(rng, dtype, shape, causal):
   gpu()
@@ -115,23 +116,24 @@ def test_matches_numpy(rng, dtype, shape, causal):
   want = reference(*(t.float().numpy() for t in (q, k, v)), 1 / np.sqrt(D), causal)
   np.testing.assert_allclose(got, want, atol=TOL[dtype], rtol=TOL[dtype])
 
-def test_projection_slices_broadcast_heads_and_jit(rng):
+@pytest.mark.parametrize("dtype,tol", [(np.float16, 4e-3), (np.float32, 2e-5)])
+def test_projection_slices_broadcast_heads_and_jit(rng, dtype, tol):
   gpu()
   B, L, H, D = 2, 200, 4, 64
-  x = Tensor(rng.uniform(-1, 1, (B, L, 3 * H * D)).astype(np.float16), device="CUDA")
-  w = Tensor((rng.uniform(-1, 1, (3 * H * D, 3 * H * D)) / 16).astype(np.float16), device="CUDA")
+  x = Tensor(rng.uniform(-1, 1, (B, L, 3 * H * D)).astype(dtype), device="CUDA")
+  w = Tensor((rng.uniform(-1, 1, (3 * H * D, 3 * H * D)) / 16).astype(dtype), device="CUDA")
   def attend(x, w):
     q, k, v = [t.reshape(B, L, H, D).permute(0, 2, 1, 3) for t in (x @ w).split(H * D, dim=-1)]
     return F.scaled_dot_product_attention(q, k[:, :1], v[:, :1], is_causal=True, scale=0.3)   # one key/value head for all
   with alloy.no_grad():
     got = through_kernel(lambda: attend(x, w))
-    proj = (x.float().numpy() @ w.float().numpy()).astype(np.float16).astype(np.float64)
+    proj = (x.float().numpy().astype(np.float64) @ w.float().numpy()).astype(dtype).astype(np.float64)
     q, k, v = [t.reshape(B, L, H, D).transpose(0, 2, 1, 3) for t in np.split(proj, 3, axis=-1)]
     want = reference(q, k[:, :1], v[:, :1], 0.3, True)
-    np.testing.assert_allclose(got, want, atol=4e-3, rtol=4e-3)
+    np.testing.assert_allclose(got, want, atol=tol, rtol=tol)
     step = alloy.jit(attend)
     for _ in range(3): out = step(x, w)
-    np.testing.assert_allclose(out.float().numpy(), want, atol=4e-3, rtol=4e-3)
+    np.testing.assert_allclose(out.float().numpy(), want, atol=tol, rtol=tol)
 
 def test_a_gradient_takes_the_composed_path(rng):
   gpu()
