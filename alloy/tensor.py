@@ -607,15 +607,19 @@ class Tensor:
   def tan(self): return self._float_unary(Op.TAN)
   def tanh(self): return self._float_unary(Op.TANH)
   def erf(self): return self._float_unary(Op.ERF)
-  def sigmoid(self):
+  def _activation(self, fn) -> "Tensor":
+    """fn(self) for an activation of several steps: integers as the default float; 16-bit floats computed in float32
+    and rounded once, as PyTorch's kernels compute them, not rounded after every step (which also costs a conversion
+    pair a step where it is a matmul's epilogue)."""
     t = self if self.dtype.is_float else self.cast(dt.default_float)
-    return (1 + (-t).exp()).reciprocal()
+    inner = _accumulator(t.dtype)
+    return fn(t) if inner is t.dtype else fn(t.cast(inner)).cast(t.dtype)
+  def sigmoid(self): return self._activation(lambda t: (1 + (-t).exp()).reciprocal())
   def relu(self): return where(self < 0, 0, self)   # NaN and -0.0 pass through, as in PyTorch
   def gelu(self, approximate="none"):
-    t = self if self.dtype.is_float else self.cast(dt.default_float)
-    if approximate == "tanh": return 0.5 * t * (1 + (math.sqrt(2 / math.pi) * (t + 0.044715 * t * t * t)).tanh())
-    return 0.5 * t * (1 + (t * (1 / math.sqrt(2))).erf())
-  def silu(self): return self * self.sigmoid()
+    if approximate == "tanh": return self._activation(lambda t: 0.5 * t * (1 + (math.sqrt(2 / math.pi) * (t + 0.044715 * t * t * t)).tanh()))
+    return self._activation(lambda t: 0.5 * t * (1 + (t * (1 / math.sqrt(2))).erf()))
+  def silu(self): return self._activation(lambda t: t * (1 + (-t).exp()).reciprocal())
   def _round_op(self, op):
     return self._new(self.node) if not self.dtype.is_float else self._ew(op)   # a new tensor: an in-place change to it leaves self
   def floor(self): return self._round_op(Op.FLOOR)

@@ -47,6 +47,24 @@ def test_erf_gelu(device, rng):
   assert_close(t.gelu().numpy(), 0.5 * x * (1 + _erf(x / np.sqrt(2))), atol=1e-6)
   assert_close(t.gelu(approximate="tanh").numpy(), 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))), atol=1e-6)
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_activations_round_once(device, rng, dtype):
+  """gelu, silu and sigmoid of 16-bit floats are computed in float32 and rounded once, as PyTorch's kernels do: within
+  one unit in the last place of the same formula in float32 (rounding after every step strays several units)."""
+  t = Tensor(np.linspace(-6, 6, 4001).astype(np.float32), device=device).cast(getattr(alloy, dtype))
+  x = t.float().numpy()   # the inputs as the dtype holds them, in float32
+  erf = _erf(x / np.float32(np.sqrt(2))).astype(np.float32)
+  want = {"gelu": np.float32(0.5) * x * (1 + erf), "silu": x / (1 + np.exp(-x)), "sigmoid": 1 / (1 + np.exp(-x)),
+          "tanh gelu": np.float32(0.5) * x * (1 + np.tanh(np.float32(np.sqrt(2 / np.pi)) * (x + np.float32(0.044715) * x * x * x)))}
+  got = {"gelu": t.gelu(), "tanh gelu": t.gelu(approximate="tanh"), "silu": t.silu(), "sigmoid": t.sigmoid()}
+  ulp = 2.0 ** -10 if dtype == "float16" else 2.0 ** -7   # relative spacing of the dtype's values
+  # plus float32's own error where 1 + erf or 1 + tanh cancels (x below -3): a few of its units of x
+  slack = np.maximum(np.abs(x), 1) * 2.0 ** -21 + 2.0 ** -24
+  for name, g in got.items():
+    assert g.dtype is getattr(alloy, dtype), name
+    err = np.abs(g.float().numpy() - want[name]) / (ulp * np.abs(want[name]) + slack)
+    assert err.max() <= 1, f"{name} in {dtype}: {err.max():.2f} of one unit in the last place"
+
 BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.maximum, "minimum": np.minimum}
 @pytest.mark.parametrize("op", sorted(BINARY))
 @pytest.mark.parametrize("dtype", FLOATS + INTS)
