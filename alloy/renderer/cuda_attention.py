@@ -48,13 +48,26 @@ def offsets(s: AttentionSpec) -> str:
                  + " ".join(f"{n} += i * {st}LL;" for n, st in zip(names, strides) if st) + " }")
   return "\n  ".join(lines)
 
+def placement(s: AttentionSpec, T: str, block_m: int, block_n: int) -> str:
+  """C statements placing a threadgroup's work: its first query row q0 (the blocks with the most keys first), the
+  operands' and the output's rows for its lead index (qg, kg, vg, og, of element type T), and the key blocks of
+  block_n it walks (`blocks`: under a causal mask up to its last row's key)."""
+  qb, kb, vb = (f"buf{slot}" for slot in s.slots)
+  keys = f"min({s.S}, q0 + {block_m})" if s.causal else str(s.S)
+  return f"""const int q0 = (gridDim.y - 1 - blockIdx.y) * {block_m};   // the blocks with the most keys first
+  {offsets(s)}
+  const {T}* qg = {qb} + q_at;
+  const {T}* kg = {kb} + k_at;
+  const {T}* vg = {vb} + v_at;
+  {T}* og = out + o_at;
+  const int blocks = ({keys} + {block_n - 1}) / {block_n};"""
+
 def render_attention(s: AttentionSpec) -> AttentionKernel:
   name, D = kernel_name(s), s.D
   T = "__half" if s.dtype.name == "float16" else "__nv_bfloat16"
   ab = "f16" if s.dtype.name == "float16" else "bf16"
   pack = "__floats2half2_rn" if s.dtype.name == "float16" else "__floats2bfloat162_rn"
   params = ", ".join([f"{T}* __restrict__ out"] + [f"const {T}* __restrict__ buf{k}" for k in range(1, s.n_buffers)])
-  qb, kb, vb = (f"buf{slot}" for slot in s.slots)
   q_rows, k_rows, v_rows = (lay.row_stride for lay in s.layouts)
   source = f"""#include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -93,14 +106,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}({params}) {{
   T* sk = sq + {BLOCK_M} * LDS;
   T* sv = sk + 2 * {BLOCK_N} * LDS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int q0 = (gridDim.y - 1 - blockIdx.y) * {BLOCK_M};   // the blocks with the most keys first
-  {offsets(s)}
-  const T* qg = {qb} + q_at;
-  const T* kg = {kb} + k_at;
-  const T* vg = {vb} + v_at;
-  T* og = out + o_at;
-  const int keys = {"min(" + str(s.S) + ", q0 + " + str(BLOCK_M) + ")" if s.causal else s.S};   // the keys any row here sees
-  const int blocks = (keys + {BLOCK_N - 1}) / {BLOCK_N};
+  {placement(s, "T", BLOCK_M, BLOCK_N)}
   load_rows(sq, qg, q0, {q_rows}, {s.L});
   load_rows(sk, kg, 0, {k_rows}, {s.S});
   load_rows(sv, vg, 0, {v_rows}, {s.S});

@@ -15,13 +15,12 @@ most keys start first. Rows past L or S are zero-filled by the copy and masked.
 from __future__ import annotations
 from alloy.helpers import prod
 from alloy.codegen.attention import F32_BLOCK_N as BLOCK_N, F32_THREADS as THREADS, AttentionSpec, f32_rows_per_thread, f32_shared_bytes
-from alloy.renderer.cuda_attention import AttentionKernel, kernel_name, offsets
+from alloy.renderer.cuda_attention import AttentionKernel, kernel_name, placement
 
 def render_attention_f32(s: AttentionSpec) -> AttentionKernel:
   name, D, R = kernel_name(s), s.D, f32_rows_per_thread(s.D)
   BM = 16 * R
   params = ", ".join(["float* __restrict__ out"] + [f"const float* __restrict__ buf{k}" for k in range(1, s.n_buffers)])
-  qb, kb, vb = (f"buf{slot}" for slot in s.slots)
   q_rows, k_rows, v_rows = (lay.row_stride for lay in s.layouts)
   mask = f"key >= {s.S}" + (" || key > q0 + ty + 16 * i" if s.causal else "")
   source = f"""#define INFINITY __int_as_float(0x7f800000)
@@ -51,14 +50,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}({params}) {{
   float* sv = sk + {BLOCK_N} * QLD;
   float* sp = sv + {BLOCK_N} * D;
   const int ty = threadIdx.x >> 3, tx = threadIdx.x & 7;
-  const int q0 = (gridDim.y - 1 - blockIdx.y) * {BM};   // the blocks with the most keys first
-  {offsets(s)}
-  const float* qg = {qb} + q_at;
-  const float* kg = {kb} + k_at;
-  const float* vg = {vb} + v_at;
-  float* og = out + o_at;
-  const int keys = {"min(" + str(s.S) + ", q0 + " + str(BM) + ")" if s.causal else s.S};   // the keys any row here sees
-  const int blocks = (keys + {BLOCK_N - 1}) / {BLOCK_N};
+  {placement(s, "float", BM, BLOCK_N)}
   // copy groups stay in the order k, v, k, v, ... (empty past the last block), so "all but the latest" is always
   // the one needed next
   load_rows(sq, QLD, {BM}, qg, q0, {q_rows}, {s.L});
