@@ -23,8 +23,15 @@ def test_few_rows_heuristics(rng):
   assert choose_opts(_ast(f(SIMT_MIN_ROWS, 256) @ f(256, 256)), GPU)[0].kind is OptKind.TENSOR_CORE   # enough rows: the float32 tile
   assert "UPCAST(0, 2)" not in str(choose_opts(_ast(f(1, 768) @ f(768, 3072)), GPU))                # a vector: the usual heuristics
   assert not any(o.kind is OptKind.LOCAL for o in choose_opts(_ast(f(32, 768) @ f(768, 3072)), DeviceCaps(threads=False)))
+  # columns enough for the small float32 tile's threadgroups to fill the GPU (a decode step's lm_head): that tile
+  small = tc.SIMT_TILES[3]
+  for b in (f(768, 50257), f(50257, 768).T):
+    (opt,) = choose_opts(_ast(f(32, 768) @ b), GPU)
+    assert opt.kind is OptKind.TENSOR_CORE and opt.arg == small, opt
+  assert choose_opts(_ast(f(15, 768) @ f(768, 50257)), GPU)[0].kind is OptKind.LOCAL   # under 16 rows: a thread per output
 
-@pytest.mark.parametrize("M, N, K, bt", [(2, 130, 40, False), (7, 33, 300, True), (32, 96, 200, False), (33, 50, 64, True), (63, 17, 129, False)])
+@pytest.mark.parametrize("M, N, K, bt", [(2, 130, 40, False), (7, 33, 300, True), (32, 96, 200, False), (33, 50, 64, True), (63, 17, 129, False),
+                                         (32, 6200, 96, True), (17, 6150, 40, False)])
 def test_few_rows_matmul(device, M, N, K, bt):
   r = np.random.default_rng(M * N + K)
   a, b, c = (r.uniform(-1, 1, s).astype(np.float32) for s in ((M, K), (N, K) if bt else (K, N), (N,)))
