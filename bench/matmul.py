@@ -1,5 +1,5 @@
-"""Matmul on the GPU: alloy's tensor-core tiles (codegen/tensor_core.py) beside cuBLAS (and a convolution beside cuDNN)
-through PyTorch, one process.
+"""Matmul on the GPU: alloy's tensor-core tiles (codegen/tensor_core.py) beside cuBLAS (and a convolution beside cuDNN,
+GPT-2's causal attention beside PyTorch's scaled_dot_product_attention in fp16 and fp32) through PyTorch, one process.
 
 Floors (H200): dense fp16/bf16 tensor cores ~989 TFLOP/s (cuBLAS reaches 750-800 with wgmma); mma.sync, the
 sm_80 instruction, issues at about half of wgmma's rate on sm_90, so ~0.5x cuBLAS is its ceiling in practice.
@@ -17,6 +17,14 @@ from alloy import Tensor
 import alloy.nn.functional as F
 from common import device_seconds, print_table, torch_compiled, torch_time
 import torch
+
+def attention_rows(row, rng, dtype) -> None:
+  """GPT-2's prefill attention (8 x 12 heads x 1024 x 64, causal): alloy's fused kernel beside PyTorch's
+  scaled_dot_product_attention (its flash or memory-efficient kernel), FLOPs counted for the causal half."""
+  qkv = [rng.uniform(-1, 1, (8, 12, 1024, 64)).astype(dtype) for _ in range(3)]
+  row(f"{np.dtype(dtype).name} causal attention 8x12x1024x64", 2 * 8 * 12 * 1024 * 1024 * 64, qkv,
+      lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+      torch_fn=lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))
 
 def run(quick: bool = False, fp32_only: bool = False):
   dev = alloy.get_device("CUDA")
@@ -45,6 +53,7 @@ def run(quick: bool = False, fp32_only: bool = False):
     q = rng.uniform(-1, 1, (512, 1024, 64)).astype(np.float16)
     k = rng.uniform(-1, 1, (512, 64, 1024)).astype(np.float16)
     row("fp16 attention 512x(1024x64 @ 64x1024)", 2 * 512 * 1024 * 1024 * 64, [q, k], mm)
+    attention_rows(row, rng, np.float16)
     n = 4096
     h = [rng.uniform(-1, 1, (n, n)).astype(np.float16), rng.uniform(-1, 1, (n, n)).astype(np.float16), rng.uniform(-1, 1, n).astype(np.float16)]
     row("fp16 gelu(a@b + bias) 4096^3", 2 * n ** 3, h, lambda a, b, c: (a @ b + c).gelu(),
@@ -60,10 +69,11 @@ def run(quick: bool = False, fp32_only: bool = False):
   h = [rng.uniform(-1, 1, s).astype(np.float32) for s in ((8192, 768), (768, 3072), (3072,))]
   row("fp32 gelu(x@W + b) 8192x768x3072", 2 * 8192 * 768 * 3072, h, lambda a, b, c: (a @ b + c).gelu(),
       torch_fn=lambda a, b, c: torch.nn.functional.gelu(torch.addmm(c, a, b)), compile_too=True)
+  attention_rows(row, rng, np.float32)
   print(f"matmul benchmark on {dev.device_name} ({dev.target}); alloy device time from CUDA events")
   print_table(rows, ["alloy", "torch"] + (["compile"] if any("compile" in r for r in rows) else []), {})
   print("torch: cuBLAS (eager; gelu row: addmm then gelu, two kernels; compile: torch.compile of the same function); "
-        "conv2d: cuDNN with benchmark=True; fp32: allow_tf32=False")
+        "conv2d: cuDNN with benchmark=True; attention: scaled_dot_product_attention; fp32: allow_tf32=False")
   for note in sorted(notes): print(note)
 
 if __name__ == "__main__":
