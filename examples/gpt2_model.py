@@ -1,16 +1,15 @@
-"""GPT-2 written with alloy.nn, in Hugging Face's parameter layout (GPT2LMHeadModel's state dict loads as it is:
-Conv1D weights stored (in, out), the lm_head tied to the token embedding), with a fixed-size KV cache.
+"""GPT-2 written with alloy.nn, in Hugging Face's parameter layout (GPT2LMHeadModel's state dict loads as it is: Conv1D
+weights stored (in, out), the lm_head tied to the token embedding), with a fixed-size KV cache.
 
 The KV cache is one (batch, heads, max_len, head_dim) key and value tensor per layer, changed in place, and the
-position is a runtime number: a decode step writes its key and value where `arange(max_len) == pos` and attends
-over the whole cache with a mask `arange(max_len) <= pos`. Under @alloy.jit a decode step's `pos` is a replay
-argument (a kernel scalar), so every token replays the same captured kernels. Chosen over a symbolic shape because
-alloy has none (a size is part of a kernel): a cache that grew would compile new kernels per length. The price is
-attention over max_len keys at every step, and a rewrite of each layer's cache (2 x 12 x B x max_len x 768 floats
-for the 124M model) per token.
+position is a runtime number: a decode step writes its key and value where `arange(max_len) == pos` and attends over
+the cache with a mask `arange(max_len) <= pos` (on a GPU one fused kernel, which skips the masked keys). Under
+@alloy.jit a decode step's `pos` is a replay argument (a kernel scalar), so every token replays the same captured
+kernels. Chosen over a symbolic shape because alloy has none (a size is part of a kernel): a cache that grew would
+compile new kernels per length. The price is attention over max_len keys at every step, and a rewrite of each layer's
+cache (2 x 12 x B x max_len x 768 floats for the 124M model) per token.
 """
 from __future__ import annotations
-import math
 from dataclasses import dataclass
 import alloy
 from alloy import Tensor, nn, where
@@ -67,12 +66,12 @@ class Attention(nn.Module):
     if cache is not None:
       k, v = _write(cache[0], k, start), _write(cache[1], v, start)
     T = k.shape[2]
-    scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D))
     keys = Tensor.arange(T, device=x.device).reshape(1, T)
     allowed = keys <= Tensor.arange(L, device=x.device).reshape(L, 1) + start   # causal, and nothing past what is written
-    att = where(allowed, scores, float("-inf")).softmax(-1).contiguous()
-    y = (att @ v).permute(0, 2, 1, 3).reshape(B, L, C).contiguous()
-    return self.c_proj(y)
+    # a GPU's fused kernel for a few query rows and a mask (one threadgroup a row, the scores never stored); elsewhere
+    # its two matmuls and the softmax between them
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+    return self.c_proj(y.permute(0, 2, 1, 3).reshape(B, L, C).contiguous())
 
 def _write(cache: Tensor, new: Tensor, start) -> Tensor:
   """cache with new (B, H, L, D) written at positions start..start+L-1, in place. One token (L 1) at a runtime

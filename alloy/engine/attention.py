@@ -1,7 +1,7 @@
 """The fused attention kernel for an ATTENTION kernel (renderer/cuda_attention.py; for float32
-renderer/cuda_attention_f32.py), compiled and loaded: no Lowerer, no search. The front end makes ATTENTION only for a
-device and operands a kernel serves (codegen/attention.py's `fits`); anything else reaching here is an error that says
-why."""
+renderer/cuda_attention_f32.py; for a few query rows or a mask renderer/cuda_attention_rows.py), compiled and
+loaded: no Lowerer, no search. The front end makes ATTENTION only for a device and operands a kernel serves
+(codegen/attention.py's `fits`); anything else reaching here is an error that says why."""
 from __future__ import annotations
 import time
 from alloy import dtype as dt
@@ -11,6 +11,7 @@ from alloy.ir.kernel import KernelAST
 from alloy.ir.ops import Op
 from alloy.renderer.cuda_attention import AttentionKernel, render_attention
 from alloy.renderer.cuda_attention_f32 import render_attention_f32
+from alloy.renderer.cuda_attention_rows import render_attention_rows
 
 def compile_attention(ast: KernelAST, device) -> tuple | None:
   """(program, source, binary, runner, stage seconds) of the fused kernel for an ATTENTION kernel; None for any other."""
@@ -18,7 +19,7 @@ def compile_attention(ast: KernelAST, device) -> tuple | None:
   t0 = time.perf_counter()
   spec = attention_spec(ast)
   if isinstance(spec, str): raise ValueError(f"ATTENTION on {device.name}: {spec}")
-  if not fits(device.caps, spec.dtype, spec.D):
+  if not fits(device.caps, spec.dtype, spec.D, spec.L, spec.attn_mask is not None):
     raise ValueError(f"ATTENTION on {device.name}: the device has no fused attention kernel for {spec.dtype.name} with head size {spec.D}")
   kernel = render(spec)
   t1 = time.perf_counter()
@@ -30,5 +31,7 @@ def compile_attention(ast: KernelAST, device) -> tuple | None:
   return LinearProgram([], meta), kernel.source, binary, runner, {"lower": t1 - t0, "render": 0.0, "compile": t2 - t1, "load": t3 - t2}
 
 def render(spec: AttentionSpec) -> AttentionKernel:
-  """The fused kernel's source for spec: on the CUDA cores for float32, on the tensor cores for 16-bit floats."""
+  """The fused kernel's source for spec: a threadgroup per query row for a few rows or a mask; else tiles on the CUDA
+  cores for float32, on the tensor cores for 16-bit floats."""
+  if spec.rows: return render_attention_rows(spec)
   return (render_attention_f32 if spec.dtype is dt.float32 else render_attention)(spec)

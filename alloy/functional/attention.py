@@ -1,10 +1,11 @@
 """scaled_dot_product_attention with PyTorch's signature: softmax(q k^T * scale + mask) v.
 
-Where the device has a fused kernel for it (codegen/attention.py's `fits`: a CUDA GPU; float16 or bfloat16 on mma.sync
-with a head size a multiple of 16 up to 128, float32 on the CUDA cores with one a multiple of 32 up to 128) and nothing
-needs what the kernel does not give (a mask other than is_causal,
-dropout, a gradient), it is one ATTENTION node (ir/attention.py): FlashAttention's forward pass, which never stores the
-scores. Elsewhere it is two matmuls and a fused softmax row in between, which autograd differentiates."""
+Where the device has a fused kernel for it (codegen/attention.py's `fits`: a CUDA GPU; for a few query rows or a
+boolean attn_mask, a threadgroup per query row in any float dtype; else FlashAttention-2's tiles, float16 or bfloat16
+on mma.sync with a head size a multiple of 16 up to 128, float32 on the CUDA cores with one a multiple of 32 up to
+128) and nothing needs what the kernels do not give (a float mask, dropout, a gradient), it is one ATTENTION node
+(ir/attention.py), which never stores the scores. Elsewhere it is two matmuls and a fused softmax row in between,
+which autograd differentiates."""
 from __future__ import annotations
 import math
 from alloy import dtype as dt
@@ -35,7 +36,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     key, value = spread(key), spread(value)
   l, s = query.shape[-2], key.shape[-2]
   scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
-  if attn_mask is None and dropout_p == 0 and (fused := _fused(query, key, value, scale, is_causal)) is not None: return fused
+  if dropout_p == 0 and (fused := _fused(query, key, value, scale, is_causal, attn_mask)) is not None: return fused
   scores = (query @ key.transpose(-2, -1)) * scale
   if is_causal: attn_mask = causal_mask(l, s, query.device)
   if attn_mask is not None:
@@ -45,8 +46,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
   if dropout_p > 0: weights = dropout(weights, dropout_p, True)
   return weights.cast(dt.promote_types(weights.dtype, value.dtype)) @ value
 
-def _fused(query, key, value, scale: float, causal: bool):
-  """The ATTENTION node for query, key and value where the device's fused kernel serves them, else None."""
+def _fused(query, key, value, scale: float, causal: bool, attn_mask):
+  """The ATTENTION node for query, key and value (and a boolean attn_mask) where the device's fused kernel serves
+  them, else None."""
   from alloy.autograd import is_grad_enabled
   from alloy.runtime.registry import get_device
   from alloy.tensor import broadcast_shape
@@ -54,11 +56,18 @@ def _fused(query, key, value, scale: float, causal: bool):
   if len({t.device for t in ts}) != 1 or len({t.dtype for t in ts}) != 1 or not isinstance(query.device, str): return None
   if value.shape[-1] != query.shape[-1] or any(0 in t.shape for t in ts): return None
   if is_grad_enabled() and any(t.requires_grad for t in ts): return None   # the kernel has no backward pass yet
-  if not fits(get_device(query.device).caps, query.dtype, query.shape[-1]): return None
-  lead = broadcast_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+  if attn_mask is not None and (not attn_mask.dtype.is_bool or attn_mask.device != query.device or attn_mask.ndim < 2): return None
+  L, S = query.shape[-2], key.shape[-2]
+  if not fits(get_device(query.device).caps, query.dtype, query.shape[-1], L, attn_mask is not None): return None
+  masks = [attn_mask.shape[:-2]] if attn_mask is not None else []
+  try:
+    lead = broadcast_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2], *masks)
+    if masks and broadcast_shape(attn_mask.shape[-2:], (L, S)) != (L, S): return None
+  except ValueError: return None   # the composed path names the shapes
   q, k, v = (t.expand(lead + t.shape[-2:]) for t in ts)
+  mask = attn_mask.expand(lead + (L, S)).node if masks else None
   # stored (..., L, heads, D) and handed out as PyTorch's (..., heads, L, D): the usual next step, a transpose and a
   # reshape to (..., L, heads * D) for the output projection, is then a view and no copy
   heads_inside = len(lead) > 0 and lead[-1] > 1
-  out = query._new(attention_node(q.node, k.node, v.node, scale, causal, heads_inside))
+  out = query._new(attention_node(q.node, k.node, v.node, scale, causal, heads_inside, mask))
   return out.transpose(-3, -2) if heads_inside else out

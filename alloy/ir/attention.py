@@ -1,4 +1,4 @@
-"""The ATTENTION node: softmax(q k^T * scale, causal or not) v as one op, for a device with a fused kernel for it.
+"""The ATTENTION node: softmax(q k^T * scale, causal or masked) v as one op, for a device with a fused kernel for it.
 
 The front end makes one only where the device declares the kernel (functional/attention.py); elsewhere attention is
 its two matmuls and the softmax between them. Its contract with the schedule and the kernels:
@@ -6,10 +6,12 @@ its two matmuls and the softmax between them. Its contract with the schedule and
   the node's dtype is the operands', its shape (*lead, L, D), or with heads_inside (*lead[:-1], L, lead[-1], D): the
   rows of every head of a position side by side, as a model's output projection reads them (FlashAttention's layout;
   the front end hands out the node transposed back, so a reshape to (..., L, heads * D) is a view). Causal is
-  PyTorch's is_causal: query i sees keys j <= i.
+  PyTorch's is_causal: query i sees keys j <= i. An optional fourth source is a boolean attn_mask of shape
+  (*lead, L, S), True where a query sees a key (a decode step's `keys <= pos` over a fixed-size KV cache).
 - the kernel reads each operand as rows: one strided view, unit stride along D, its offset and other strides whole
-  multiples of 16 bytes (`row_layout`). The schedule hands it its operands so: a view of a stored value that is laid
-  out like that is read in place (q, k and v as slices of one projection's output), anything else is stored first.
+  multiples of 16 bytes (`row_layout`); the mask as any one strided view (`mask_layout`: broadcast over heads and
+  batch, a stride of 0). The schedule hands it its operands so: a view of a stored value that is laid out like that
+  is read in place (q, k and v as slices of one projection's output), anything else is stored first.
 """
 from __future__ import annotations
 from dataclasses import dataclass
@@ -20,10 +22,11 @@ from alloy.ir.view import ShapeTracker
 
 ROW_ALIGN_BYTES = 16   # the copy a kernel loads its tiles with (cp.async) moves 16 aligned bytes
 
-def attention_node(q: Node, k: Node, v: Node, scale: float, causal: bool, heads_inside: bool = False) -> Node:
+def attention_node(q: Node, k: Node, v: Node, scale: float, causal: bool, heads_inside: bool = False, attn_mask: Node | None = None) -> Node:
   *lead, L, D = q.shape
   shape = (*lead[:-1], L, lead[-1], D) if heads_inside else q.shape
-  return Node(Op.ATTENTION, (q, k, v), (float(scale), bool(causal), bool(heads_inside)), q.dtype, tuple(shape))
+  src = (q, k, v) if attn_mask is None else (q, k, v, attn_mask)
+  return Node(Op.ATTENTION, src, (float(scale), bool(causal), bool(heads_inside)), q.dtype, tuple(shape))
 
 def read_view(n: Node) -> tuple[Node, ShapeTracker]:
   """(the node a kernel reads n from, the view it reads it through), as the schedule builds a kernel's input: views
@@ -52,9 +55,24 @@ def row_layout(st: ShapeTracker, itemsize: int) -> RowLayout | None:
   if any(s % step for s in (v.offset, *v.strides[:-1])) or v.shape[-1] % step: return None
   return RowLayout(v.offset, v.strides[:-2], v.strides[-2])
 
+@dataclass(frozen=True)
+class MaskLayout:
+  """A boolean attn_mask read element by element: (*lead, i, j) at offset + sum(lead index * lead stride) + i *
+  row_stride + j * key_stride."""
+  offset: int
+  lead_strides: tuple
+  row_stride: int
+  key_stride: int
+
+def mask_layout(st: ShapeTracker) -> MaskLayout | None:
+  """st as a kernel reads an attn_mask through it, or None where it cannot (several views, a padding mask)."""
+  if len(st.views) != 1 or (v := st.views[0]).mask is not None or len(v.shape) < 2: return None
+  return MaskLayout(v.offset, v.strides[:-2], v.strides[-2], v.strides[-1])
+
 def stored_operand(s: Node) -> Node | None:
-  """What the schedule stores for the ATTENTION operand s: nothing where s reads a buffer in row layout, s's base where
-  s reads that in row layout once stored (a slice of a projection's output), else s itself (a contiguous copy)."""
+  """What the schedule stores for the ATTENTION operand s: nothing where s reads a buffer in row layout (a mask: in
+  any one view), s's base where s reads that so once stored (a slice of a projection's output), else s itself (a
+  contiguous copy)."""
   base, st = read_view(s)
-  if row_layout(st, s.dtype.itemsize) is None: return s
+  if (mask_layout(st) if s.dtype.is_bool else row_layout(st, s.dtype.itemsize)) is None: return s
   return None if base.op is Op.BUFFER else base

@@ -38,8 +38,8 @@ def kernel_name(s: AttentionSpec) -> str:
   return f"attention_{s.dtype.name}_{lead}_{s.L}x{s.S}x{s.D}{'_causal' if s.causal else ''}{'_lhd' if inside else ''}"
 
 def offsets(s: AttentionSpec) -> str:
-  """C statements placing q, k and v's rows for lead index `bh` (blockIdx.x)."""
-  names, layouts = ("q_at", "k_at", "v_at", "o_at"), (*s.layouts, s.out)
+  """C statements placing q, k and v's rows, the output's and the attn_mask's for lead index blockIdx.x."""
+  names, layouts = ("q_at", "k_at", "v_at", "o_at", "m_at"), (*s.layouts, s.out) + ((s.attn_mask,) if s.attn_mask is not None else ())
   lines = ["long long " + ", ".join(f"{n} = {lay.offset}LL" for n, lay in zip(names, layouts)) + ", rest = blockIdx.x;"]
   for axis in reversed(range(len(s.lead))):
     strides = [lay.lead_strides[axis] for lay in layouts]

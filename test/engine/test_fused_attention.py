@@ -1,8 +1,9 @@
-"""The fused attention kernels (ir/attention.py, codegen/attention.py, renderer/cuda_attention.py and
-cuda_attention_f32.py, engine/attention.py): how the schedule hands them their operands and what they refuse (no GPU
-needed), their source compiled by NVRTC for sm_90, and on a CUDA GPU scaled_dot_product_attention through them against
-NumPy in float64: float16, bfloat16 and float32, causal or not, head sizes 16..128, lengths the row blocks do not
-divide, q, k and v as slices of one projection, broadcast heads, eager and under @jit."""
+"""The fused attention kernels (ir/attention.py, codegen/attention.py, renderer/cuda_attention.py,
+cuda_attention_f32.py and cuda_attention_rows.py, engine/attention.py): how the schedule hands them their operands and
+what they refuse (no GPU needed), their source compiled by NVRTC for sm_90, and on a CUDA GPU
+scaled_dot_product_attention through them against NumPy in float64: float16, bfloat16 and float32, causal, masked or
+neither, head sizes 4..128, lengths the row blocks do not divide, q, k and v as slices of one projection, broadcast
+heads, a decode step's mask at a runtime position, eager and under @jit."""
 import numpy as np
 import pytest
 import alloy
@@ -14,9 +15,10 @@ from alloy.ir.ops import Op
 from alloy.engine.attention import render
 from alloy.schedule.fusion import schedule
 
-def fused(q: Tensor, k: Tensor, v: Tensor, scale=0.125, causal=True, heads_inside=False) -> Tensor:
+def fused(q: Tensor, k: Tensor, v: Tensor, scale=0.125, causal=True, heads_inside=False, mask=None) -> Tensor:
   """The ATTENTION node on any tensors (what sdpa makes on a device with the kernel), for the schedule's tests."""
-  return q._new(attention_node(q.node, k.node, v.node, scale, causal, heads_inside))
+  mask = None if mask is None else mask.expand(q.shape[:-1] + (k.shape[-2],)).node
+  return q._new(attention_node(q.node, k.node, v.node, scale, causal, heads_inside, mask))
 
 def attention_kernels(t: Tensor):
   return [(ast, inputs) for _, ast, inputs, _ in schedule([t.node]) if ast.root.op is Op.ATTENTION]
@@ -57,9 +59,12 @@ def test_spec_names_what_the_kernel_refuses(rng):
   def t(*shape, dtype=np.float16): return Tensor(rng.uniform(-1, 1, shape).astype(dtype))
   refuse = lambda q, k, v: attention_spec(attention_kernels(fused(q, k, v))[0][0])
   assert "float16, bfloat16 or float32" in refuse(*(t(2, 8, 64, dtype=np.float64) for _ in range(3)))
-  assert "head size 40: the fused kernel for float16 takes multiples of 16" in refuse(t(2, 8, 40), t(2, 8, 40), t(2, 8, 40))
-  assert "head size 48: the fused kernel for float32 takes multiples of 32" in refuse(*(t(2, 8, 48, dtype=np.float32) for _ in range(3)))
+  assert "head size 40: the fused kernel for float16 takes multiples of 16" in refuse(t(2, 16, 40), t(2, 16, 40), t(2, 16, 40))
+  assert "head size 48: the fused kernel for float32 takes multiples of 32" in refuse(*(t(2, 16, 48, dtype=np.float32) for _ in range(3)))
+  assert "head size 36: the fused kernel for float16 takes multiples of 8" in refuse(t(2, 1, 36), t(2, 8, 36), t(2, 8, 36))   # the row kernel
   assert "(*lead, S, D)" in refuse(t(2, 8, 64), t(2, 8, 64), t(2, 9, 64))
+  q, mask = t(2, 16, 64), Tensor.ones(16, 16).cast(alloy.bool)
+  assert "an attn_mask over 16 query rows" in attention_spec(attention_kernels(fused(q, q, q, causal=False, mask=mask))[0][0])
 
 def test_sdpa_stays_composed_where_the_kernel_does_not_serve(rng):
   q = Tensor(rng.uniform(-1, 1, (2, 8, 64)).astype(np.float16), device="CPU")
@@ -77,6 +82,31 @@ def test_source_compiles_for_sm90(rng, dtype, D, causal):
   except Exception as e: pytest.skip(f"no NVRTC here: {e}")
   assert compiler.compile(render(attention_spec(ast)).source)
 
+def test_a_decode_step_reads_the_cache_in_place_and_its_mask_broadcast(rng):
+  cache = Tensor(rng.uniform(-1, 1, (2, 3, 41, 64)).astype(np.float32)).realize()
+  q = Tensor(rng.uniform(-1, 1, (2, 3, 1, 64)).astype(np.float32))
+  allowed = Tensor.arange(41).reshape(1, 41) <= Tensor.arange(1).reshape(1, 1) + 20   # keys <= pos
+  (ast, inputs), = attention_kernels(fused(q, cache, cache, causal=False, heads_inside=True, mask=allowed))
+  spec = attention_spec(ast)
+  assert spec.rows and spec.slots[1] == spec.slots[2] and spec.layouts[1].lead_strides == (3 * 41 * 64, 41 * 64)
+  assert spec.attn_mask.lead_strides == (0, 0) and spec.attn_mask.key_stride == 1   # the (1, 41) mask, stored once
+  assert render(spec).name.endswith("_rows_mask")
+
+@pytest.mark.parametrize("dtype,D", [("float16", 8), ("float16", 64), ("bfloat16", 128), ("float32", 4), ("float32", 96), ("float32", 128)])
+@pytest.mark.parametrize("how", ["mask", "causal", "plain"])
+def test_row_kernel_compiles_for_sm90(rng, dtype, D, how):
+  pytest.importorskip("cuda.bindings")
+  from alloy.runtime.cuda.compiler import CUDACompiler
+  q = Tensor(rng.uniform(-1, 1, (2, 3, 1 + 3 * (how == "causal"), D)).astype(np.float32)).cast(getattr(alloy, dtype))
+  k = Tensor(rng.uniform(-1, 1, (2, 3, 700, D)).astype(np.float32)).cast(getattr(alloy, dtype))
+  mask = Tensor(rng.uniform(size=(q.shape[-2], 700)) < 0.5) if how == "mask" else None
+  (ast, _), = attention_kernels(fused(q, k, k, causal=how == "causal", heads_inside=True, mask=mask))
+  spec = attention_spec(ast)
+  assert spec.rows
+  try: compiler = CUDACompiler("sm_90")
+  except Exception as e: pytest.skip(f"no NVRTC here: {e}")
+  assert compiler.compile(render(spec).source)
+
 # --- on a CUDA GPU with mma.sync -------------------------------------------------------------------
 
 def gpu():
@@ -86,11 +116,12 @@ def gpu():
   if "mma.sync.m16n8k16" not in dev.caps.tensor_cores: pytest.skip(f"no mma.sync on {dev.target}")
   return dev
 
-def reference(q, k, v, scale, causal):
+def reference(q, k, v, scale, causal, allowed=None):
   q, k, v = (x.astype(np.float64) for x in (q, k, v))
   s = q @ np.swapaxes(k, -1, -2) * scale
   if causal: s = np.where(np.arange(s.shape[-1])[None, :] <= np.arange(s.shape[-2])[:, None], s, -np.inf)
-  p = np.exp(s - s.max(-1, keepdims=True))
+  if allowed is not None: s = np.where(allowed, s, -np.inf)
+  with np.errstate(invalid="ignore"): p = np.exp(s - s.max(-1, keepdims=True))   # a row of no keys: NaN
   return (p / p.sum(-1, keepdims=True)) @ v
 
 def through_kernel(fn):
@@ -146,3 +177,38 @@ def test_a_gradient_takes_the_composed_path(rng):
 def test_a_device_without_the_kernel_says_so(rng):
   q = Tensor(rng.uniform(-1, 1, (2, 8, 64)).astype(np.float16), device="CPU")
   with pytest.raises(ValueError, match="no fused attention kernel for float16"): fused(q, q, q).realize()
+
+ROW_SHAPES = [((2, 3), 1, 1, 64), ((2, 3), 1, 41, 64), ((32, 12), 1, 41, 64), ((1, 12), 1, 1024, 64), ((3,), 8, 3000, 128),
+              ((2, 2), 5, 70, 96), ((4,), 2, 33, 32)]
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("shape", ROW_SHAPES)
+@pytest.mark.parametrize("how", ["mask", "causal", "plain"])
+def test_row_kernel_matches_numpy(rng, dtype, shape, how):
+  gpu()
+  lead, L, S, D = shape
+  if dtype != "float32" and D % 8: pytest.skip("16-bit rows are whole 16-byte loads")
+  host = [rng.uniform(-2, 2, lead + (n, D)).astype(np.float32) for n in (L, S, S)]
+  q, k, v = (Tensor(x, device="CUDA").cast(getattr(alloy, dtype)).realize() for x in host)
+  allowed = rng.uniform(size=(L, S)) < 0.7
+  allowed[0, :] = False   # a row that sees no key: NaN, as PyTorch's
+  mask = Tensor(allowed, device="CUDA") if how == "mask" else None
+  with alloy.no_grad(): got = through_kernel(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=how == "causal"))
+  want = reference(*(t.float().numpy() for t in (q, k, v)), 1 / np.sqrt(D), how == "causal", allowed if how == "mask" else None)
+  np.testing.assert_allclose(got, want, atol=TOL[dtype], rtol=TOL[dtype])
+
+@pytest.mark.parametrize("dtype,tol", [(np.float16, 4e-3), (np.float32, 2e-5)])
+def test_a_jitted_decode_step_sees_the_keys_up_to_its_runtime_position(rng, dtype, tol):
+  gpu()
+  B, H, T, D = 4, 3, 50, 64
+  k, v = (Tensor(rng.uniform(-1, 1, (B, H, T, D)).astype(dtype), device="CUDA").realize() for _ in range(2))
+  q = Tensor(rng.uniform(-1, 1, (B, H, 1, D)).astype(dtype), device="CUDA").realize()
+  def step(q, pos: int):
+    allowed = Tensor.arange(T, device="CUDA").reshape(1, T) <= Tensor.full((1, 1), pos, dtype=alloy.int32, device="CUDA")
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+  jitted = alloy.jit(step)
+  with alloy.no_grad():
+    through_kernel(lambda: step(q, 3))
+    for pos in (0, 7, 8, 30, 49):
+      want = reference(*(t.float().numpy() for t in (q, k, v)), 1 / np.sqrt(D), False, np.arange(T)[None, :] <= pos)
+      np.testing.assert_allclose(jitted(q, pos).float().numpy(), want, atol=tol, rtol=tol)
