@@ -65,10 +65,10 @@ def run_schedule(targets: list[Node], device_name: str, walked: tuple | None = N
   """Compute the targets on the device (walked: their schedule.fusion structure where the eager path made it)."""
   global kernels_launched
   t0 = time.perf_counter()
-  items = schedule([values.get(t, device_name) for t in targets], walked)
+  device = get_device(device_name)
+  items = schedule([values.get(t, device_name) for t in targets], walked, device.caps.threads)
   t_sched = time.perf_counter() - t0
   if watchers.on_stage: watchers.staged("schedule", t0, t_sched, f"{len(items)} kernels")
-  device = get_device(device_name)
   if DEBUG >= 1:
     print(f"realize on {device.name} ({device.target}): scheduled {len(items)} kernel{'s' if len(items) != 1 else ''} in {t_sched*1e3:.2f} ms")
   if len(items) > 1 and not beam_width(): compile_kernels([ast for node, ast, *_ in items if 0 not in node.shape], device)   # new ones side by side
@@ -134,7 +134,7 @@ def _eager(node: Node, device: str):
   global kernels_launched
   base = _peel_reshape(node) if node.op is Op.VIEW else node   # a contiguous reshape: its base computed, viewed
   if base is not node and values.table and values.get(base, device) is not base: return None   # computed: a view of it
-  kernel, nodes, walked = eager_kernel(base)
+  kernel, nodes, walked = eager_kernel(base, get_device(device).caps.threads)
   if kernel is None: return walked
   number, ast, inputs, consts = kernel   # inputs, consts: places in nodes
   if (plans := _plans.get(device)) is None: plans = _plans[device] = {}

@@ -24,6 +24,7 @@ from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker
 from alloy.ir.kernel import KernelAST
 from alloy.schedule import split
+from alloy.schedule.contractions import is_contraction, product
 
 def _pure_expand_dims(view_node: Node) -> list[bool] | None:
   """For VIEW(reduce) that only broadcasts (and adds or drops size-1 axes): per axis, True where the value varies."""
@@ -58,31 +59,6 @@ def _fusable_reduce(reduce: Node, view: Node | None, consumer_root: Node, path_h
     if not varies[a]: seen_broadcast = True
   return True
 
-def is_contraction(red: Node) -> bool:
-  """A matmul or convolution: a sum of products of two operands (through casts), each the same along an output axis
-  the other varies along (A[m, k] * B[k, n]; a window view times a weight), not a row's dot product. It gets its own
-  kernel (the register tile, the matmul lowerings, the matrix engines) where its consumer is a reduction (nested in
-  a softmax's max and sum over attention scores it was recomputed for each: GPT-2 prefill 8x1024 took 7.6 s on the
-  H200) or broadcasts it further (conv2's input gradient inside a max-pool's backward ran as that kernel's scalar
-  loop: 1.5 ms of the digits CNN step; cut, 0.10 ms plus 0.14 ms for the pool's backward). An elementwise consumer
-  still fuses into it as its epilogue."""
-  if (body := _product(red)) is None: return False
-  kept = [a for a in range(len(body.shape)) if a not in red.arg[1] and body.shape[a] != 1]
-  def constant_axes(x: Node) -> set:
-    while x.op is Op.CAST: x = x.src[0]
-    if x.op is not Op.VIEW: return set()
-    v = x.arg.views[-1]
-    return {a for a in kept if v.strides[a] == 0 and (v.mask is None or v.mask[a] == (0, v.shape[a]))}
-  a, b = constant_axes(body.src[0]), constant_axes(body.src[1])
-  return bool(a) and bool(b) and a != b
-
-def _product(red: Node) -> Node | None:
-  """The MUL of two operands a sum reduces (through casts), or None where it reduces anything else."""
-  if red.arg[0] is not Op.ADD: return None
-  body = red.src[0]
-  while body.op is Op.CAST: body = body.src[0]
-  return body if body.op is Op.MUL and len(body.src) == 2 else None
-
 def _computed_operand(x: Node) -> Node | None:
   """What a contraction's operand computes beneath its views and widening float casts, or None where it reads a
   buffer or a constant as it is. Such an operand gets its own kernel, as PyTorch's matmul reads a materialized
@@ -102,21 +78,23 @@ def _broadcast_further(view: Node | None) -> bool:
 _schedules: dict = {}
 SCHEDULE_CACHE_SIZE, SCHEDULE_VARIANTS = 4096, 4
 
-def schedule(targets: list[Node], walked: tuple | None = None) -> list[tuple[Node, KernelAST, list, list]]:
+def schedule(targets: list[Node], walked: tuple | None = None, threads: bool = False) -> list[tuple[Node, KernelAST, list, list]]:
   """Kernels in dependency order: (node realized, its AST, the nodes bound as its inputs [0]=itself, the CONST nodes
-  whose values are its scalar arguments). A pure function of the graph: which nodes were computed before is the
-  engine's to know (engine/values.py); it hands in the targets not computed yet. walked: _structure(targets), where
-  the caller has it (one_kernel's)."""
+  whose values are its scalar arguments). A pure function of the graph and of `threads` (the device launches a grid of
+  threads, caps.threads: its contractions of few outputs are split along K, split.py): which nodes were computed
+  before is the engine's to know (engine/values.py); it hands in the targets not computed yet. walked:
+  _structure(targets), where the caller has it (one_kernel's)."""
   order, position, key = walked or _structure(targets)
+  key = (threads, key)
   if (variants := _schedules.get(key)) is not None:
     for pinned, hit, has_split in variants:
       if not pinned or all(order[p].key[2] == v for p, v in pinned):
         at = order.__getitem__
         if has_split:   # a split reduction's kernels are no nodes of the graph: made again from the reduction
-          made = {k: split.made_again(order, k) for k, *_ in hit if k < 0}
+          made = {k: split.made_again(order, k, threads) for k, *_ in hit if k < 0}
           at = lambda k: order[k] if k >= 0 else made[k]
         return [(at(k), ast, [at(i) for i in inputs], [order[c] for c in consts]) for k, ast, inputs, consts in hit]
-  items, pinned, made = _schedule(targets)
+  items, pinned, made = _schedule(targets, threads)
   if len(_schedules) >= SCHEDULE_CACHE_SIZE: _schedules.clear()
   variants = _schedules.setdefault(key, [])
   if len(variants) >= SCHEDULE_VARIANTS: del variants[0]
@@ -158,24 +136,24 @@ def _structure(targets: list[Node]) -> tuple:
 # structure key -> (a number naming it, the AST, the places (in _structure's order) of its input BUFFER nodes, of the
 # CONST nodes of its scalar arguments) where the graph is one kernel computing its root with no constant kept literal
 # past MAX_KERNEL_VARS; None where it is not
-_one_kernel: dict = {}
+_one_kernel: tuple = ({}, {})   # by schedule's `threads`
 _kernel_numbers = itertools.count()
 
-def one_kernel(n: Node) -> tuple:
+def one_kernel(n: Node, threads: bool = False) -> tuple:
   """(_structure([n]), _one_kernel's entry for n's graph). A graph seen the first time is scheduled through schedule(),
   so that one that is not one kernel finds its schedule cached there."""
-  walked = _structure([n])
-  if (hit := _one_kernel.get(walked[2], _one_kernel)) is not _one_kernel: return walked, hit
+  walked, known = _structure([n]), _one_kernel[threads]
+  if (hit := known.get(walked[2], known)) is not known: return walked, hit
   hit = None
   if not is_buffer_view(n) and 0 not in n.shape:
-    items = schedule([n], walked)
-    pinned = any(p for p, *_ in _schedules.get(walked[2], ()))
+    items = schedule([n], walked, threads)
+    pinned = any(p for p, *_ in _schedules.get((threads, walked[2]), ()))
     if len(items) == 1 and items[0][0] is n and not pinned and all(i.op is Op.BUFFER for i in items[0][2][1:]):
       _, ast, inputs, consts = items[0]
       position = walked[1]
       hit = (next(_kernel_numbers), ast, tuple(position[i] for i in inputs[1:]), tuple(position[c] for c in consts))
-  if len(_one_kernel) >= SCHEDULE_CACHE_SIZE: _one_kernel.clear()
-  _one_kernel[walked[2]] = hit
+  if len(known) >= SCHEDULE_CACHE_SIZE: known.clear()
+  known[walked[2]] = hit
   return walked, hit
 
 # ---- the eager path's lookup without a walk
@@ -247,28 +225,29 @@ def leaves_of(n: Node) -> tuple:
   return leaves
 
 # structure number -> one_kernel's entry for that graph, its places those of the graph's leaves (leaves_of)
-_eager_kernels: dict = {}
+_eager_kernels: tuple = ({}, {})   # by schedule's `threads`
 
-def eager_kernel(n: Node) -> tuple:
+def eager_kernel(n: Node, threads: bool = False) -> tuple:
   """(one_kernel's entry for n's graph, or None where it is not one kernel; the nodes its places index: n's leaves, or
   where the graph was walked, the walk's order; the walk, or None). A graph is walked the first time its structure is
-  seen, and where it is large."""
+  seen, and where it is large. threads: schedule's."""
   number, leaves = n.structure or structure_of(n)
-  if number is not None and (hit := _eager_kernels.get(number, _eager_kernels)) is not _eager_kernels:
+  known = _eager_kernels[threads]
+  if number is not None and (hit := known.get(number, known)) is not known:
     return (hit, leaves or leaves_of(n), None) if hit is not None else (None, None, None)
-  walked, hit = one_kernel(n)
+  walked, hit = one_kernel(n, threads)
   if number is not None:
-    if len(_eager_kernels) >= SCHEDULE_CACHE_SIZE: _eager_kernels.clear()
+    if len(known) >= SCHEDULE_CACHE_SIZE: known.clear()
     leaves, order = leaves_of(n), walked[0]
-    _eager_kernels[number] = None if hit is None else (*hit[:2], *[tuple(leaves.index(order[p]) for p in ps) for ps in hit[2:]])
+    known[number] = None if hit is None else (*hit[:2], *[tuple(leaves.index(order[p]) for p in ps) for ps in hit[2:]])
   return hit, walked[0], walked
 
-def _schedule(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, list]], list, dict]:
+def _schedule(targets: list[Node], threads: bool) -> tuple[list[tuple[Node, KernelAST, list, list]], list, dict]:
   """schedule's kernels and the constants kept literal past MAX_KERNEL_VARS, made anew; and split.split's kernels
   that are no nodes of the targets' graph (a split reduction's partials and final one), by id."""
   # long reductions become two (split.py); the kernels then name the nodes of the targets' graph they stand for
   graph_targets = targets
-  targets, stands_for, made, graph = split.split(targets)
+  targets, stands_for, made, graph = split.split(targets, threads)
   out, pinned = _kernels(targets)
   if not made: return out, pinned, made
   def was(n: Node) -> Node: return stands_for.get(id(n), n)
@@ -294,7 +273,7 @@ def _kernels(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, lis
     if n.op is Op.ATTENTION:   # a kernel of its own, reading its operands as rows (ir/attention.py)
       cut.update([id(n)] + [id(x) for x in map(stored_operand, n.src) if x is not None])
     if n.op is Op.REDUCE and is_contraction(n):
-      for operand in _product(n).src:
+      for operand in product(n).src:
         if (x := _computed_operand(operand)) is not None: cut.add(id(x))
     if n.op is Op.GATHER and any(m.op is Op.REDUCE for m in n.src[0].toposort()):
       cut.add(id(n.src[0]))

@@ -55,8 +55,8 @@ def test_seed_example_is_one_kernel(rng):
 
 def _cached(fusion) -> int:
   """Graphs whose schedule is cached: in the general cache or the eager path's (one kernel computing one tensor), both
-  keyed by the graph's structure."""
-  return len(set(fusion._schedules) | set(fusion._one_kernel))
+  keyed by the graph's structure (the general one with schedule's `threads` before it, the eager one per `threads`)."""
+  return len({key for _, key in fusion._schedules} | set().union(*fusion._one_kernel))
 
 def test_schedule_reused_for_same_structure(rng):
   from alloy.schedule import fusion
@@ -110,7 +110,7 @@ def test_reductions_inside_a_fused_reduction_are_checked_against_it(device, rng)
   """A matmul whose result another matmul reads (through the broadcast of its rows) gets its own kernel also when the
   consumer is itself fused into a further reduction (a loss's sum): it was fused, and recomputed once per output
   element (an MLP's cross-entropy loss ran for minutes). And a matmul read by a reduction is its own kernel
-  (schedule.fusion.is_contraction): attention's scores nested in softmax's max and sum were recomputed for each."""
+  (schedule.contractions.is_contraction): attention's scores nested in softmax's max and sum were recomputed for each."""
   from alloy.schedule.fusion import schedule
   x, w1, w2 = (Tensor(rand_np(rng, s), device=device).realize() for s in ((8, 16), (16, 32), (32, 4)))
   # (the relu is the second matmul's computed operand: it gets its own kernel, the first matmul fused into it)

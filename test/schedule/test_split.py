@@ -144,3 +144,37 @@ def test_split_under_jit(device, rng):
   for _ in range(4):
     x = rand_np(rng, (1 << 17,), low=-1, high=1)
     assert_close(f(Tensor(x, device=device)).numpy(), (x.astype(np.float64) * 2).sum() + x.max(), rtol=1e-5, atol=1e-4)
+
+# ---- split-K: float32 contractions of few outputs, on a device of threads
+
+def _matmul_kernels(y: Tensor, threads: bool) -> list:
+  return [(n, ast.root) for n, ast, *_ in schedule([engine._peel_reshape(y.node)], threads=threads)]
+
+def test_a_decode_matmul_is_split_along_k_on_a_device_of_threads(rng):
+  x, w = Tensor(rand_np(rng, (32, 3072))), Tensor(rand_np(rng, (3072, 768)))
+  b, r = Tensor(rand_np(rng, (768,))), Tensor(rand_np(rng, (32, 768)))
+  y = r + (x @ w + b)
+  (p, p_root), (f, f_root) = _matmul_kernels(y, threads=True)
+  assert p.op is Op.CONTIGUOUS and p.shape == (32, 32, 768, 1) and p_root.arg == (Op.ADD, (3,))   # 32 slices of 96, leading
+  assert p_root.src[0].shape == (32, 32, 768, 96)
+  assert f is y.node and Op.REDUCE in _ops(f_root) and f_root.op is Op.ADD   # the slices' sum takes the epilogue
+  assert len(_matmul_kernels(y, threads=False)) == 1   # a CPU: its register tile, one kernel
+
+@pytest.mark.parametrize("M,K,N,dtype", [(256, 1024, 1024, np.float32),   # outputs enough for the GPU: one kernel
+                                          (32, 64, 768, np.float32),       # K too short to cut
+                                          (32, 3072, 768, np.float16)])    # 16-bit partial sums would round
+def test_matmuls_split_k_leaves_alone(rng, M, K, N, dtype):
+  y = Tensor(rand_np(rng, (M, K)).astype(dtype)) @ Tensor(rand_np(rng, (K, N)).astype(dtype))
+  assert len(_matmul_kernels(y, threads=True)) == 1
+
+@pytest.mark.parametrize("a_shape,b_shape", [((32, 3072), (3072, 768)), ((1, 768), (768, 2304)), ((33, 750), (750, 40)),
+                                             ((2, 7, 1000), (1000, 9)), ((4, 5, 384), (4, 384, 6)), ((16, 100), (100, 3))])
+def test_split_k_matmuls_match_numpy_on_a_device_of_threads(rng, a_shape, b_shape):
+  from alloy.runtime.registry import get_device
+  try:
+    if not get_device("METAL").caps.threads: pytest.skip("METAL launches no threads here")
+  except Exception as e: pytest.skip(f"no METAL device: {e}")
+  a, b = rand_np(rng, a_shape), rand_np(rng, b_shape)
+  bias = rand_np(rng, b_shape[-1:])
+  y = Tensor(a, device="METAL") @ Tensor(b, device="METAL") + Tensor(bias, device="METAL")
+  assert_close(y.numpy(), a.astype(np.float64) @ b + bias, atol=1e-4, rtol=1e-4)
