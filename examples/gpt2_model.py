@@ -6,8 +6,10 @@ position is a runtime number: a decode step writes its key and value where `aran
 the cache with a mask `arange(max_len) <= pos` (on a GPU one fused kernel, which skips the masked keys). Under
 @alloy.jit a decode step's `pos` is a replay argument (a kernel scalar), so every token replays the same captured
 kernels. Chosen over a symbolic shape because alloy has none (a size is part of a kernel): a cache that grew would
-compile new kernels per length. The price is attention over max_len keys at every step, and a rewrite of each layer's
-cache (2 x 12 x B x max_len x 768 floats for the 124M model) per token.
+compile new kernels per length. The price is a rewrite of each layer's cache (2 x 12 x B x max_len x 768 floats for
+the 124M model) per token, and, where no fused kernel skips the masked keys (a CPU), attention over all max_len of
+them: a one-row write at a runtime offset would need a kernel that stores through a view into a live buffer, which
+alloy's value semantics do not have yet.
 """
 from __future__ import annotations
 from dataclasses import dataclass
