@@ -112,9 +112,10 @@ def _narrow_upcasts(root: Node) -> list[Opt]:
   the ~3 MB its bandwidth times latency needs); 2 x 4 keeps a warp's loads one run of 128 bytes. H200, GPT-2 prefill
   shapes (8 x 1024 x 768, 8 x 12 x 1024 x 64; an add, transposes, a where): one a thread 32-44 us, 8 along the last
   axis 27-29, 2 x 4 18-22."""
-  shape, lanes = root.shape, GPU_THREAD_BYTES // 2
-  if root.dtype.itemsize != 2 or any(m.op is Op.REDUCE for m in root.toposort()) or prod(shape) // lanes < PARALLEL_MIN_WORK: return []
-  last = len(shape) - 1
+  shape, size = root.shape, root.dtype.itemsize
+  if size not in (2, 4) or any(m.op is Op.REDUCE for m in root.toposort()) or prod(shape) // (GPU_THREAD_BYTES // size) < PARALLEL_MIN_WORK: return []
+  lanes, last = GPU_THREAD_BYTES // size, len(shape) - 1
+  if size == 4: return [up(last, lanes)] if shape[-1] % lanes == 0 else []
   if last >= 1 and shape[-1] % 2 == 0 and shape[-2] % (lanes // 2) == 0: return [up(last, 2), up(last - 1, lanes // 2)]
   return [up(last, lanes)] if shape[-1] % lanes == 0 else []
 
