@@ -178,3 +178,19 @@ def test_split_k_matmuls_match_numpy_on_a_device_of_threads(rng, a_shape, b_shap
   bias = rand_np(rng, b_shape[-1:])
   y = Tensor(a, device="METAL") @ Tensor(b, device="METAL") + Tensor(bias, device="METAL")
   assert_close(y.numpy(), a.astype(np.float64) @ b + bias, atol=1e-4, rtol=1e-4)
+
+def test_split_k_replays_under_jit_on_a_device_of_threads(rng):
+  # a cached schedule makes the split's kernels again from the reduction's place (split.made_again): every replay
+  # and every new call of the same structure must still compute the product
+  import alloy
+  from alloy.runtime.registry import get_device
+  try:
+    if not get_device("METAL").caps.threads: pytest.skip("METAL launches no threads here")
+  except Exception as e: pytest.skip(f"no METAL device: {e}")
+  w = rand_np(rng, (1536, 96))
+  wt = Tensor(w, device="METAL").realize()
+  step = alloy.jit(lambda x: (x @ wt).relu())
+  for _ in range(4):
+    x = rand_np(rng, (8, 1536))
+    assert_close(step(Tensor(x, device="METAL")).numpy(), np.maximum(x.astype(np.float64) @ w, 0), atol=1e-4, rtol=1e-4)
+    assert_close((Tensor(x, device="METAL") @ wt).numpy(), x.astype(np.float64) @ w, atol=1e-4, rtol=1e-4)   # eager, cached
