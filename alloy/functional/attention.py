@@ -27,6 +27,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
   if key.shape[-2] != value.shape[-2]:
     raise ValueError(f"scaled_dot_product_attention: key has {key.shape[-2]} positions, value {value.shape[-2]}")
   if attn_mask is not None and is_causal: raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal, not both")
+  if attn_mask is not None and attn_mask.device != query.device:
+    raise ValueError(f"scaled_dot_product_attention: attn_mask is on {attn_mask.device}, query on {query.device}")
   if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
     hq, hk = query.shape[-3], key.shape[-3]
     if hq % hk: raise ValueError(f"scaled_dot_product_attention: enable_gqa needs the {hq} query heads to be a multiple of the {hk} key heads")

@@ -125,7 +125,9 @@ def test_softmax_implicit_dim(device):
   (lambda x: F.gelu(x, approximate="fast"), ValueError, "approximate"),
   (lambda x: F.hardtanh(x, 1.0, 0.0), ValueError, "min_val"),
   (lambda x: F.scaled_dot_product_attention(x, x, x, Tensor(np.ones((2, 2), bool)), is_causal=True), ValueError, "either attn_mask or is_causal"),
-  (lambda x: F.scaled_dot_product_attention(x, x[..., :2], x), ValueError, "embedding size")])
+  (lambda x: F.scaled_dot_product_attention(x, x[..., :2], x), ValueError, "embedding size"),
+  (lambda x: F.scaled_dot_product_attention(x, x, x, Tensor(np.ones((2, 2), bool), device="CPU:1")), ValueError, "attn_mask is on CPU:1, query on "),
+  (lambda x: F.scaled_dot_product_attention(x, x, x, Tensor(np.ones((3, 5), bool))), ValueError, "cannot be broadcast")])
 def test_norm_errors(call, err, match):
   x = Tensor(np.ones((2, 2, 4), np.float32))
   with pytest.raises(err, match=match): call(x)
