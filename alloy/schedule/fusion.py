@@ -74,8 +74,8 @@ def _broadcast_further(view: Node | None) -> bool:
 
 # schedules by graph structure: the same computation on other buffers (and other values of its lifted constants)
 # reuses the kernels' cut and ASTs. Per key, variants by the values of the constants kept literal past
-# MAX_KERNEL_VARS (usually none, so one variant).
-_schedules: dict = {}
+# MAX_KERNEL_VARS (usually none, so one variant). One table per value of schedule's `threads`.
+_schedules: tuple = ({}, {})
 SCHEDULE_CACHE_SIZE, SCHEDULE_VARIANTS = 4096, 4
 
 def schedule(targets: list[Node], walked: tuple | None = None, threads: bool = False) -> list[tuple[Node, KernelAST, list, list]]:
@@ -85,8 +85,8 @@ def schedule(targets: list[Node], walked: tuple | None = None, threads: bool = F
   before is the engine's to know (engine/values.py); it hands in the targets not computed yet. walked:
   _structure(targets), where the caller has it (one_kernel's)."""
   order, position, key = walked or _structure(targets)
-  key = (threads, key)
-  if (variants := _schedules.get(key)) is not None:
+  cache = _schedules[threads]
+  if (variants := cache.get(key)) is not None:
     for pinned, hit, has_split in variants:
       if not pinned or all(order[p].key[2] == v for p, v in pinned):
         at = order.__getitem__
@@ -95,8 +95,8 @@ def schedule(targets: list[Node], walked: tuple | None = None, threads: bool = F
           at = lambda k: order[k] if k >= 0 else made[k]
         return [(at(k), ast, [at(i) for i in inputs], [order[c] for c in consts]) for k, ast, inputs, consts in hit]
   items, pinned, made = _schedule(targets, threads)
-  if len(_schedules) >= SCHEDULE_CACHE_SIZE: _schedules.clear()
-  variants = _schedules.setdefault(key, [])
+  if len(cache) >= SCHEDULE_CACHE_SIZE: cache.clear()
+  variants = cache.setdefault(key, [])
   if len(variants) >= SCHEDULE_VARIANTS: del variants[0]
   def place(n: Node) -> int: return position[n] if n in position else split.place(position[made[id(n)][0]], made[id(n)][1])
   variants.append((tuple((position[n], n.key[2]) for n in pinned),
@@ -147,7 +147,7 @@ def one_kernel(n: Node, threads: bool = False) -> tuple:
   hit = None
   if not is_buffer_view(n) and 0 not in n.shape:
     items = schedule([n], walked, threads)
-    pinned = any(p for p, *_ in _schedules.get((threads, walked[2]), ()))
+    pinned = any(p for p, *_ in _schedules[threads].get(walked[2], ()))
     if len(items) == 1 and items[0][0] is n and not pinned and all(i.op is Op.BUFFER for i in items[0][2][1:]):
       _, ast, inputs, consts = items[0]
       position = walked[1]

@@ -54,18 +54,19 @@ def _slices_of_k(red: Node, threads: bool) -> int:
     if x.dtype is not dt.float32: return 1
   return split_k(red.src[0].shape, red.arg[1])
 
-def parts_of(red: Node, threads: bool) -> int:
-  """The slices the schedule cuts reduction red into (1: none)."""
-  return k if (k := _slices_of_k(red, threads)) > 1 else split_count(red.src[0].shape, red.arg[1])
+def parts_of(red: Node, threads: bool) -> tuple[int, bool]:
+  """(the slices the schedule cuts reduction red into, 1 for none; whether they are split-K's, which lead)."""
+  if (k := _slices_of_k(red, threads)) > 1: return k, True
+  return split_count(red.src[0].shape, red.arg[1]), False
 
 def partials(red: Node, threads: bool, src: Node | None = None) -> Node:
   """The first kernel of a split reduction: its partial results, stored (shape: the kept axes, then the slices and a
   1; split-K's: the slices, then the kept axes and a 1). src: red's source as rewritten, where it was."""
   src = red.src[0] if src is None else src
   op, axes = red.arg
-  k, n, parts = axes[0], prod(src.shape[a] for a in axes), parts_of(red, threads)
+  (parts, leading), k, n = parts_of(red, threads), axes[0], prod(src.shape[a] for a in axes)
   sliced = moved(src, "reshape", src.shape[:k] + (parts, n // parts))
-  if _slices_of_k(red, threads) > 1:
+  if leading:
     sliced = moved(sliced, "permute", (k,) + tuple(range(k)) + (k + 1,))
     shape = (parts,) + src.shape[:k] + (1,)
   else: shape = src.shape[:k] + (parts, 1)
@@ -75,7 +76,7 @@ def final(red: Node, threads: bool, p: Node | None = None) -> Node:
   """The second: the reduction of the partial results p (shape: the kept axes, then 1, 1; split-K's: 1, the kept
   axes, 1; red's is a reshape of it)."""
   p = partials(red, threads) if p is None else p
-  if _slices_of_k(red, threads) > 1: return Node(Op.REDUCE, (p,), (red.arg[0], (0,)), red.dtype, (1,) + p.shape[1:])
+  if parts_of(red, threads)[1]: return Node(Op.REDUCE, (p,), (red.arg[0], (0,)), red.dtype, (1,) + p.shape[1:])
   k = red.arg[1][0]
   return Node(Op.REDUCE, (p,), (red.arg[0], (k,)), red.dtype, p.shape[:k] + (1, 1))
 
@@ -96,7 +97,7 @@ def split(targets: list[Node], threads: bool = False) -> tuple[list[Node], dict,
     for n in t.toposort():
       if id(n) in new: continue
       src = tuple(new[id(s)] for s in n.src)
-      if n.op is Op.REDUCE and parts_of(n, threads) > 1:
+      if n.op is Op.REDUCE and parts_of(n, threads)[0] > 1:
         p = partials(n, threads, src[0])
         f = finals[id(n)] = final(n, threads, p)
         made[id(p)], made[id(f)] = (n, partials), (n, final)
