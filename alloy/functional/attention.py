@@ -58,7 +58,7 @@ def _fused(query, key, value, scale: float, causal: bool, attn_mask):
   if len({t.device for t in ts}) != 1 or len({t.dtype for t in ts}) != 1 or not isinstance(query.device, str): return None
   if value.shape[-1] != query.shape[-1] or any(0 in t.shape for t in ts): return None
   if is_grad_enabled() and any(t.requires_grad for t in ts): return None   # the kernel has no backward pass yet
-  if attn_mask is not None and (not attn_mask.dtype.is_bool or attn_mask.device != query.device or attn_mask.ndim < 2): return None
+  if attn_mask is not None and (not attn_mask.dtype.is_bool or attn_mask.ndim < 2): return None   # its device: checked above
   L, S = query.shape[-2], key.shape[-2]
   if not fits(get_device(query.device).caps, query.dtype, query.shape[-1], L, attn_mask is not None): return None
   masks = [attn_mask.shape[:-2]] if attn_mask is not None else []

@@ -52,7 +52,7 @@ def placement(s: AttentionSpec, T: str, block_m: int, block_n: int) -> str:
   """C statements placing a threadgroup's work: its first query row q0 (the blocks with the most keys first), the
   operands' and the output's rows for its lead index (qg, kg, vg, og, of element type T), and the key blocks of
   block_n it walks (`blocks`: under a causal mask up to its last row's key)."""
-  qb, kb, vb = (f"buf{slot}" for slot in s.slots)
+  qb, kb, vb = (f"buf{slot}" for slot in s.slots[:3])
   keys = f"min({s.S}, q0 + {block_m})" if s.causal else str(s.S)
   return f"""const int q0 = (gridDim.y - 1 - blockIdx.y) * {block_m};   // the blocks with the most keys first
   {offsets(s)}
