@@ -36,6 +36,14 @@ def remember(table: dict, key, value, limit: int = 1 << 14):
   table[key] = value
   return value
 
+class SweepAt:
+  """When to sweep a table whose entries die (weak references to gone objects, work that has completed): once it has
+  doubled since the last sweep, and holds at least `floor`. A fixed size would rescan a table of live entries at
+  every insert once it held that many; doubling keeps the cost per insert constant and the table within twice its
+  live entries."""
+  def __init__(self, floor: int = 4096): self.floor = self.at = floor
+  def swept(self, size: int) -> None: self.at = max(self.floor, 2 * size)
+
 def cache_dir() -> str:
   base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
   return os.path.join(base, "alloy")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 import itertools, weakref
 from alloy.dtype import DType
-from alloy.helpers import remember, toposort
+from alloy.helpers import SweepAt, remember, toposort
 from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker
 
@@ -11,12 +11,12 @@ from alloy.ir.view import ShapeTracker
 # are swept when the table has doubled since the last sweep, so its size stays within twice the live nodes.
 _table: dict = {}
 _BUFFER, _CONST, _VIEW = Op.BUFFER, Op.CONST, Op.VIEW
-_sweep_at = 4096
+_sweeps = SweepAt()
 
 def _sweep() -> None:
-  global _table, _sweep_at
+  global _table
   _table = {k: r for k, r in _table.items() if r() is not None}
-  _sweep_at = max(4096, 2 * len(_table))
+  _sweeps.swept(len(_table))
 
 # (op, arg, dtype, shape, number of sources) -> an int naming it, a buffer's identity left out: the schedule cache
 # keys graphs by these (a tuple of ints hashes and compares fast). Numbers are never reused, so dropping the table
@@ -62,7 +62,7 @@ class Node:
     self.sig = None        # its signature (see _signature), made when a schedule first asks; a constant's is the
                            # schedule's (value-free where its kernels take it as an argument: see schedule/fusion.py)
     self.structure = None  # the schedule's name for its graph's structure, made when the eager path first asks (fusion.structure_of)
-    if len(_table) >= _sweep_at: _sweep()
+    if len(_table) >= _sweeps.at: _sweep()
     _table[key] = weakref.ref(self)
     return self
 

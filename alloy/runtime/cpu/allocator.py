@@ -6,6 +6,7 @@ run, a host write into a reused one waits for its earlier readers, and a copy ou
 from __future__ import annotations
 from typing import TYPE_CHECKING
 import numpy as np
+from alloy.helpers import SweepAt
 from alloy.runtime.device import LRUAllocator
 if TYPE_CHECKING: from alloy.runtime.cpu import CPUDevice
 
@@ -13,6 +14,7 @@ class CPUAllocator(LRUAllocator):
   def __init__(self, device: CPUDevice):
     super().__init__()
     self.device = device
+    self.freed_sweeps = SweepAt()   # when device.freed_at drops the frees whose launches have all run
   def _alloc(self, nbytes: int): return np.empty(nbytes, dtype=np.uint8)
   def _free(self, handle, nbytes: int):
     # numpy returns the memory with the last reference to the array: not while a queued launch may use it
@@ -21,7 +23,9 @@ class CPUAllocator(LRUAllocator):
     # queued launches may still read a freed buffer: a host write into it after reuse waits for them
     dev = self.device
     if dev.completed < dev.submitted:
-      if len(dev.freed_at) > 4096: dev.freed_at = {h: s for h, s in dev.freed_at.items() if s > dev.completed}
+      if len(dev.freed_at) >= self.freed_sweeps.at:
+        dev.freed_at = {h: s for h, s in dev.freed_at.items() if s > dev.completed}
+        self.freed_sweeps.swept(len(dev.freed_at))
       dev.freed_at[id(handle)] = dev.submitted
     super().free(handle, nbytes)
   def copyin(self, handle, src: memoryview):

@@ -8,21 +8,24 @@ from __future__ import annotations
 import ctypes, os, tempfile, weakref
 from typing import TYPE_CHECKING
 import numpy as np
+from alloy.helpers import SweepAt
 from alloy.runtime.device import Program
 from alloy.runtime.cpu.queue import MAX_ARGS, MAX_SCALARS
 if TYPE_CHECKING: from alloy.runtime.cpu import CPUDevice
 
 # id(array) -> (weak reference to it, where its bytes start): an eager launch binds the same few buffers again and again
 _addresses: dict = {}
+_sweeps = SweepAt()
 
 def address(handle: np.ndarray) -> int:
   """Where a buffer's bytes start (ndarray.ctypes.data, at a fraction of its cost; a known array's at less)."""
   if (hit := _addresses.get(id(handle))) is not None and hit[0]() is handle: return hit[1]
   try: at = ctypes.addressof(ctypes.c_char.from_buffer(handle))
   except (TypeError, ValueError): return handle.ctypes.data   # read-only or empty arrays
-  if len(_addresses) >= 4096:   # drop the dead
+  if len(_addresses) >= _sweeps.at:   # drop the dead
     for k in [k for k, (ref, _) in _addresses.items() if ref() is None]: del _addresses[k]
-  if len(_addresses) < 4096: _addresses[id(handle)] = (weakref.ref(handle), at)
+    _sweeps.swept(len(_addresses))
+  _addresses[id(handle)] = (weakref.ref(handle), at)
   return at
 
 def kernel_args(buffers, scalars, parallel: int) -> tuple:
