@@ -617,3 +617,22 @@ def test_many_buffers_do_not_run_out_of_descriptors():
     x = alloy.Tensor(np.full(1000 + i, 1.5, np.float32), device="METAL")
     del x
   assert dev.allocator.cached_buffers <= SOFTWARE_CACHED_BUFFERS
+
+def test_running_out_of_descriptors_is_a_clear_error():
+  """Past the process's hard limit on descriptors, a new buffer raises MetalLimitError naming the limit (not Python's
+  bare 'Too many open files' from deep in the device)."""
+  import subprocess, sys, textwrap
+  import alloy
+  if not alloy.get_device("METAL").software: pytest.skip("a hardware Metal device")
+  code = textwrap.dedent("""
+    import resource, numpy as np
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    import alloy
+    held = []
+    try:
+      for i in range(400): held.append(alloy.Tensor(np.full(8, float(i), np.float32), device="METAL").realize())
+    except Exception as e: print(type(e).__name__, e)
+    else: print("no error")
+  """)
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+  assert "MetalLimitError" in out.stdout and "ulimit -n" in out.stdout and "256" in out.stdout, out.stdout + out.stderr

@@ -2,7 +2,7 @@
 contents().as_buffer(n) is a zero-copy view), libraries (a C++ shared object from compiler.py), functions, compute
 pipeline states, and the compile-options / pipeline / indirect-command-buffer descriptors."""
 from __future__ import annotations
-import ctypes, itertools, mmap, os
+import ctypes, errno, itertools, mmap, os, sys
 from typing import TYPE_CHECKING
 from alloy.runtime.metal.software import compiler
 from alloy.runtime.metal.software.base import (MAX_BUFFER_BINDINGS, MAX_THREADS_PER_THREADGROUP, MTLLanguageVersion3_1, MTLMathModeFast,
@@ -55,18 +55,32 @@ class Contents:
     return memoryview(self._buf._mm)[:n]
   def __getitem__(self, i): return self._buf._mm[i]
 
+# Python's mmap keeps a duplicate of the descriptor unless told not to (3.13 on): one descriptor a buffer, not two
+_UNTRACKED = {"trackfd": False} if sys.version_info >= (3, 13) else {}
+
+def _refuse_past_descriptor_limit(e: BaseException) -> None:
+  """EMFILE raised as the limit it is (the caller re-raises any other error as it is)."""
+  if not isinstance(e, OSError) or e.errno != errno.EMFILE: return
+  import resource   # Unix only, as memfd is
+  raise MetalLimitError(f"the software Metal device holds a file descriptor per live buffer, and this process has reached its limit "
+                         f"of {resource.getrlimit(resource.RLIMIT_NOFILE)[0]} (ulimit -n): drop buffers, or raise the hard limit") from e
+
 class Buffer(NSObject):
   _ids = itertools.count(1)
   def __init__(self, device: "SoftwareDevice", length: int, options: int):
     self._device, self._length, self._options = device, int(length), int(options)
     self._id = next(self._ids)
     self._alloc = max(self._length, 1)
-    self._fd = os.memfd_create(f"alloy-mtl-buffer-{self._id}")
+    try: self._fd = os.memfd_create(f"alloy-mtl-buffer-{self._id}")
+    except OSError as e:
+      _refuse_past_descriptor_limit(e)
+      raise
     try:
       os.ftruncate(self._fd, self._alloc)
-      self._mm = mmap.mmap(self._fd, self._alloc)
-    except BaseException:
+      self._mm = mmap.mmap(self._fd, self._alloc, **_UNTRACKED)
+    except BaseException as e:
       os.close(self._fd)
+      _refuse_past_descriptor_limit(e)
       raise
   def contents(self): return Contents(self)
   def length(self): return self._length
