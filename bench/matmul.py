@@ -5,10 +5,12 @@ Floors (H200): dense fp16/bf16 tensor cores ~989 TFLOP/s (cuBLAS reaches 750-800
 sm_80 instruction, issues at about half of wgmma's rate on sm_90, so ~0.5x cuBLAS is its ceiling in practice.
 fp32 without TF32: ~67 TFLOP/s of FMA.
 
+Each figure is the median of ROUNDS turns, the columns of a row timed in turn.
+
 python bench/matmul.py [--quick] [--fp32 (the float32 rows only)]
 """
 from __future__ import annotations
-import os, sys
+import os, statistics, sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
@@ -17,6 +19,8 @@ from alloy import Tensor
 import alloy.nn.functional as F
 from common import device_seconds, print_table, torch_compiled, torch_time
 import torch
+
+ROUNDS = 5   # alternated turns of each row's columns (see run's row)
 
 def attention_rows(row, rng, dtype) -> None:
   """GPT-2's prefill attention (8 x 12 heads x 1024 x 64, causal): alloy's fused kernel beside PyTorch's
@@ -36,12 +40,17 @@ def run(quick: bool = False, fp32_only: bool = False):
     if dtype is not None:
       ours_in = [t.cast(dtype).realize() for t in ours_in]
       torch_in = [t.to(getattr(torch, dtype.name)) for t in torch_in]
-    r = {"workload": workload, "unit": "TFLOP/s", "alloy": flops / device_seconds(lambda: fn(*ours_in), dev) / 1e12}
-    r["torch"] = flops / torch_time(lambda: (torch_fn or fn)(*torch_in)) / 1e12
+    timed = {"alloy": lambda: device_seconds(lambda: fn(*ours_in), dev), "torch": lambda: torch_time(lambda: (torch_fn or fn)(*torch_in))}
     if compile_too:
       compiled, why_not = torch_compiled(torch_fn or fn, *torch_in)
-      if compiled is not None: r["compile"] = flops / torch_time(lambda: compiled(*torch_in)) / 1e12
+      if compiled is not None: timed["compile"] = lambda: torch_time(lambda: compiled(*torch_in))
       else: notes.add(why_not)
+    # the columns in turns, ROUNDS times, each the median of its turns: the clocks and the host's other tenants drift
+    # over a run, and a figure taken minutes apart from its peer's can be off by 5%
+    seconds = {k: [] for k in timed}
+    for _ in range(ROUNDS):
+      for k, f in timed.items(): seconds[k].append(f())
+    r = {"workload": workload, "unit": "TFLOP/s", **{k: flops / statistics.median(v) / 1e12 for k, v in seconds.items()}}
     rows.append(r)
   mm = lambda a, b: a @ b
   sizes = (4096,) if quick else (4096, 8192)
