@@ -6,10 +6,19 @@ both bfloat16, accumulated in float32, with no epilogue but the cast to the outp
 (batch..., m, n) in order; the operands' strides must suit the copy engine (each operand contiguous along K or along
 its own M/N axis, the other strides multiples of 16 bytes, offsets 16-byte aligned). Batch axes that are one run of
 memory in both operands become one; an operand B shared by every batch (x @ W) folds the batch into M, an operand
-shared otherwise is read at batch 0; K must pass 64 (below, mma.sync's small tile measured faster). Anything else
-(an epilogue: bias, activation, residual, a float32 output), or a spec the kernel cannot take (codegen/wgmma.py's
-`gemm_of`), goes through the Lowerer, whose TENSOR_CORE takes the same main loop as its WGMMA tile where it applies
-(else mma.sync's): `wgmma_gemm` returns None.
+shared otherwise is read at batch 0; K must pass 64 (below, mma.sync's small tile measured faster). `gemm_fit` says
+whether and how the kernel can compute a spec.
+
+It takes only matmuls of at most SHORT_M rows (after the batch folds into them: a decode step's x @ W, a
+convolution's 64 output channels), in 64-row blocks. Taller ones go to the Lowerer's WGMMA tile, the same main loop
+with the Lowerer's epilogue, which stages the outputs through shared memory into 16-byte stores where this kernel
+stores 4 bytes a thread from registers: measured on the H200 (2026-12-04, device time, median of 3 alternated), the
+tile was 1.03-1.06x this kernel at 4096^3 (fp16, bf16, a @ b.T), 1.05x at 4104^3, 1.12x at 1000^3, 1.05-1.24x on
+GPT-2's x @ W of 8192 rows, equal at 8192^3, 1.03x at 96 x 4096 x 4096 and 0.95x at 128 x 4096 x 4096 (the one
+shape measured where it lost); this kernel was 1.02-1.55x the Lowerer's choice at 32 and 64 rows. So
+anything else (an epilogue: bias, activation, residual, a float32 output; more rows; a spec the kernel cannot take,
+codegen/wgmma.py's `gemm_of`) goes through the Lowerer, whose TENSOR_CORE takes the WGMMA tile where it applies (else
+mma.sync's): `wgmma_gemm` returns None.
 """
 from __future__ import annotations
 import dataclasses, time
@@ -32,7 +41,13 @@ def _tile(N: int, M: int) -> dict:
   return {"block_m": SHORT_M if M <= SHORT_M else t.bm, "block_n": t.bn, "stages": t.stages}
 
 def wgmma_gemm(spec: MatmulSpec) -> tuple[WGMMAGemm, tuple] | None:
-  """The kernel's gemm for spec and the (slot, byte offset) of A and B, or None where the kernel cannot take it."""
+  """The kernel's gemm for spec and the (slot, byte offset) of A and B where this kernel takes spec (at most SHORT_M
+  rows: module docstring), else None."""
+  fit = gemm_fit(spec)
+  return fit if fit is not None and fit[0].M <= SHORT_M else None
+
+def gemm_fit(spec: MatmulSpec) -> tuple[WGMMAGemm, tuple] | None:
+  """The kernel's gemm for spec and the (slot, byte offset) of A and B, or None where the kernel cannot compute it."""
   # K <= 64 (attention's q @ k^T) is store-bound: there mma.sync's 64 x 64 tile measured faster on the H200 (85
   # TFLOP/s, branch mma's heuristics) than this kernel's 128 x 256 blocks (73.5)
   if spec.K <= 64 or spec.operand_dtype is None: return None

@@ -88,13 +88,16 @@ def _hopper():
   if not device_available("CUDA"): pytest.skip("no CUDA device")
   if alloy.get_device("CUDA").compute_capability != (9, 0): pytest.skip("wgmma needs an sm_90 GPU")
 
-def _wgmma_ran():
-  """Whether the last tensor-core kernel compiled (or found compiled) ran as a WGMMA tile."""
-  from alloy.engine import compiled
-  for ck in reversed(list(compiled._compiled.values())):
-    tiles = [o for o in ck.meta.opts if getattr(o, "kind", None) is OptKind.TENSOR_CORE]
-    if tiles: return tc.TILES[tiles[0].arg].instruction == tc.WGMMA
-  return False
+def _realized_on_wgmma(t: Tensor) -> np.ndarray:
+  """t's values, after checking that its kernels included a WGMMA tile (the kernels launched, as the watchers see
+  them: not the compiled cache's order, which another test's kernels in the same process can reorder)."""
+  from alloy.engine.watch import OnLaunch, watchers
+  tiles = []
+  def seen(ck, bufs, elapsed, t_submit, consts):
+    tiles.extend(tc.TILES[o.arg].instruction for o in ck.meta.opts if getattr(o, "kind", None) is OptKind.TENSOR_CORE)
+  with watchers.watching(OnLaunch(seen)): t = t.realize()
+  assert tc.WGMMA in tiles, f"no WGMMA tile among the launches' tensor-core tiles {tiles}"
+  return t.numpy()
 
 def _gelu_tanh(x):
   return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
@@ -106,8 +109,7 @@ def test_bias_gelu(M, N, K, dtype):
   r = np.random.default_rng(M + N + K)
   a, b, bias = (r.uniform(-1, 1, s).astype(np.float32) for s in ((M, K), (K, N), (N,)))
   ta, tb, tbias = (Tensor(x, device="CUDA").cast(getattr(alloy, dtype)) for x in (a, b, bias))
-  got = (ta @ tb + tbias).gelu(approximate="tanh").float().numpy()
-  assert _wgmma_ran()
+  got = _realized_on_wgmma((ta @ tb + tbias).gelu(approximate="tanh").float())
   rounded = lambda x: Tensor(x).cast(getattr(alloy, dtype)).float().numpy().astype(np.float64)
   want = _gelu_tanh(rounded(a) @ rounded(b) + rounded(bias))
   tol = 2 ** -8 if dtype == "float16" else 2 ** -5   # a few roundings to the 16-bit dtype inside the epilogue
@@ -121,18 +123,17 @@ def test_epilogues_and_layouts(kind):
   T = lambda x: Tensor(x, device="CUDA")
   if kind == "residual":
     a, b, res = h(384, 320), h(320, 512), h(384, 512)
-    got, want = (T(a) @ T(b) + T(res)).numpy(), a.astype(np.float64) @ b + res
+    got, want = T(a) @ T(b) + T(res), a.astype(np.float64) @ b + res
   elif kind == "relu_f32":   # B stored N x K: N odd (333) stays 16-byte aligned
     a, b = h(300, 256), h(333, 256)
-    got, want = (T(a) @ T(b).T).relu().float().numpy(), np.maximum(a.astype(np.float64) @ b.T, 0)
+    got, want = (T(a) @ T(b).T).relu().float(), np.maximum(a.astype(np.float64) @ b.T, 0)
   elif kind == "batch_shared_weight":   # GPT-2's linear layers: (B, L, C) @ (C, N) + bias
     x, w, bias = h(4, 200, 768), h(768, 2304), h(2304)
-    got, want = (T(x) @ T(w) + T(bias)).numpy(), x.astype(np.float64) @ w + bias
+    got, want = T(x) @ T(w) + T(bias), x.astype(np.float64) @ w + bias
   else:   # nn.Linear: x @ W.T, W stored N x K
     x, w, bias = h(512, 384), h(640, 384), h(640)
-    got, want = (T(x) @ T(w).T + T(bias)).numpy(), x.astype(np.float64) @ w.T + bias
-  assert _wgmma_ran()
-  np.testing.assert_allclose(got.astype(np.float64), want, rtol=2 ** -9, atol=2e-2)
+    got, want = T(x) @ T(w).T + T(bias), x.astype(np.float64) @ w.T + bias
+  np.testing.assert_allclose(_realized_on_wgmma(got).astype(np.float64), want, rtol=2 ** -9, atol=2e-2)
 
 def test_jit_replays_through_graphs():
   _hopper()

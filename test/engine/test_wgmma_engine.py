@@ -1,17 +1,18 @@
-"""engine/wgmma.py: which recognised matmuls go to the Hopper kernel (checked on ASTs, no GPU needed), and on an
-sm_90 GPU, Tensor matmuls through it (eager, batched, x @ W, @jit replays through CUDA graphs) against NumPy."""
+"""engine/wgmma.py: which recognised matmuls the Hopper kernel can compute and which it takes (checked on ASTs, no GPU
+needed), and on an sm_90 GPU, Tensor matmuls through it or the Lowerer's WGMMA tile (eager, batched, x @ W, @jit
+replays through CUDA graphs) against NumPy."""
 import numpy as np
 import pytest
 import alloy
 from alloy import Tensor
 from alloy.codegen.matmul import match_matmul
-from alloy.engine.wgmma import wgmma_gemm
+from alloy.engine.wgmma import SHORT_M, gemm_fit, wgmma_gemm
 from alloy.schedule.fusion import schedule
 
-def fit(t: Tensor):
+def fit(t: Tensor, taken=gemm_fit):
   (_, ast, _, _), = schedule([t.node])
   spec = match_matmul(ast)
-  return spec and wgmma_gemm(spec)
+  return spec and taken(spec)
 
 def h(*shape, dtype=np.float16): return Tensor(np.ones(shape, dtype))
 
@@ -59,6 +60,16 @@ def test_short_m_takes_one_consumer():
   assert (g.M, g.block_m, g.consumers) == (64, 64, 1)
   assert fit(h(65, 576) @ h(576, 256))[0].block_m == 128
 
+def test_taken_only_up_to_64_rows():
+  """The kernel takes matmuls of at most 64 rows (a batch folded into them counts); taller ones go to the Lowerer's
+  WGMMA tile, measured faster there."""
+  assert fit(h(64, 256) @ h(256, 512), wgmma_gemm)[0].M == SHORT_M
+  assert fit(h(2, 16, 256) @ h(256, 512), wgmma_gemm)[0].M == 32       # x @ W: 2 x 16 rows folded into 32
+  assert fit(h(65, 256) @ h(256, 512), wgmma_gemm) is None
+  assert fit(h(4, 16, 256) @ h(256, 512).reshape(1, 256, 512), wgmma_gemm)[0].M == 64
+  assert fit(h(8, 16, 256) @ h(256, 512), wgmma_gemm) is None         # folded into 128 rows
+  assert fit(h(4096, 256) @ h(256, 512)) is not None and fit(h(4096, 256) @ h(256, 512), wgmma_gemm) is None
+
 def test_refused():
   assert fit(h(64, 128) @ h(128, 64)) is not None
   assert fit(h(64, 128, dtype=np.float32) @ h(128, 64, dtype=np.float32)) is None    # fp32: not this kernel
@@ -79,9 +90,17 @@ def launched_names(fn):
   kernel would be an epilogue the wgmma kernel does not take (fp32 -> fp16 -> fp32)."""
   from alloy.engine.watch import OnLaunch, watchers
   names = []
-  with watchers.watching(OnLaunch(lambda ck, bufs, elapsed, t_submit, consts: names.append(ck.meta.name))):
+  with watchers.watching(OnLaunch(lambda ck, bufs, elapsed, t_submit, consts: names.append((ck.meta.name, ck.meta.opts)))):
     out = fn().realize()
   return out.float().numpy(), names
+
+def ran_wgmma(names, rows: int) -> bool:
+  """Whether the matmul ran on wgmma: the Hopper kernel where it has at most SHORT_M rows, else the Lowerer's tile."""
+  from alloy.codegen.transforms import Opt, OptKind
+  from alloy.codegen.tensor_core import TILES, WGMMA
+  if rows <= SHORT_M: return any(n.startswith("wgmma_") for n, _ in names)
+  return any(o.kind is OptKind.TENSOR_CORE and TILES[o.arg].instruction == WGMMA for _, opts in names for o in opts
+             if isinstance(o, Opt))
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("shapes", [((1000, 520), (520, 1000)), ((4, 300, 72), (4, 72, 200)), ((3, 200, 128), (128, 64)),
@@ -94,7 +113,8 @@ def test_tensor_matmul(dtype, shapes):
   a, b = (Tensor(x, device="CUDA").cast(getattr(alloy, dtype)).realize() for x in (a_np, b_np))
   got, names = launched_names(lambda: a @ b)
   ref = np.matmul(a.float().numpy().astype(np.float64), b.float().numpy().astype(np.float64))
-  assert any(n.startswith("wgmma_") for n in names), names
+  rows = shapes[0][-2] * (shapes[0][0] if len(shapes[0]) == 3 and len(shapes[1]) == 2 else 1)   # x @ W folds its batch
+  assert ran_wgmma(names, rows), names
   rtol = 2 ** -10 if dtype == "float16" else 2 ** -7
   assert (np.abs(got - ref) - rtol * np.abs(ref)).max() <= 1e-2
 
@@ -105,7 +125,7 @@ def test_jit_replays_with_new_inputs():
   def step(x, w): return x @ w
   w = Tensor(rng.uniform(-1, 1, (256, 128)).astype(np.float16), device="CUDA")
   for i in range(4):
-    x_np = rng.uniform(-1, 1, (512, 256)).astype(np.float16)
+    x_np = rng.uniform(-1, 1, (48, 256)).astype(np.float16)   # 48 rows: the Hopper kernel (the tile replays in test_wgmma_tile)
     got = step(Tensor(x_np, device="CUDA"), w).numpy().astype(np.float64)
     ref = x_np.astype(np.float64) @ w.numpy().astype(np.float64)
     assert (np.abs(got - ref) - 2 ** -10 * np.abs(ref)).max() <= 1e-3, f"call {i}"
