@@ -1,5 +1,8 @@
 """C for the CPU device: scalar loops; the outer loop of a large kernel runs over a slice the caller passes.
 
+A kernel is its body, `<name>_body(buffers..., int32 words...)` with restrict pointers, and an exported entry point of
+one type for every kernel, `void <name>(void *const *a, const int32_t *c)`, which passes the body its pointers from a
+and its words from c: the CPU device's queue calls any kernel through that one type (runtime/cpu/queue.h).
 A parallel kernel takes two int32 arguments after its own, alloy_start and alloy_end, and runs its outer loop over
 [alloy_start, alloy_end) only; it exports `<name>_parallel_range`, the loop's full length, so the CPU device's thread
 team (runtime/cpu/team.c) can split the loop into slices and call the kernel once per slice."""
@@ -108,9 +111,14 @@ class CRenderer(CStyleRenderer):
 
   def preamble(self, prog: LinearProgram) -> list[str]: return [C_PRELUDE]
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str:
-    if (n := parallel_range(prog)) is None: return f"void {name}({', '.join(params)})"
-    return (f"const int32_t {name}_parallel_range = {n};\n"
-            f"void {name}({', '.join(params + ['int32_t alloy_start', 'int32_t alloy_end'])})")
+    # not inlined into the entry point: restrict holds for a function's parameters, whatever gcc's inliner keeps of it
+    body = f"static __attribute__((noinline)) void {name}_body"
+    if (n := parallel_range(prog)) is None: return f"{body}({', '.join(params)})"
+    return f"const int32_t {name}_parallel_range = {n};\n{body}({', '.join(params + ['int32_t alloy_start', 'int32_t alloy_end'])})"
+  def entry(self, name: str, pointers: int, words: int, prog: LinearProgram) -> list[str]:
+    words += 2 if parallel_range(prog) is not None else 0   # the slice's start and end
+    args = [f"a[{i}]" for i in range(pointers)] + [f"c[{j}]" for j in range(words)]
+    return [f"void {name}(void *const *a, const int32_t *c) {{ (void)a; (void)c; {name}_body({', '.join(args)}); }}"]
   def range_open(self, var: sym.Var, parallel: bool, itype: str = "int") -> list[str]:
     if not parallel:
       # a loop of a few iterations (a pooling window's 2x2) is unrolled whole, which -O2 leaves to code size: the

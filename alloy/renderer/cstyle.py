@@ -199,8 +199,10 @@ class CStyleRenderer:
     for ins in prog.instrs:
       if (printer := self.kinds.get(ins.op)) is None: raise NotImplementedError(ins.op.name.lower())
       printer(self, t, ins)
-    params = t.params + self.extra_params(prog) + self.scalar_params(prog)
-    return "\n".join(self.preamble(prog) + [self.signature(prog.meta.name, params, prog) + " {", "\n".join(t.lines), "}", ""])
+    pointers, words = t.params + self.extra_params(prog), self.scalar_params(prog)
+    name = prog.meta.name
+    return "\n".join(self.preamble(prog) + [self.signature(name, pointers + words, prog) + " {", "\n".join(t.lines), "}"]
+                     + self.entry(name, len(pointers), len(words), prog) + [""])
   def alu(self, op: Op, srcs: list[str], d: DType) -> str:
     """op's expression on srcs, operands of dtype d (WHERE: d is the result's)."""
     if (text := self.ops.get(op)) is None: raise NotImplementedError(f"{self.language} renderer has no {op}")
@@ -224,6 +226,9 @@ class CStyleRenderer:
     """Parameters between the buffers and the scalars (CUDA: a WGMMA tile's tensor maps)."""
     return []
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str: raise NotImplementedError
+  def entry(self, name: str, pointers: int, words: int, prog: LinearProgram) -> list[str]:
+    """What follows the kernel (C: the entry point the CPU device's queue calls): lines, none by default."""
+    return []
   def special(self, kind: str, wide: bool = False) -> str:
     """The thread index of a GPU launch: "global" (flat over the grid), "group" (threadgroup) or "lane" (in it);
     wide: computed in 64 bits (a grid of more than 2^31 threads)."""

@@ -1,5 +1,5 @@
 """The CPU device's C files (runtime/cpu/queue.c, team.c, queue.h) compile without a warning, built exactly as the
-device builds them (CFLAGS, -Wall -Wextra, the -D defines, the generated call_switch.h) plus -Werror; and the queue
+device builds them (CFLAGS, -Wall -Wextra, the -D defines) plus -Werror; and the queue
 library's cache key follows every C file."""
 import shutil
 import pytest

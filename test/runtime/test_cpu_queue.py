@@ -3,7 +3,8 @@ parallel kernels, fork.
 
 Hand-written C kernels give exact control over what runs where: a launch of global size (2, 1, 1) is queued, one of
 (1, 1, 1) on an idle device runs on the caller's thread; `nap` sleeps inside a kernel so a launch is still queued or
-running (without using a core) while the test looks. A kernel that exports `<name>_parallel_range` is parallel: the
+running (without using a core) while the test looks. Each kernel is a body and the entry point every kernel exports
+(renderer/c.py's convention: pointers and int32 words as two arrays). A kernel that exports `<name>_parallel_range` is parallel: the
 team calls it once per slice [start, end) of that range; `coverR` counts each index of its range it is called for."""
 import os, signal, subprocess, sys, time
 from types import SimpleNamespace
@@ -14,38 +15,44 @@ from alloy.runtime.cpu.graph import CPUGraph, CPULaunchList
 from alloy.runtime.cpu.queue import MAX_ARGS, MAX_SCALARS, RING, team_size
 
 N = 1000
+def _entry(name: str, pointers: int, words: int) -> str:
+  """The entry point the queue calls (renderer/c.py's convention): pointers from a, int32 words from c, to name_body."""
+  args = [f"a[{i}]" for i in range(pointers)] + [f"c[{j}]" for j in range(words)]
+  return f"void {name}(void *const *a, const int32_t *c) {{ (void)a; (void)c; {name}_body({', '.join(args)}); }}\n"
+
 SOURCE = r"""#include <stdint.h>
 #include <pthread.h>
 #include <time.h>
 #define N 1000
-void step(float *out, const float *in) { for (int i = 0; i < N; i++) out[i] = in[i] * 0.5f + (float)i; }
-void nap(int32_t *count, const int32_t *ms) {   /* sleeps ms[0] milliseconds, then counts itself */
+static void step_body(float *out, const float *in) { for (int i = 0; i < N; i++) out[i] = in[i] * 0.5f + (float)i; }
+static void nap_body(int32_t *count, const int32_t *ms) {   /* sleeps ms[0] milliseconds, then counts itself */
   struct timespec t = {ms[0] / 1000, (long)(ms[0] % 1000) * 1000000L};
   nanosleep(&t, 0);
   count[0] += 1;
 }
-void nap_copy(float *out, const float *in, const int32_t *ms) {   /* reads in only after sleeping */
+static void nap_copy_body(float *out, const float *in, const int32_t *ms) {   /* reads in only after sleeping */
   struct timespec t = {ms[0] / 1000, (long)(ms[0] % 1000) * 1000000L};
   nanosleep(&t, 0);
   for (int i = 0; i < N; i++) out[i] = in[i];
 }
-void inc(int32_t *count) { count[0] += 1; }
-void affine(float *out, const float *in, int32_t a, int32_t b) { for (int i = 0; i < N; i++) out[i] = in[i] * a + b; }
+static void inc_body(int32_t *count) { count[0] += 1; }
+static void affine_body(float *out, const float *in, int32_t a, int32_t b) { for (int i = 0; i < N; i++) out[i] = in[i] * a + b; }
 /* full: as many scalars as the native queue takes; beyond: one more (called through ctypes on the caller's thread) */
-void full(int32_t *out""" + "".join(f", int32_t s{i}" for i in range(MAX_SCALARS)) + ") {" + \
+static void full_body(int32_t *out""" + "".join(f", int32_t s{i}" for i in range(MAX_SCALARS)) + ") {" + \
   "".join(f" out[{i}] = s{i};" for i in range(MAX_SCALARS)) + r""" }
-void beyond(int32_t *out""" + "".join(f", int32_t s{i}" for i in range(MAX_SCALARS + 1)) + ") {" + \
+static void beyond_body(int32_t *out""" + "".join(f", int32_t s{i}" for i in range(MAX_SCALARS + 1)) + ") {" + \
   "".join(f" out[{i}] = s{i};" for i in range(MAX_SCALARS + 1)) + r""" }
-void sum40(float *out""" + "".join(f", const float *a{i}" for i in range(40)) + r""") {
+static void sum40_body(float *out""" + "".join(f", const float *a{i}" for i in range(40)) + r""") {
   for (int i = 0; i < N; i++) out[i] = 0""" + "".join(f" + a{i}[i]" for i in range(40)) + r""";
 }
 /* parallel kernels pause 100 µs per slice, so a slice is still running when the other threads wake */
 static void pause100(void) { struct timespec t = {0, 100000L}; nanosleep(&t, 0); }
 #define COVER(R) const int32_t cover##R##_parallel_range = R; \
-  void cover##R(int32_t *hits, int32_t start, int32_t end) { pause100(); for (int32_t i = start; i < end; i++) hits[i] += 1; }
+  static void cover##R##_body(int32_t *hits, int32_t start, int32_t end) { pause100(); for (int32_t i = start; i < end; i++) hits[i] += 1; } \
+  void cover##R(void *const *a, const int32_t *c) { cover##R##_body(a[0], c[0], c[1]); }
 COVER(1) COVER(2) COVER(7) COVER(1001)
 const int32_t flip_parallel_range = N;   /* reads what the slices at the other end wrote, pauses, then writes */
-void flip(float *out, const float *in, int32_t start, int32_t end) {
+static void flip_body(float *out, const float *in, int32_t start, int32_t end) {
   float v[N];
   for (int i = start; i < end; i++) v[i - start] = in[N - 1 - i] * 0.5f + (float)i;
   /* a launch that began before the last one's slices all ended reads their old values: the slice at the end, which
@@ -54,20 +61,22 @@ void flip(float *out, const float *in, int32_t start, int32_t end) {
   for (int i = start; i < end; i++) out[i] = v[i - start];
 }
 const int32_t who_parallel_range = 64;    /* which thread ran each index */
-void who(int64_t *thread, int32_t start, int32_t end) {
+static void who_body(int64_t *thread, int32_t start, int32_t end) {
   struct timespec t = {0, 1000000L};
   nanosleep(&t, 0);
   for (int i = start; i < end; i++) thread[i] = (int64_t)pthread_self();
 }
 const int32_t scale_parallel_range = N;   /* the slice comes after the kernel's own scalars */
-void scale(float *out, const float *in, int32_t a, int32_t b, int32_t start, int32_t end) {
+static void scale_body(float *out, const float *in, int32_t a, int32_t b, int32_t start, int32_t end) {
   for (int i = start; i < end; i++) out[i] = in[i] * a + b;
 }
 const int32_t beyond_sum_parallel_range = 9;   /* beyond the native scalar limit: called here, over its whole range */
-void beyond_sum(int32_t *out""" + "".join(f", int32_t s{i}" for i in range(MAX_SCALARS + 1)) + r""", int32_t start, int32_t end) {
+static void beyond_sum_body(int32_t *out""" + "".join(f", int32_t s{i}" for i in range(MAX_SCALARS + 1)) + r""", int32_t start, int32_t end) {
   for (int i = start; i < end; i++) out[i] = i""" + "".join(f" + s{i}" for i in range(MAX_SCALARS + 1)) + r""";
 }
-"""
+""" + "".join(_entry(*e) for e in [("step", 2, 0), ("nap", 2, 0), ("nap_copy", 3, 0), ("inc", 1, 0), ("affine", 2, 2), ("full", 1, MAX_SCALARS),
+                                     ("beyond", 1, MAX_SCALARS + 1), ("sum40", 41, 0), ("flip", 2, 2), ("who", 1, 2), ("scale", 2, 4),
+                                     ("beyond_sum", 1, MAX_SCALARS + 3)])
 COVERS = (1, 2, 7, 1001)
 QUEUED, HERE = (2, 1, 1), (1, 1, 1)
 

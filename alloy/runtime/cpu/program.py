@@ -29,9 +29,10 @@ def address(handle: np.ndarray) -> int:
   return at
 
 def kernel_args(buffers, scalars, parallel: int) -> tuple:
-  """A call's ctypes arguments; a parallel kernel's slice is then its whole outer loop, run on one thread."""
+  """A direct call's ctypes arguments: the kernel's entry point takes an array of pointers and one of int32 words
+  (renderer/c.py); a parallel kernel's slice is then its whole outer loop, run on one thread."""
   scalars = (*scalars, 0, parallel) if parallel else scalars
-  return (*[ctypes.c_void_p(address(b)) for b in buffers], *[ctypes.c_int32(s) for s in scalars])
+  return (ctypes.c_void_p * max(len(buffers), 1))(*[address(b) for b in buffers]), (ctypes.c_int32 * max(len(scalars), 1))(*scalars)
 
 _libc = ctypes.CDLL(None)
 _libc.dlclose.argtypes, _libc.dlclose.restype = [ctypes.c_void_p], ctypes.c_int

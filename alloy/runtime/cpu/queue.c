@@ -33,8 +33,8 @@ int alloy_spawn(void *(*fn)(void *), void *arg, pthread_t *thread) {
 static void alloy_graph_run(struct alloy_team *team, int32_t n, void **fns, const int32_t *nargs, void **args,
                             const int32_t *nscalars, const int32_t *scalars, const int32_t *ranges) {
   for (int32_t i = 0; i < n; i++) {
-    if (ranges[i]) alloy_team_run(team, fns[i], nargs[i], nscalars[i], args, scalars, ranges[i]);
-    else alloy_call(fns[i], nargs[i], nscalars[i], args, scalars);
+    if (ranges[i]) alloy_team_run(team, fns[i], nscalars[i], args, scalars, ranges[i]);
+    else alloy_call(fns[i], args, scalars);
     args += nargs[i];
     scalars += nscalars[i];
   }

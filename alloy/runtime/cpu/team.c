@@ -16,7 +16,7 @@ struct alloy_team {
   pthread_cond_t go, done;        /* go: idle team threads; done: the caller waiting for the last chunks */
   int32_t sleeping, waiting;
   /* the current call: written by the caller before it publishes the call's number in claim */
-  void *fn; int32_t k, s; void **a; int32_t c[MAX_SCALARS + 2]; int32_t range, smallest;
+  void *fn; int32_t s; void **a; int32_t c[MAX_SCALARS + 2]; int32_t range, smallest;
   int64_t claim;                  /* call number << 32 | first iteration nobody claimed yet */
   int32_t finished;               /* iterations of the current call done */
   pthread_t *threads;             /* the size - 1 team threads */
@@ -52,7 +52,7 @@ static double alloy_team_work(struct alloy_team *t, uint32_t call) {
     c[t->s] = start;
     c[t->s + 1] = end;
     double t0 = alloy_now();
-    alloy_call(t->fn, t->k, t->s + 2, t->a, c);
+    alloy_call(t->fn, t->a, c);
     last = alloy_now() - t0;
     if (__atomic_add_fetch(&t->finished, end - start, __ATOMIC_ACQ_REL) == t->range) {
       pthread_mutex_lock(&t->lock);
@@ -113,18 +113,17 @@ static void alloy_team_avoid_this_cpu(struct alloy_team *t) {
 #endif
 }
 
-/* fn(k pointers from a, s int32s from c, start, end) over [0, range), split across the team; returns when done */
-void alloy_team_run(struct alloy_team *t, void *fn, int32_t k, int32_t s, void **a, const int32_t *c,
-                    int32_t range) {
+/* fn(a, the s int32s of c then start and end) over [0, range), split across the team; returns when done */
+void alloy_team_run(struct alloy_team *t, void *fn, int32_t s, void **a, const int32_t *c, int32_t range) {
   if (t->size == 1 || range < 2) {
     int32_t whole[MAX_SCALARS + 2];
     memcpy(whole, c, sizeof(int32_t) * s);
     whole[s] = 0;
     whole[s + 1] = range;
-    alloy_call(fn, k, s + 2, a, whole);
+    alloy_call(fn, a, whole);
     return;
   }
-  t->fn = fn; t->k = k; t->s = s; t->a = a; t->range = range;
+  t->fn = fn; t->s = s; t->a = a; t->range = range;
   memcpy(t->c, c, sizeof(int32_t) * s);
   int32_t smallest = range / (t->size * SMALLEST_CHUNK);
   t->smallest = smallest < 1 ? 1 : smallest;
