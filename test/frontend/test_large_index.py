@@ -112,7 +112,7 @@ def programs(t: Tensor, caps: DeviceCaps) -> list:
 
 def body(source: str) -> str:
   """The kernel without the language's prelude."""
-  return source[re.search(r"^(const int32_t|void |static __attribute__\(\(noinline\)\) void|extern \"C\"|kernel void|\.visible)", source, re.M).start():]
+  return source[re.search(r"^(const int32_t|(static __attribute__\S+ )?void |extern \"C\"|kernel void|\.visible)", source, re.M).start():]
 
 def lazy_big(n: int = N) -> Tensor: return Tensor(buffer_view(Buffer("CPU", n, dt.uint8), (n,)), device="CPU")
 
