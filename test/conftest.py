@@ -75,6 +75,12 @@ class _Collect(Watcher):
   def compiled(self, ck): _compiled_asts.setdefault((ck.ast.root, ck.ast.n_buffers), ck.ast)
 watchers.attach(_Collect())
 
+def tensor_core_instructions(opts) -> list[str]:
+  """The instructions of the TENSOR_CORE tiles among a compiled kernel's opts (KernelMeta.opts): what a launch ran on."""
+  from alloy.codegen.transforms import OptKind
+  from alloy.codegen.tensor_core import TILES
+  return [TILES[o.arg].instruction for o in opts if getattr(o, "kind", None) is OptKind.TENSOR_CORE]
+
 def _nvrtc_compiler():
   try:
     from alloy.runtime.cuda.compiler import CUDACompiler

@@ -14,6 +14,7 @@ from alloy.codegen.lower import lower
 from alloy.codegen.opts import choose_opts
 from alloy.codegen.plan import check
 from alloy.codegen.transforms import OptKind, stage, tensor_core
+from conftest import tensor_core_instructions
 from alloy.codegen import tensor_core as tc
 from alloy.renderer.cuda import CUDARenderer
 from alloy.runtime.registry import device_available
@@ -42,7 +43,7 @@ def test_heuristics_choose_wgmma_with_an_epilogue(rng):
   short_k = choose_opts(_ast(_t(rng, 512, 64) @ _t(rng, 64, 512) + 1), H200)   # K 64: mma.sync's small tile
   assert short_k[0].kind is OptKind.TENSOR_CORE and tc.TILES[short_k[0].arg].instruction == tc.MMA_SYNC
   few_rows = choose_opts(_ast(_t(rng, 32, 256) @ _t(rng, 256, 512) + 1), H200)
-  assert not any(o.kind is OptKind.TENSOR_CORE and tc.TILES[o.arg].instruction == tc.WGMMA for o in few_rows)
+  assert tc.WGMMA not in tensor_core_instructions(few_rows)
 
 def test_validator_names_what_the_copy_engine_refuses(rng):
   assert "16 bytes" in check(_ast(_t(rng, 128, 1001) @ _t(rng, 1001, 128) + 1), H200, [tensor_core(1, WIDE)])   # rows of 2002 bytes
@@ -94,7 +95,7 @@ def _realized_on_wgmma(t: Tensor) -> np.ndarray:
   from alloy.engine.watch import OnLaunch, watchers
   tiles = []
   def seen(ck, bufs, elapsed, t_submit, consts):
-    tiles.extend(tc.TILES[o.arg].instruction for o in ck.meta.opts if getattr(o, "kind", None) is OptKind.TENSOR_CORE)
+    tiles.extend(tensor_core_instructions(ck.meta.opts))
   with watchers.watching(OnLaunch(seen)): t = t.realize()
   assert tc.WGMMA in tiles, f"no WGMMA tile among the launches' tensor-core tiles {tiles}"
   return t.numpy()

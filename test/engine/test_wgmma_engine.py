@@ -8,6 +8,7 @@ from alloy import Tensor
 from alloy.codegen.matmul import match_matmul
 from alloy.engine.wgmma import SHORT_M, gemm_fit, wgmma_gemm
 from alloy.schedule.fusion import schedule
+from conftest import tensor_core_instructions
 
 def fit(t: Tensor, taken=gemm_fit):
   (_, ast, _, _), = schedule([t.node])
@@ -96,11 +97,9 @@ def launched_names(fn):
 
 def ran_wgmma(names, rows: int) -> bool:
   """Whether the matmul ran on wgmma: the Hopper kernel where it has at most SHORT_M rows, else the Lowerer's tile."""
-  from alloy.codegen.transforms import Opt, OptKind
-  from alloy.codegen.tensor_core import TILES, WGMMA
+  from alloy.codegen.tensor_core import WGMMA
   if rows <= SHORT_M: return any(n.startswith("wgmma_") for n, _ in names)
-  return any(o.kind is OptKind.TENSOR_CORE and TILES[o.arg].instruction == WGMMA for _, opts in names for o in opts
-             if isinstance(o, Opt))
+  return any(WGMMA in tensor_core_instructions(opts) for _, opts in names)
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("shapes", [((1000, 520), (520, 1000)), ((4, 300, 72), (4, 72, 200)), ((3, 200, 128), (128, 64)),
