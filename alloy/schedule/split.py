@@ -47,10 +47,11 @@ def split_k(shape: tuple, axes: tuple) -> int:
 def _slices_of_k(red: Node, threads: bool) -> int:
   """split_k's slices for reduction red on a device of threads (caps.threads: a CPU's register tile already reads
   each operand once per tile, and measured slower split) where it is a contraction of float32 operands (16-bit ones
-  take the tensor cores' tiles), else 1."""
+  take the tensor cores' tiles), else 1. An operand is float32 where it is so at every view and cast down to what it
+  reads: a float32 array cast to float16 is a 16-bit operand."""
   if not threads or red.dtype is not dt.float32 or not is_contraction(red): return 1
   for x in product(red).src:
-    while x.op in (Op.VIEW, Op.CAST): x = x.src[0]
+    while x.dtype is dt.float32 and x.op in (Op.VIEW, Op.CAST): x = x.src[0]
     if x.dtype is not dt.float32: return 1
   return split_k(red.src[0].shape, red.arg[1])
 

@@ -1,6 +1,7 @@
 """The schedule's split of long reductions (schedule/split.py): Tensor reductions build one plain REDUCE, and the
 schedule runs a long one as partial results, then their reduction."""
 import numpy as np, pytest
+import alloy
 from alloy import Tensor
 from alloy.ir.ops import Op
 from alloy.engine import realize as engine
@@ -166,6 +167,14 @@ def test_a_decode_matmul_is_split_along_k_on_a_device_of_threads(rng):
 def test_matmuls_split_k_leaves_alone(rng, M, K, N, dtype):
   y = Tensor(rand_np(rng, (M, K)).astype(dtype)) @ Tensor(rand_np(rng, (K, N)).astype(dtype))
   assert len(_matmul_kernels(y, threads=True)) == 1
+
+def test_float32_arrays_cast_to_16_bits_are_16_bit_operands(rng):
+  # the tensor cores take them (the casts stored first), where a float32 matmul of these shapes is split along K
+  a, b = rand_np(rng, (129, 4104)), rand_np(rng, (4104, 72))
+  split_k_partials = (8, 129, 72, 1)   # 8 slices of 513
+  assert _matmul_kernels(Tensor(a) @ Tensor(b), threads=True)[0][0].shape == split_k_partials
+  kernels = _matmul_kernels((Tensor(a).cast(alloy.float16) @ Tensor(b).cast(alloy.float16)).float(), threads=True)
+  assert [n.shape for n, _ in kernels] == [(129, 4104), (4104, 72), (129, 72)]   # the two casts, then the matmul
 
 @pytest.mark.parametrize("a_shape,b_shape", [((32, 3072), (3072, 768)), ((1, 768), (768, 2304)), ((33, 750), (750, 40)),
                                              ((2, 7, 1000), (1000, 9)), ((4, 5, 384), (4, 384, 6)), ((16, 100), (100, 3))])
