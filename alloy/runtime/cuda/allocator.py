@@ -91,12 +91,16 @@ class CUDAAllocator(LRUAllocator):
       dev.mark_written((handle,))
 
   def copyout(self, dst: memoryview, handle: int) -> None:
-    """Device -> host. Waits only for the last work that wrote this buffer, then copies (double-buffered)."""
+    """Device -> host. The copy stream waits (on the device) only for the last work that wrote this buffer, then copies
+    (double-buffered): the host waits once, for the copy, not first for the writer and then for the copy (a tiny
+    realize and read on the H200's host, alternated: 36.2-38.6 us -> 35.3-36.8)."""
     dev = self.device
     dev.activate()
     dst = memoryview(dst).cast("B") if not (isinstance(dst, memoryview) and dst.format == "B" and dst.ndim == 1) else dst
-    if (ev := dev.encoder.writer_event(handle)) is not None: check(driver.cuEventSynchronize(ev), "cuEventSynchronize")
-    with dev.copying_out: self._copy_out(dst, handle)
+    ev = dev.encoder.writer_event(handle)
+    with dev.copying_out:
+      if ev is not None: check(driver.cuStreamWaitEvent(dev.copy_stream, ev, 0), "cuStreamWaitEvent")
+      self._copy_out(dst, handle)
 
   def _copy_out(self, dst: memoryview, handle: int) -> None:
     dev = self.device
