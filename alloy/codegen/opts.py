@@ -44,8 +44,9 @@ SIMT_MIN_ROWS = 64            # CUDA's float32 tiles: at least a small tile's ro
 FEW_ROWS_LOCAL = 64           # threads per group of a matmul of a few rows (_few_rows_opts; 32 to 256 within 5%)
 FEW_ROWS_MIN_THREADS = 1 << 15   # two rows a thread only where that leaves this many threads
 WGMMA_MIN_ROWS = 64           # Hopper's tile takes 64 rows per warpgroup: fewer rows leave most of it idle
-TENSOR_CORE_SHORT_K = 64      # K at most this: the 64x64 tile too (a threadgroup's time is mostly its prologue and
-                              # stores; H200, 512 x 1024x64 @ 64x1024 fp16: 85 TFLOP/s against 78 with 128x128)
+TENSOR_CORE_SHORT_K = 64      # K at most this: one slice of it, tile 19, whatever the size (a threadgroup's time is
+                              # mostly its loads' round trip and its stores; tile 19's figures in codegen/tensor_core.py)
+TENSOR_CORE_SHORT_K_TILE = 19
 
 def choose_opts(ast: KernelAST, caps: DeviceCaps) -> list[Opt]:
   """The heuristics' transforms for this kernel on a device with these caps (plan.make_plan lowers them)."""
@@ -73,15 +74,16 @@ def _few_rows_opts(spec: MatmulSpec | None) -> list[Opt] | None:
 
 def _tensor_core_opts(spec: MatmulSpec | None, caps: DeviceCaps) -> list[Opt] | None:
   """A matmul on the device's matrix instructions: CUDA's mma.sync (16-bit floats, float32 as tf32 where allowed) in
-  the 128x128 tile where enough of them fill the GPU, else 64x64; else CUDA's float32 tiles on the CUDA cores (256x128,
-  128x128, 128x64 or 64x64: the largest of which enough fill the GPU), for at least SIMT_MIN_ROWS rows, or 64x64 for
-  fewer where enough of those fill the GPU (an lm_head's 50257 columns); Metal's simdgroup
-  matrices (fp16, fp32) in 64x64 tiles where enough of them fill the GPU, else 32x32."""
+  the 128x128 tile where enough of them fill the GPU, else 64x64, or for a K of at most 64 the one-slice 128x64 tile;
+  else CUDA's float32 tiles on the CUDA cores (256x128, 128x128, 128x64 or 64x64: the largest of which enough fill the
+  GPU), for at least SIMT_MIN_ROWS rows, or 64x64 for fewer where enough of those fill the GPU (an lm_head's 50257
+  columns); Metal's simdgroup matrices (fp16, fp32) in 64x64 tiles where enough of them fill the GPU, else 32x32."""
   if spec is None or min(spec.M, spec.N, spec.K) < TENSOR_CORE_MIN or "n" not in spec.out_axes: return None
   choices = []   # per instruction, by preference: (tile, the threadgroups it needs), largest first; then the smallest
   if tc.WGMMA in caps.tensor_cores and spec.K > TENSOR_CORE_SHORT_K and spec.M >= WGMMA_MIN_ROWS:
     choices.append(((tc.wgmma_tile(spec.N), 0),))
-  if tc.MMA_SYNC in caps.tensor_cores: choices.append(((0, TENSOR_CORE_BIG_TILES),) * (spec.K > TENSOR_CORE_SHORT_K) + ((2, 0),))
+  if tc.MMA_SYNC in caps.tensor_cores:
+    choices.append(((0, TENSOR_CORE_BIG_TILES), (2, 0)) if spec.K > TENSOR_CORE_SHORT_K else ((TENSOR_CORE_SHORT_K_TILE, 0),))
   if tc.SIMT_F32 in caps.tensor_cores:
     huge, large, medium, small = tc.SIMT_TILES[:4]
     if spec.M >= SIMT_MIN_ROWS:
