@@ -6,7 +6,7 @@ both bfloat16, accumulated in float32, with no epilogue but the cast to the outp
 (batch..., m, n) in order; the operands' strides must suit the copy engine (each operand contiguous along K or along
 its own M/N axis, the other strides multiples of 16 bytes, offsets 16-byte aligned). Batch axes that are one run of
 memory in both operands become one; an operand B shared by every batch (x @ W) folds the batch into M, an operand
-shared otherwise is read at batch 0; K must pass 64 (below, mma.sync's small tile measured faster). `gemm_fit` says
+shared otherwise is read at batch 0; K must pass 64 (below, mma.sync's one-slice tile measured faster). `gemm_fit` says
 whether and how the kernel can compute a spec.
 
 It takes only matmuls of at most SHORT_M rows (after the batch folds into them: a decode step's x @ W, a
@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses, time
 from alloy.helpers import getenv, prod
 from alloy.codegen.matmul import MatmulSpec, match_matmul
+from alloy.codegen.opts import TENSOR_CORE_SHORT_K
 from alloy.codegen.program import KernelMeta, LinearProgram
 from alloy.codegen.tensor_core import TILES, wgmma_tile
 from alloy.codegen.wgmma import WGMMAGemm, gemm_of
@@ -48,9 +49,10 @@ def wgmma_gemm(spec: MatmulSpec) -> tuple[WGMMAGemm, tuple] | None:
 
 def gemm_fit(spec: MatmulSpec) -> tuple[WGMMAGemm, tuple] | None:
   """The kernel's gemm for spec and the (slot, byte offset) of A and B, or None where the kernel cannot compute it."""
-  # K <= 64 (attention's q @ k^T) is store-bound: there mma.sync's 64 x 64 tile measured faster on the H200 (85
-  # TFLOP/s, branch mma's heuristics) than this kernel's 128 x 256 blocks (73.5)
-  if spec.K <= 64 or spec.operand_dtype is None: return None
+  # K <= 64 (attention's q @ k^T) is store-bound: there mma.sync's one-slice tile, as the heuristics choose it
+  # (opts.TENSOR_CORE_SHORT_K), measured faster on the H200 than this kernel's 128 x 256 blocks (64 x 64 then: 85
+  # TFLOP/s against 73.5)
+  if spec.K <= TENSOR_CORE_SHORT_K or spec.operand_dtype is None: return None
   # a float32 output (no cast) the renderer can store, but that path has not run on a GPU yet: the Lowerer keeps it
   if spec.out_dtype != spec.operand_dtype: return None
   if tuple(op.name for op in spec.epilogue_ops) != ("CAST",) or spec.epilogue_inputs: return None
