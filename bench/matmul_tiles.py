@@ -1,7 +1,7 @@
 """Every tensor-core tile and pipeline depth (codegen/tensor_core.py) on a few matmuls, forced, beside the heuristics'
 choice: what the tile table and TENSOR_CORE_BIG_TILES are tuned from. TFLOP/s from CUDA events (best of 5).
 
-python bench/matmul_tiles.py [--quick] [--fp32]
+python bench/matmul_tiles.py [--quick] [--fp32] [--mid]
 """
 from __future__ import annotations
 import math, os, sys
@@ -24,6 +24,10 @@ def run():
   work = {"fp16 4096^3": (h(4096, 4096), h(4096, 4096)), "fp16 8192^3": (h(8192, 8192), h(8192, 8192)),
           "attention 512x1024x64x1024": (h(512, 1024, 64), h(512, 64, 1024))}
   if "--quick" in sys.argv: work = {"fp16 4096^3": work["fp16 4096^3"]}
+  if "--mid" in sys.argv:   # fp16 matmuls of a few waves of Hopper tiles or fewer: where the tile's width decides the grid
+    shapes = ((1000, 1000, 1000), (2048, 2048, 2048), (8192, 768, 3072), (8192, 3072, 768), (512, 4096, 4096), (1024, 1024, 4096),
+              (128, 4096, 4096), (256, 4096, 4096), (4096, 1024, 1024), (512, 256, 1024), (8192, 1024, 128))
+    work = {f"fp16 {m}x{k}x{n}": (h(m, k), h(k, n)) for m, k, n in shapes}
   if "--fp32" in sys.argv:   # the CUDA cores' float32 tiles
     f = lambda *s: Tensor(rng.uniform(-1, 1, s).astype(np.float32), device="CUDA").realize()
     work = {"fp32 4096^3": (f(4096, 4096), f(4096, 4096)), "fp32 1000^3": (f(1000, 1000), f(1000, 1000)),

@@ -204,11 +204,26 @@ def _check_simdgroup(spec: MatmulSpec, tile: TensorCoreTile, caps: DeviceCaps) -
     return f"{tile}: {tile.accumulators} accumulators per thread, over the device's {caps.registers} registers"
   return None
 
-def wgmma_tile(N: int) -> int:
-  """The WGMMA tile for a matmul of N columns: the widest N (at most 256) that does not mostly hang past N (both the
-  Lowerer's heuristics and the plain Hopper kernel, engine/wgmma.py, take it)."""
+WGMMA_WAVE = 132   # WGMMA threadgroups that run at once: one an SM (each takes most of its shared memory), an H200's 132
+# each WGMMA tile's throughput beside the widest's where both fill whole waves (H200, fp16, bench/matmul_tiles.py --mid,
+# 2026-12-04: 128 x 128 0.85-0.86x of 128 x 256 at 2048^3 and 8192x768x3072, 128 x 64 0.65x)
+WGMMA_TILE_SPEED = dict(zip(WGMMA_TILES, (1.0, 0.86, 0.65)))
+
+def wgmma_tile(M: int, N: int, batch: int = 1, block_m: int | None = None) -> int:
+  """The WGMMA tile for a matmul (batch x M x N, in blocks of block_m rows where not the tile's own; both the Lowerer's
+  heuristics and the plain Hopper kernel, engine/wgmma.py, take it): of the tiles no wider than N asks (the widest N,
+  at most 256, that does not mostly hang past N), the one whose speed times the share of its waves that its
+  threadgroups fill is highest. A matmul of few tiles idles SMs in the widest tile where a narrower one fills them:
+  H200, fp16, 128 x 256 -> the choice, TFLOP/s (bench/matmul_tiles.py --mid, 2026-12-04): 128x4096x4096 < 102 -> 169
+  (128 x 64), 512x4096x4096 338 -> 453 (128 x 128), 8192x3072x768 473 -> 506 (128 x 128), 1000^3 99 -> 128 (128 x
+  64); 2048^3, 1024x1024x4096 and 8192x768x3072 keep 128 x 256. The plain kernel's 64-row blocks, us (probe, same
+  day): 64x4096x4096 28.1 -> 17.2 (64 x 64; cuBLAS 21.8), 64x768x3072 12.7 -> 8.4, 16x768x2304 12.6 -> 8.9."""
   wide, mid, narrow = WGMMA_TILES
-  return wide if N > 128 else mid if N > 64 else narrow
+  widest = TILES[wide if N > 128 else mid if N > 64 else narrow].bn
+  def score(t: int) -> float:
+    tiles = -(-M // (block_m or TILES[t].bm)) * -(-N // TILES[t].bn) * batch
+    return WGMMA_TILE_SPEED[t] * tiles / (-(-tiles // WGMMA_WAVE) * WGMMA_WAVE)
+  return max((t for t in WGMMA_TILES if TILES[t].bn <= widest), key=score)
 
 def wgmma_gemm(spec: MatmulSpec, tile: TensorCoreTile):
   """The WGMMA tile's matmul as codegen/wgmma.py's WGMMAGemm and its operands' (slot, byte offset), or why not."""

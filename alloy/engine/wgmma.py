@@ -35,11 +35,12 @@ INSTRUCTION = "wgmma.m64nNk16"
 
 SHORT_M = 64   # rows that one consumer warpgroup covers: a taller block would compute as many rows past M
 
-def _tile(N: int, M: int) -> dict:
-  """The block tile and stages of codegen's WGMMA tile for N columns; 64 rows where M fits in them (a convolution's
+def _tile(M: int, N: int, batch: int) -> dict:
+  """The block tile and stages of codegen's WGMMA tile for the matmul; 64 rows where M fits in them (a convolution's
   weight of 64 output channels times each image's window matrix: half of a 128-row block would multiply zeros)."""
-  t = TILES[wgmma_tile(N)]
-  return {"block_m": SHORT_M if M <= SHORT_M else t.bm, "block_n": t.bn, "stages": t.stages}
+  block_m = SHORT_M if M <= SHORT_M else None
+  t = TILES[wgmma_tile(M, N, batch, block_m)]
+  return {"block_m": block_m or t.bm, "block_n": t.bn, "stages": t.stages}
 
 def wgmma_gemm(spec: MatmulSpec) -> tuple[WGMMAGemm, tuple] | None:
   """The kernel's gemm for spec and the (slot, byte offset) of A and B where this kernel takes spec (at most SHORT_M
@@ -58,11 +59,11 @@ def gemm_fit(spec: MatmulSpec) -> tuple[WGMMAGemm, tuple] | None:
   if tuple(op.name for op in spec.epilogue_ops) != ("CAST",) or spec.epilogue_inputs: return None
   live = [ax for ax in spec.out_axes if ax != "1"]
   if live != [f"b{j}" for j in range(len(spec.batch))] + ["m", "n"]: return None
-  if isinstance(fit := gemm_of(spec, **_tile(spec.N, spec.M)), str): return None
+  if isinstance(fit := gemm_of(spec, **_tile(spec.M, spec.N, prod(spec.batch))), str): return None
   g, operands = fit
   if g.batch > 1 and g.b.batch_stride == 0 and g.a.k_major and g.a.batch_stride == g.M * g.a.row_stride:
     # x @ W: B is shared, A's batches are one run of rows: one matmul of batch * M rows
-    g = dataclasses.replace(g, batch=1, M=g.batch * g.M, a=dataclasses.replace(g.a, batch_stride=0), **_tile(g.N, g.batch * g.M))
+    g = dataclasses.replace(g, batch=1, M=g.batch * g.M, a=dataclasses.replace(g.a, batch_stride=0), **_tile(g.batch * g.M, g.N, 1))
   return g, operands
 
 def compile_wgmma(ast: KernelAST, device) -> tuple | None:

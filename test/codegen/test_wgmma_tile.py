@@ -33,17 +33,23 @@ def _epilogues(rng, M, N, K, dtype=np.float16):
   return {"bias_gelu": (a @ b + bias).gelu(approximate="tanh"), "residual": a @ b + res, "relu_f32": (a @ b).relu().float()}
 
 def test_heuristics_choose_wgmma_with_an_epilogue(rng):
-  for t in _epilogues(rng, 512, 1024, 256).values():
+  for t in _epilogues(rng, 2048, 2048, 256).values():   # 128 threadgroups of the widest tile: about one wave
     assert choose_opts(_ast(t), H200) == [tensor_core(1, WIDE)]
-  a = _t(rng, 512, 256)
-  assert choose_opts(_ast(a @ _t(rng, 256, 128) + 1), H200) == [tensor_core(1, MID)]
-  assert choose_opts(_ast(a @ _t(rng, 256, 64) + 1), H200) == [tensor_core(1, NARROW)]
   x, w = _t(rng, 4, 256, 768), _t(rng, 768, 2304)
   assert choose_opts(_ast(x @ w + 1), H200) == [tensor_core(2, WIDE)]   # a batch over one weight
   short_k = choose_opts(_ast(_t(rng, 512, 64) @ _t(rng, 64, 512) + 1), H200)   # K 64: mma.sync's small tile
   assert short_k[0].kind is OptKind.TENSOR_CORE and tc.TILES[short_k[0].arg].instruction == tc.MMA_SYNC
   few_rows = choose_opts(_ast(_t(rng, 32, 256) @ _t(rng, 256, 512) + 1), H200)
   assert tc.WGMMA not in tensor_core_instructions(few_rows)
+
+@pytest.mark.parametrize("M, N, want", [
+  (512, 4096, MID),      # 64 threadgroups of the widest tile would idle half the SMs; 128 of 128 x 128 fill them
+  (1000, 1000, NARROW),  # 32 of the widest, 64 of 128 x 128: 128 x 64's 128 fill the SMs
+  (16384, 128, MID),     # N of 128: never the widest; 128 x 128's 128 threadgroups are a wave
+  (8192, 128, NARROW),   # ...where 64 of them would be half of one
+  (4096, 4096, WIDE)])   # 512 threadgroups: four waves, the last nearly full
+def test_heuristics_fill_the_waves(rng, M, N, want):
+  assert choose_opts(_ast(_t(rng, M, 256) @ _t(rng, 256, N)), H200) == [tensor_core(1, want)]
 
 def test_validator_names_what_the_copy_engine_refuses(rng):
   assert "16 bytes" in check(_ast(_t(rng, 128, 1001) @ _t(rng, 1001, 128) + 1), H200, [tensor_core(1, WIDE)])   # rows of 2002 bytes

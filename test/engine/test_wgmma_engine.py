@@ -61,6 +61,12 @@ def test_short_m_takes_one_consumer():
   assert (g.M, g.block_m, g.consumers) == (64, 64, 1)
   assert fit(h(65, 576) @ h(576, 256))[0].block_m == 128
 
+def test_blocks_narrow_to_fill_the_sms():
+  """Few blocks of the widest tile would idle most SMs (a decode step's x @ W): the block narrows until they fill them."""
+  assert fit(h(64, 256) @ h(256, 4096))[0].block_n == 64                    # 64 blocks of 64 x 64, not 16 of 64 x 256
+  assert fit(h(32, 256) @ h(256, 50304))[0].block_n == 128                 # 393 blocks: three waves, the last nearly full
+  assert fit(h(64, 576) @ h(64, 576, 3136))[0].block_n == 256              # 64 images of 13 blocks each: 6.3 waves
+
 def test_taken_only_up_to_64_rows():
   """The kernel takes matmuls of at most 64 rows (a batch folded into them counts); taller ones go to the Lowerer's
   WGMMA tile, measured faster there."""
