@@ -82,6 +82,15 @@ def test_source_compiles_for_sm90(rng, dtype, D, causal):
   except Exception as e: pytest.skip(f"no NVRTC here: {e}")
   assert compiler.compile(render(attention_spec(ast)).source)
 
+def test_warps_own_two_query_tiles_where_registers_and_rows_allow(rng):
+  """Two 16-row tiles a warp (128 query rows a threadgroup) for D <= 64 and 1024 query rows or more."""
+  from alloy.renderer.cuda_attention import block_m
+  def rows(L, D, causal):
+    q = Tensor(rng.uniform(-1, 1, (1, 2, L, D)).astype(np.float16))
+    (ast, _), = attention_kernels(fused(q, q, q, causal=causal))
+    return block_m(attention_spec(ast))
+  assert (rows(1024, 64, False), rows(1024, 128, False), rows(1023, 64, True), rows(1024, 64, True)) == (128, 64, 64, 128)
+
 def test_a_decode_step_reads_the_cache_in_place_and_its_mask_broadcast(rng):
   cache = Tensor(rng.uniform(-1, 1, (2, 3, 41, 64)).astype(np.float32)).realize()
   q = Tensor(rng.uniform(-1, 1, (2, 3, 1, 64)).astype(np.float32))
@@ -134,7 +143,8 @@ def through_kernel(fn):
   return out.float().numpy()
 
 TOL = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 2e-5}
-SHAPES = [((2, 3), 1, 1, 64), ((2, 3), 100, 100, 64), ((5,), 7, 300, 128), ((1, 2), 1000, 1000, 64), ((2, 2), 130, 70, 32)]
+SHAPES = [((2, 3), 1, 1, 64), ((2, 3), 100, 100, 64), ((5,), 7, 300, 128), ((1, 2), 1000, 1000, 64), ((2, 2), 130, 70, 32),
+          ((1,), 2100, 2100, 64)]   # the last: two query tiles a warp
 
 @pytest.mark.parametrize("dtype,shape", [(d, s) for d in ("float16", "bfloat16") for s in SHAPES + [((), 64, 64, 16)]]
                          + [("float32", s) for s in SHAPES + [((3,), 200, 150, 96), ((2,), 129, 129, 128)]])
