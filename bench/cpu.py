@@ -93,6 +93,15 @@ def run(big: bool = False):
     if tinygrad:
       gx, gy = tg(x), tg(y); row["tinygrad"] = flops / tg_time(lambda: gx @ gy) / 1e9
     rows.append(row)
+  # bfloat16 (NumPy has none): AVX512-BF16's pair dot products where the CPU has them (engine/cpu_bf16.py), else the
+  # float32 tile converting as it loads; PyTorch's bf16 matmul (oneDNN) beside it
+  n = 1024
+  xb, yb = (Tensor(rng.uniform(-1, 1, (n, n)).astype(np.float32), device="CPU").cast(alloy.bfloat16).realize() for _ in range(2))
+  row = {"workload": f"matmul {n}^3 bf16", "unit": "GFLOP/s", "alloy": 2 * n ** 3 / ours(lambda: xb @ yb) / 1e9}
+  if torch is not None:
+    txb, tyb = (torch.from_numpy(t.float().numpy()).bfloat16() for t in (xb, yb))
+    row["torch"] = 2 * n ** 3 / median_time(lambda: txb @ tyb) / 1e9
+  rows.append(row)
   small = Tensor(rng.uniform(1, 2, 1024).astype(np.float32), device="CPU").realize()
   row = {"workload": "one realize, cached tiny kernel", "unit": "us"}
   row["alloy"] = ours(lambda: small * 1.0001 + 1) * 1e6

@@ -75,6 +75,14 @@ class MatmulSpec:
     """The stored dtype both operands share, or None where they differ."""
     return self.a.dtype if self.a.dtype == self.b.dtype else None
 
+def flat_batch_stride(op: MatmulOperand, sizes: tuple) -> int | None:
+  """The operand's batch axes (of these sizes) as one: the stride of the flat batch index (0 where every batch
+  element shares the operand), or None where its batch axes are not one run of memory."""
+  strides = op.batch_strides
+  if not any(strides): return 0
+  for j in range(len(sizes) - 1):
+    if strides[j] != strides[j + 1] * sizes[j + 1]: return None
+  return strides[-1]
 
 def _address(n: Node, idx: tuple) -> tuple | None:
   """(slot, stored dtype, flat index, casts) of a chain of views and widening casts down to an input, read at idx;

@@ -13,7 +13,7 @@ zero-fills what lies past M, N and K, so partial tiles need no other care. An op
 from __future__ import annotations
 from dataclasses import dataclass
 from alloy.helpers import prod
-from alloy.codegen.matmul import MatmulOperand, MatmulSpec
+from alloy.codegen.matmul import MatmulOperand, MatmulSpec, flat_batch_stride
 
 BLOCK_K = 64            # elements of K per stage: one 128-byte swizzle row of 16-bit values
 SMEM_LIMIT = 227 << 10  # bytes of shared memory one block may opt into on sm_90
@@ -73,15 +73,6 @@ def wgmma_unfit(g: WGMMAGemm) -> str | None:
       return f"{name}'s strides {strides} (elements): the copy engine needs positive multiples of 16 bytes"
   return None
 
-def _batch_stride(op: MatmulOperand, sizes: tuple) -> int | None:
-  """The operand's batch axes as one: the stride of the flat batch index (0 where every batch element shares the
-  operand), or None where its batch axes are not one run of memory."""
-  strides = op.batch_strides
-  if not any(strides): return 0
-  for j in range(len(sizes) - 1):
-    if strides[j] != strides[j + 1] * sizes[j + 1]: return None
-  return strides[-1]
-
 def _operand(op: MatmulOperand, batch_stride: int) -> Operand | None:
   if op.k_stride == 1: return Operand(True, op.stride, batch_stride)
   if op.stride == 1: return Operand(False, op.k_stride, batch_stride)
@@ -94,7 +85,7 @@ def gemm_of(spec: MatmulSpec, block_m: int = 128, block_n: int = 256, stages: in
   if dtype is None or dtype.name not in WGMMA_DTYPES:
     return f"operands {spec.a.dtype.name} and {spec.b.dtype.name}: wgmma takes two float16 or two bfloat16 operands"
   if spec.acc_dtype.name != "float32": return f"{spec.acc_dtype.name} accumulation: wgmma accumulates in float32 here"
-  strides = [_batch_stride(op, spec.batch) for op in (spec.a, spec.b)]
+  strides = [flat_batch_stride(op, spec.batch) for op in (spec.a, spec.b)]
   if None in strides: return "an operand's batch axes are not one run of memory (the tensor maps have one batch axis)"
   a, b = _operand(spec.a, strides[0]), _operand(spec.b, strides[1])
   if a is None or b is None: return "an operand has no contiguous axis (neither its rows nor K have stride 1)"

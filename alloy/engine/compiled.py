@@ -19,6 +19,7 @@ from alloy.engine import search
 from alloy.engine.watch import watchers
 from alloy.engine.attention import compile_attention
 from alloy.engine.wgmma import compile_wgmma
+from alloy.engine.cpu_bf16 import compile_cpu_bf16
 
 @dataclass
 class CompiledKernel:
@@ -76,11 +77,12 @@ def compile_kernels(asts: list[KernelAST], device: Device) -> None:
     binaries = list(pool.map(lambda st: _compile(device, st[3], st[4], st[2].meta.name), staged))
   for (key, ast, prog, source, times), binary in zip(staged, binaries): _load(key, ast, device, prog, source, binary, times)
 
-SPECIAL_KERNELS = (compile_attention, compile_wgmma)   # kernels rendered whole, not lowered: each returns None where it does not apply
+# kernels rendered whole, not lowered: each returns None where it does not apply
+SPECIAL_KERNELS = (compile_attention, compile_wgmma, compile_cpu_bf16)
 
 def _special(key: tuple, ast: KernelAST, device: Device) -> CompiledKernel | None:
-  """The fused attention kernel (engine/attention.py) or the Hopper matmul (engine/wgmma.py) for a kernel one of them
-  takes, compiled and kept: no Lowerer, no search."""
+  """The fused attention kernel (engine/attention.py), the Hopper matmul (engine/wgmma.py) or the CPU's AVX512-BF16
+  matmul (engine/cpu_bf16.py) for a kernel one of them takes, compiled and kept: no Lowerer, no search."""
   if (special := next((s for s in (f(ast, device) for f in SPECIAL_KERNELS) if s is not None), None)) is None: return None
   prog, source, binary, runner, times = special
   return _store(key, CompiledKernel(ast, prog, source, binary, runner, prog.meta, times), device)

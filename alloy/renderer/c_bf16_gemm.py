@@ -1,0 +1,124 @@
+"""C for the CPU's bfloat16 matmul on AVX512-BF16's pair dot products (`vdpbf16ps`: 32 bf16 products a vector
+instruction, summed in pairs into 16 float32 accumulators, twice the float32 FMA's rate), rendered whole from a
+`BF16Gemm`: C[b] = A[b] @ B[b], bf16 operands, float32 accumulation, bf16 output stored contiguous.
+
+Work is split into items of (batch element, 32-column panel of B, block of MC rows), a contiguous range of them per
+thread (the CPU queue's parallel range). An item packs its panel of B (unless the item before it on that thread had
+the same one) as K/2 rows of 32 bf16 pairs, (k, k + 1) of a column in one 32-bit word, zero past N and past an odd K,
+so a k-pair step is two 64-byte loads; A's rows are read in place, a k-pair of a row one 32-bit word broadcast to
+every lane (A must be contiguous along K). The register tile is MR rows by the panel's 32 columns: 2 MR
+accumulators. Rows past M in the last tile read the last row and are not stored.
+
+The instruction treats denormal inputs as zero and flushes denormal sums (bf16 denormals lie below 1.2e-38); outputs
+are rounded to bf16 as the other CPU kernels round (to nearest even, NaN kept NaN).
+"""
+from __future__ import annotations
+from dataclasses import dataclass
+
+NR, MR, MC = 32, 8, 256   # a panel's columns (two vectors of 16), the register tile's rows, an item's rows
+
+@dataclass(frozen=True)
+class BF16Gemm:
+  """C[batch, M, N] = A[batch, M, K] @ B[batch, K, N]. Strides and offsets in elements: A's rows `a_row` apart (K
+  contiguous), B's `b_k` along K and `b_n` along N; a batch stride of 0 shares the operand across the batch. A and B
+  are the kernel's buffers `a_slot` and `b_slot` (C is buffer 0; one buffer may be both operands)."""
+  batch: int
+  M: int
+  N: int
+  K: int
+  a_row: int
+  a_batch: int
+  a_offset: int
+  b_k: int
+  b_n: int
+  b_batch: int
+  b_offset: int
+  a_slot: int = 1
+  b_slot: int = 2
+
+  @property
+  def items(self) -> int: return self.batch * -(-self.N // NR) * -(-self.M // MC)
+  @property
+  def flops(self) -> int: return 2 * self.batch * self.M * self.N * self.K
+
+def kernel_name(g: BF16Gemm) -> str:
+  return f"bf16_gemm_{g.batch}x{g.M}x{g.N}x{g.K}_a{g.a_row}_b{g.b_k}x{g.b_n}"
+
+def _tile(rows: str) -> str:
+  """The register tile's k-pair loop over `rows` rows (the C expression of how many of MR hold real rows)."""
+  lines = [f"const uint16_t* a{r} = arow + (long long)({r} < {rows} ? {r} : {rows} - 1) * {{a_row}};" for r in range(MR)]
+  acc = [f"__m512 c{r}0 = _mm512_setzero_ps(), c{r}1 = _mm512_setzero_ps();" for r in range(MR)]
+  step = "\n".join(f"        {{ __m512i x = _mm512_set1_epi32((int)pair(a{r}, kp)); c{r}0 = _mm512_dpbf16_ps(c{r}0, (__m512bh)x, (__m512bh)b0);"
+                   f" c{r}1 = _mm512_dpbf16_ps(c{r}1, (__m512bh)x, (__m512bh)b1); }}" for r in range(MR))
+  odd = "\n".join(f"        {{ __m512i x = _mm512_set1_epi32((int)a{r}[K - 1]); c{r}0 = _mm512_dpbf16_ps(c{r}0, (__m512bh)x, (__m512bh)b0);"
+                  f" c{r}1 = _mm512_dpbf16_ps(c{r}1, (__m512bh)x, (__m512bh)b1); }}" for r in range(MR))
+  store = "\n".join(f"      if ({r} < {rows}) store_row(crow + (long long){r} * N, c{r}0, c{r}1, cols);" for r in range(MR))
+  return ("      " + "\n      ".join(lines + acc) + "\n"
+          "      for (int kp = 0; kp < K / 2; kp++) {\n"
+          "        const __m512i b0 = _mm512_load_si512(panel + kp * 32), b1 = _mm512_load_si512(panel + kp * 32 + 16);\n"
+          f"{step}\n      }}\n"
+          "      if (K & 1) {\n"
+          "        const __m512i b0 = _mm512_load_si512(panel + (K / 2) * 32), b1 = _mm512_load_si512(panel + (K / 2) * 32 + 16);\n"
+          f"{odd}\n      }}\n{store}")
+
+def render_bf16_gemm(g: BF16Gemm, name: str | None = None) -> str:
+  """The kernel's C source: the CPU ABI of renderer/c.py (an entry point taking the buffers' addresses and the item
+  range, and the length of its parallel range)."""
+  name = name or kernel_name(g)
+  np_, mb = -(-g.N // NR), -(-g.M // MC)
+  tile = _tile("rows").replace("{a_row}", str(g.a_row))
+  return f"""#include <immintrin.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#define M {g.M}
+#define N {g.N}
+#define K {g.K}
+const int32_t {name}_parallel_range = {g.items};
+static inline uint32_t pair(const uint16_t* row, int kp) {{ uint32_t w; memcpy(&w, row + 2 * kp, 4); return w; }}
+// float32 -> bfloat16 to nearest even, NaN kept NaN (as alloy_float_to_bfloat16), 16 lanes at once
+static inline __m256i to_bf16(__m512 v) {{
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)),
+                                                         _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FC0)));
+}}
+static inline void store_row(uint16_t* c, __m512 v0, __m512 v1, int cols) {{
+  __m256i h0 = to_bf16(v0), h1 = to_bf16(v1);
+  if (cols >= 32) {{ _mm256_storeu_si256((__m256i*)c, h0); _mm256_storeu_si256((__m256i*)(c + 16), h1); return; }}
+  uint16_t tmp[32];
+  _mm256_storeu_si256((__m256i*)tmp, h0); _mm256_storeu_si256((__m256i*)(tmp + 16), h1);
+  memcpy(c, tmp, cols * 2);
+}}
+void {name}(void *const *args, const int32_t *range) {{
+  uint16_t* C = (uint16_t*)args[0];
+  const uint16_t* A = (const uint16_t*)args[{g.a_slot}] + {g.a_offset};
+  const uint16_t* B = (const uint16_t*)args[{g.b_slot}] + {g.b_offset};
+  uint32_t* panel = (uint32_t*)aligned_alloc(64, (size_t)(K / 2 + 1) * 32 * 4);
+  if (!panel) return;
+  int packed = -1;   // the (batch element, panel) in `panel`
+  for (int item = range[0]; item < range[1]; item++) {{
+    const int p = item / {mb}, m_block = item % {mb}, bz = p / {np_}, n0 = p % {np_} * 32;
+    const int cols = N - n0 < 32 ? N - n0 : 32;
+    if (p != packed) {{   // K/2 (+1) rows of 32 words: (B[k][n], B[k + 1][n]) per column, zero past N and K
+      const uint16_t* b = B + (long long)bz * {g.b_batch};
+      for (int kp = 0; kp < (K + 1) / 2; kp++)
+        for (int j = 0; j < 32; j++) {{
+          const long long at = (long long)(2 * kp) * {g.b_k} + (long long)(n0 + j) * {g.b_n};
+          const uint32_t lo = j < cols ? b[at] : 0, hi = j < cols && 2 * kp + 1 < K ? b[at + {g.b_k}] : 0;
+          panel[kp * 32 + j] = lo | hi << 16;
+        }}
+      packed = p;
+    }}
+    const int m_end = (m_block + 1) * {MC} < M ? (m_block + 1) * {MC} : M;
+    for (int m0 = m_block * {MC}; m0 < m_end; m0 += {MR}) {{
+      const int rows = m_end - m0 < {MR} ? m_end - m0 : {MR};
+      const uint16_t* arow = A + (long long)bz * {g.a_batch} + (long long)m0 * {g.a_row};
+      uint16_t* crow = C + (long long)bz * M * N + (long long)m0 * N + n0;
+{tile}
+    }}
+  }}
+  free(panel);
+}}
+"""

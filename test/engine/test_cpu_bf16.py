@@ -1,0 +1,73 @@
+"""engine/cpu_bf16.py: which matmuls the CPU's AVX512-BF16 kernel takes (checked on ASTs, any CPU), and on a CPU with
+avx512_bf16 its results against NumPy in float64 (shapes the tiles do not divide, an odd K, batches, x @ W folded,
+transposed and sliced operands, one buffer as both operands), and that without the extension the Lowerer runs."""
+import numpy as np
+import pytest
+import alloy
+from alloy import Tensor
+from alloy.codegen.matmul import match_matmul
+from alloy.engine.cpu_bf16 import bf16_gemm, takes_bf16
+from alloy.engine.watch import OnLaunch, watchers
+from alloy.schedule.fusion import schedule
+
+def gemm(t: Tensor):
+  (_, ast, _, _), = schedule([t.node])
+  spec = match_matmul(ast)
+  return spec and bf16_gemm(spec)
+
+def h(*shape, dtype=alloy.bfloat16): return Tensor(np.ones(shape, np.float32)).cast(dtype).realize()
+
+def test_which_matmuls_it_takes():
+  g = gemm(h(100, 64) @ h(64, 48))
+  assert (g.batch, g.M, g.N, g.K, g.a_row, g.b_k, g.b_n) == (1, 100, 48, 64, 64, 48, 1)
+  g = gemm(h(100, 64) @ h(48, 64).T)   # nn.Linear's weight: B runs along K
+  assert (g.b_k, g.b_n) == (1, 64)
+  g = gemm(h(3, 50, 64) @ h(3, 64, 40))
+  assert (g.batch, g.a_batch, g.b_batch) == (3, 50 * 64, 64 * 40)
+  g = gemm(h(4, 50, 64) @ h(64, 40))   # x @ W: the batch folds into M
+  assert (g.batch, g.M) == (1, 200)
+  assert gemm(h(64, 100).T @ h(64, 48)) is None                        # A stored K x M
+  assert gemm((h(100, 64) @ h(64, 48)).relu()) is None                 # an epilogue beyond the cast
+  assert gemm(h(100, 64, dtype=alloy.float16) @ h(64, 48, dtype=alloy.float16)) is None
+  assert gemm((h(100, 64) @ h(64, 48)).float()) is None                # a float32 output
+
+def _needs_bf16():
+  if not takes_bf16(alloy.get_device("CPU")): pytest.skip("this CPU has no AVX512-BF16 (or ALLOY_CPU_ISA narrows its kernels)")
+
+def _run(t: Tensor) -> tuple[np.ndarray, list]:
+  names = []
+  with watchers.watching(OnLaunch(lambda ck, bufs, elapsed, t_submit, consts: names.append(ck.meta.name))):
+    t = t.realize()
+  return t.float().numpy().astype(np.float64), names
+
+def _bf16(rng, *shape) -> Tensor: return Tensor(rng.uniform(-1, 1, shape).astype(np.float32)).cast(alloy.bfloat16).realize()
+def _np(t: Tensor) -> np.ndarray: return t.float().numpy().astype(np.float64)
+
+@pytest.mark.parametrize("M, K, N", [(3, 5, 7), (7, 3, 33), (100, 77, 45), (513, 129, 1000), (256, 256, 64)])
+def test_matches_numpy(rng, M, K, N):
+  _needs_bf16()
+  a, b = _bf16(rng, M, K), _bf16(rng, K, N)
+  got, names = _run(a @ b)
+  assert any(n.startswith("bf16_gemm") for n in names), names
+  want = _np(a) @ _np(b)
+  np.testing.assert_allclose(got, want, atol=2e-2 * max(1, np.sqrt(K) / 8), rtol=1e-2)   # bf16's 8 bits, float32 sums
+
+def test_batches_views_and_one_buffer(rng):
+  _needs_bf16()
+  x, w, wt = _bf16(rng, 3, 20, 40), _bf16(rng, 40, 24), _bf16(rng, 24, 40)
+  cases = {"batched": (x, _bf16(rng, 3, 40, 24)), "x @ W": (x, w), "x @ W.T": (x, wt.T), "rows sliced": (x[:, 3:], w),
+           "one buffer": (wt, None)}
+  for name, (a, b) in cases.items():
+    t = a @ a.T if b is None else a @ b
+    got, names = _run(t)
+    assert any(n.startswith("bf16_gemm") for n in names), (name, names)
+    want = _np(a) @ (np.swapaxes(_np(a), -1, -2) if b is None else _np(b))
+    np.testing.assert_allclose(got, want, atol=3e-2, rtol=1e-2, err_msg=name)
+
+def test_without_the_extension_the_lowerer_runs(rng, monkeypatch):
+  monkeypatch.setenv("ALLOY_CPU_BF16", "0")
+  assert not takes_bf16(alloy.get_device("CPU"))
+  a, b = _bf16(rng, 30, 20), _bf16(rng, 20, 10)
+  got, names = _run(a @ b)
+  assert not any(n.startswith("bf16_gemm") for n in names)
+  np.testing.assert_allclose(got, _np(a) @ _np(b), atol=2e-2, rtol=1e-2)
