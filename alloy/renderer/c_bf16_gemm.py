@@ -61,6 +61,43 @@ def _tile(rows: str) -> str:
           "        const __m512i b0 = _mm512_load_si512(panel + (K / 2) * 32), b1 = _mm512_load_si512(panel + (K / 2) * 32 + 16);\n"
           f"{odd}\n      }}\n{store}")
 
+def _pack(g: BF16Gemm) -> str:
+  """`pack(panel, b, cols)`: the panel of `cols` (at most 32) columns starting at b as K/2 (+1) rows of 32 words, (B[k][n],
+  B[k + 1][n]) per column, zero past the columns and past K. Where B lies along K (nn.Linear's weight) each column's
+  pair is one 32-bit word, copied 16 pairs (a cache line) of a column at a time into 16 rows of the panel; where it
+  lies along N, two rows' 16 columns are widened to 32 bits and merged a vector at a time; a word at a time elsewhere,
+  and for an odd K's last pair or a partial panel along N."""
+  scalar = f"""for (int j = 0; j < 32; j++) {{
+      const long long at = (long long)(2 * kp) * {g.b_k} + (long long)j * {g.b_n};
+      const uint32_t lo = j < cols ? b[at] : 0, hi = j < cols && 2 * kp + 1 < K ? b[at + {g.b_k}] : 0;
+      panel[kp * 32 + j] = lo | hi << 16;
+    }}"""
+  if g.b_k == 1:   # K-major: 16 pairs of each column at a time (one 64-byte line), stored into 16 rows of the panel
+    return f"""static void pack(uint32_t* panel, const uint16_t* b, int cols) {{
+  for (int kp0 = 0; kp0 < K / 2; kp0 += 16) {{
+    const int kn = K / 2 - kp0 < 16 ? K / 2 - kp0 : 16;
+    for (int j = 0; j < 32; j++) {{
+      const uint16_t* src = b + (long long)j * {g.b_n} + 2 * kp0;
+      for (int q = 0; q < kn; q++) {{ uint32_t w = 0; if (j < cols) memcpy(&w, src + 2 * q, 4); panel[(kp0 + q) * 32 + j] = w; }}
+    }}
+  }}
+  if (K & 1) for (int j = 0; j < 32; j++) panel[(K / 2) * 32 + j] = j < cols ? b[(long long)j * {g.b_n} + K - 1] : 0;
+}}"""
+  if g.b_n == 1:   # rows 2kp and 2kp + 1, 16 columns at a time, widened to 32 bits and merged
+    fast = f"""for (int h = 0; h < 2; h++) {{
+        const __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(b + (long long)(2 * kp) * {g.b_k} + 16 * h)));
+        const __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(b + (long long)(2 * kp + 1) * {g.b_k} + 16 * h)));
+        _mm512_store_si512(panel + kp * 32 + 16 * h, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+      }}"""
+    cond = "cols == 32 && 2 * kp + 1 < K"
+  else: fast, cond = "", "0"
+  return f"""static void pack(uint32_t* panel, const uint16_t* b, int cols) {{
+  for (int kp = 0; kp < (K + 1) / 2; kp++) {{
+    if ({cond}) {{ {fast} }}
+    else {scalar}
+  }}
+}}"""
+
 def render_bf16_gemm(g: BF16Gemm, name: str | None = None) -> str:
   """The kernel's C source: the CPU ABI of renderer/c.py (an entry point taking the buffers' addresses and the item
   range, and the length of its parallel range)."""
@@ -91,6 +128,7 @@ static inline void store_row(uint16_t* c, __m512 v0, __m512 v1, int cols) {{
   _mm256_storeu_si256((__m256i*)tmp, h0); _mm256_storeu_si256((__m256i*)(tmp + 16), h1);
   memcpy(c, tmp, cols * 2);
 }}
+{_pack(g)}
 void {name}(void *const *args, const int32_t *range) {{
   uint16_t* C = (uint16_t*)args[0];
   const uint16_t* A = (const uint16_t*)args[{g.a_slot}] + {g.a_offset};
@@ -101,16 +139,7 @@ void {name}(void *const *args, const int32_t *range) {{
   for (int item = range[0]; item < range[1]; item++) {{
     const int p = item / {mb}, m_block = item % {mb}, bz = p / {np_}, n0 = p % {np_} * 32;
     const int cols = N - n0 < 32 ? N - n0 : 32;
-    if (p != packed) {{   // K/2 (+1) rows of 32 words: (B[k][n], B[k + 1][n]) per column, zero past N and K
-      const uint16_t* b = B + (long long)bz * {g.b_batch};
-      for (int kp = 0; kp < (K + 1) / 2; kp++)
-        for (int j = 0; j < 32; j++) {{
-          const long long at = (long long)(2 * kp) * {g.b_k} + (long long)(n0 + j) * {g.b_n};
-          const uint32_t lo = j < cols ? b[at] : 0, hi = j < cols && 2 * kp + 1 < K ? b[at + {g.b_k}] : 0;
-          panel[kp * 32 + j] = lo | hi << 16;
-        }}
-      packed = p;
-    }}
+    if (p != packed) {{ pack(panel, B + (long long)bz * {g.b_batch} + (long long)n0 * {g.b_n}, cols); packed = p; }}
     const int m_end = (m_block + 1) * {MC} < M ? (m_block + 1) * {MC} : M;
     for (int m0 = m_block * {MC}; m0 < m_end; m0 += {MR}) {{
       const int rows = m_end - m0 < {MR} ? m_end - m0 : {MR};
