@@ -9,9 +9,9 @@ the batch, with A's batches one run of rows (x @ W), folds the batch into M. Any
 another layout) goes through the Lowerer, whose float32 register tile converts bf16 as it loads.
 
 Measured on this project's 2-core AVX-512 VM (2026-12-04), against the Lowerer's tile, ms: a @ b 1024^3 11.7 -> 5.6
-(bench/cpu.py: 183 -> 382 GFLOP/s, PyTorch's oneDNN 374); x @ W.T (nn.Linear's layout) 8x4096x4096 28.0 -> 5.7,
-64x4096x4096 26.2 -> 10.1, 256x768x3072 10.1 -> 4.0, 1024^3 14.9 -> 6.3 (PyTorch 2.3, 7.4, 3.5, 6.1: a few rows of
-x still trail it, the panel's packing then being most of the work).
+(bench/cpu.py: 183 -> 382 GFLOP/s, PyTorch's oneDNN 374); x @ W.T (nn.Linear's layout) 8x4096x4096 28.0 -> 1.9,
+64x4096x4096 26.2 -> 6.7 (both the dot kernel), 256x768x3072 10.1 -> 3.5, 1024^3 14.9 -> 6.0 (PyTorch 2.3, 6.1, 3.4,
+5.5).
 """
 from __future__ import annotations
 import dataclasses, time
