@@ -102,6 +102,14 @@ def run(big: bool = False):
     txb, tyb = (torch.from_numpy(t.float().numpy()).bfloat16() for t in (xb, yb))
     row["torch"] = 2 * n ** 3 / median_time(lambda: txb @ tyb) / 1e9
   rows.append(row)
+  # nn.Linear's layout at a decode step's 8 rows: x @ W.T, W stored (out, in)
+  xd, wd = (Tensor(rng.uniform(-1, 1, s).astype(np.float32), device="CPU").cast(alloy.bfloat16).realize() for s in ((8, 4096), (4096, 4096)))
+  flops = 2 * 8 * 4096 * 4096
+  row = {"workload": "x @ W.T 8x4096x4096 bf16", "unit": "GFLOP/s", "alloy": flops / ours(lambda: xd @ wd.T) / 1e9}
+  if torch is not None:
+    txd, twd = (torch.from_numpy(t.float().numpy()).bfloat16() for t in (xd, wd))
+    row["torch"] = flops / median_time(lambda: txd @ twd.T) / 1e9
+  rows.append(row)
   small = Tensor(rng.uniform(1, 2, 1024).astype(np.float32), device="CPU").realize()
   row = {"workload": "one realize, cached tiny kernel", "unit": "us"}
   row["alloy"] = ours(lambda: small * 1.0001 + 1) * 1e6

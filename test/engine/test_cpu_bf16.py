@@ -55,7 +55,8 @@ def test_matches_numpy(rng, M, K, N):
 def test_batches_views_and_one_buffer(rng):
   _needs_bf16()
   x, w, wt = _bf16(rng, 3, 20, 40), _bf16(rng, 40, 24), _bf16(rng, 24, 40)
-  cases = {"batched": (x, _bf16(rng, 3, 40, 24)), "batched q @ k^T": (x, _bf16(rng, 3, 24, 40).transpose(-1, -2)), "x @ W": (x, w), "x @ W.T": (x, wt.T), "rows sliced": (x[:, 3:], w),
+  cases = {"batched": (x, _bf16(rng, 3, 40, 24)), "batched q @ k^T": (x, _bf16(rng, 3, 24, 40).transpose(-1, -2)),
+           "x @ W": (x, w), "x @ W.T": (x, wt.T), "rows sliced": (x[:, 3:], w),
            "x @ W.T, odd K": (_bf16(rng, 33, 45), _bf16(rng, 37, 45).T),   # few rows: the dot kernel
            "x @ W.T, many rows": (_bf16(rng, 100, 45), _bf16(rng, 37, 45).T),   # packed panels
            "one buffer": (wt, None)}
