@@ -58,15 +58,15 @@ class BF16Gemm:
 def kernel_name(g: BF16Gemm) -> str:
   return f"bf16_gemm_{g.batch}x{g.M}x{g.N}x{g.K}_a{g.a_row}_b{g.b_k}x{g.b_n}"
 
-def _tile(rows: str) -> str:
-  """The register tile's k-pair loop over `rows` rows (the C expression of how many of MR hold real rows)."""
-  lines = [f"const uint16_t* a{r} = arow + (long long)({r} < {rows} ? {r} : {rows} - 1) * {{a_row}};" for r in range(MR)]
+def _tile(a_row: int) -> str:
+  """The register tile's k-pair loop over the `rows` (at most MR) rows of A at `arow`, `a_row` elements apart."""
+  lines = [f"const uint16_t* a{r} = arow + (long long)({r} < rows ? {r} : rows - 1) * {a_row};" for r in range(MR)]
   acc = [f"__m512 c{r}0 = _mm512_setzero_ps(), c{r}1 = _mm512_setzero_ps();" for r in range(MR)]
   step = "\n".join(f"        {{ __m512i x = _mm512_set1_epi32((int)pair(a{r}, kp)); c{r}0 = _mm512_dpbf16_ps(c{r}0, (__m512bh)x, (__m512bh)b0);"
                    f" c{r}1 = _mm512_dpbf16_ps(c{r}1, (__m512bh)x, (__m512bh)b1); }}" for r in range(MR))
   odd = "\n".join(f"        {{ __m512i x = _mm512_set1_epi32((int)a{r}[K - 1]); c{r}0 = _mm512_dpbf16_ps(c{r}0, (__m512bh)x, (__m512bh)b0);"
                   f" c{r}1 = _mm512_dpbf16_ps(c{r}1, (__m512bh)x, (__m512bh)b1); }}" for r in range(MR))
-  store = "\n".join(f"      if ({r} < {rows}) store_row(crow + (long long){r} * N, c{r}0, c{r}1, cols);" for r in range(MR))
+  store = "\n".join(f"      if ({r} < rows) store_row(crow + (long long){r} * N, c{r}0, c{r}1, cols);" for r in range(MR))
   return ("      " + "\n      ".join(lines + acc) + "\n"
           "      for (int kp = 0; kp < K / 2; kp++) {\n"
           "        const __m512i b0 = _mm512_load_si512(panel + kp * 32), b1 = _mm512_load_si512(panel + kp * 32 + 16);\n"
@@ -117,7 +117,7 @@ def render_bf16_gemm(g: BF16Gemm, name: str | None = None) -> str:
   range, and the length of its parallel range)."""
   name = name or kernel_name(g)
   np_, mb = -(-g.N // NR), -(-g.M // MC)
-  tile = _tile("rows").replace("{a_row}", str(g.a_row))
+  tile = _tile(g.a_row)
   return f"""#include <immintrin.h>
 #include <stdint.h>
 #include <stdlib.h>
