@@ -2,11 +2,13 @@
 and their CompiledKernel.
 
 A kernel goes there on a CPU whose flags list avx512_bf16, with kernels built for AVX-512 (ALLOY_CPU_ISA not
-narrowing them) and `ALLOY_CPU_BF16` not 0, where codegen/matmul.py recognises a matmul of two bfloat16 operands,
+narrowing them) and `ALLOY_CPU_BF16` not 0 (runtime/cpu: the device's caps then list bfloat16 in `whole_matmuls`,
+and the schedule stores such a matmul as its cast, its epilogue a kernel of its own: the values are the same, since
+the graph rounds the matmul to bf16 first), where codegen/matmul.py recognises a matmul of two bfloat16 operands,
 accumulated in float32, with no epilogue but the cast to bfloat16, stored as (batch..., m, n) in order; A (the left
 operand) must run along K in memory, and each operand's batch axes must be one run of memory. An operand B shared by
-the batch, with A's batches one run of rows (x @ W), folds the batch into M. Anything else (an epilogue, float16,
-another layout) goes through the Lowerer, whose float32 register tile converts bf16 as it loads.
+the batch, with A's batches one run of rows (x @ W), folds the batch into M. Anything else (float16, another
+layout) goes through the Lowerer, whose float32 register tile converts bf16 as it loads.
 
 Measured on this project's 2-core AVX-512 VM (2026-12-04), against the Lowerer's tile, ms: a @ b 1024^3 11.7 -> 5.6
 (bench/cpu.py: 183 -> 382 GFLOP/s, PyTorch's oneDNN 374); x @ W.T (nn.Linear's layout) 8x4096x4096 28.0 -> 1.9,
@@ -16,7 +18,7 @@ Measured on this project's 2-core AVX-512 VM (2026-12-04), against the Lowerer's
 from __future__ import annotations
 import dataclasses, time
 from alloy import dtype as dt
-from alloy.helpers import getenv, prod
+from alloy.helpers import prod
 from alloy.codegen.matmul import MatmulSpec, flat_batch_stride, match_matmul
 from alloy.codegen.program import KernelMeta, LinearProgram
 from alloy.ir.kernel import KernelAST
@@ -37,10 +39,8 @@ def bf16_gemm(spec: MatmulSpec) -> BF16Gemm | None:
   return g
 
 def takes_bf16(device) -> bool:
-  """Whether device is a CPU whose kernels may use AVX512-BF16 (and ALLOY_CPU_BF16 allows it)."""
-  if getattr(device, "name", "").split(":")[0] != "CPU" or not getenv("ALLOY_CPU_BF16", 1): return False
-  from alloy.runtime.cpu.compiler import cpu_flags, vector_isa
-  return "avx512_bf16" in cpu_flags() and vector_isa() == "avx512f"
+  """Whether device is a CPU whose kernels may use AVX512-BF16 (its caps list bfloat16's whole matmuls: cpu_caps)."""
+  return "bfloat16" in getattr(device.caps, "whole_matmuls", ())
 
 def compile_cpu_bf16(ast: KernelAST, device) -> tuple | None:
   """(program, source, binary, runner, stage seconds) of the kernel for ast on device, or None where it does not

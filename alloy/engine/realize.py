@@ -66,7 +66,7 @@ def run_schedule(targets: list[Node], device_name: str, walked: tuple | None = N
   global kernels_launched
   t0 = time.perf_counter()
   device = get_device(device_name)
-  items = schedule([values.get(t, device_name) for t in targets], walked, device.caps.threads)
+  items = schedule([values.get(t, device_name) for t in targets], walked, device.caps.threads, device.caps.whole_matmuls)
   t_sched = time.perf_counter() - t0
   if watchers.on_stage: watchers.staged("schedule", t0, t_sched, f"{len(items)} kernels")
   if DEBUG >= 1:
@@ -134,7 +134,8 @@ def _eager(node: Node, device: str):
   global kernels_launched
   base = _peel_reshape(node) if node.op is Op.VIEW else node   # a contiguous reshape: its base computed, viewed
   if base is not node and values.table and values.get(base, device) is not base: return None   # computed: a view of it
-  kernel, nodes, walked = eager_kernel(base, get_device(device).caps.threads)
+  caps = get_device(device).caps
+  kernel, nodes, walked = eager_kernel(base, caps.threads, caps.whole_matmuls)
   if kernel is None: return walked
   number, ast, inputs, consts = kernel   # inputs, consts: places in nodes
   if (plans := _plans.get(device)) is None: plans = _plans[device] = {}

@@ -74,18 +74,20 @@ def _broadcast_further(view: Node | None) -> bool:
 
 # schedules by graph structure: the same computation on other buffers (and other values of its lifted constants)
 # reuses the kernels' cut and ASTs. Per key, variants by the values of the constants kept literal past
-# MAX_KERNEL_VARS (usually none, so one variant). One table per value of schedule's `threads`.
-_schedules: tuple = ({}, {})
+# MAX_KERNEL_VARS (usually none, so one variant). One table per value of schedule's (`threads`, `whole`).
+_schedules: dict = {}
 SCHEDULE_CACHE_SIZE, SCHEDULE_VARIANTS = 4096, 4
 
-def schedule(targets: list[Node], walked: tuple | None = None, threads: bool = False) -> list[tuple[Node, KernelAST, list, list]]:
+def schedule(targets: list[Node], walked: tuple | None = None, threads: bool = False,
+             whole: tuple = ()) -> list[tuple[Node, KernelAST, list, list]]:
   """Kernels in dependency order: (node realized, its AST, the nodes bound as its inputs [0]=itself, the CONST nodes
-  whose values are its scalar arguments). A pure function of the graph and of `threads` (the device launches a grid of
-  threads, caps.threads: its contractions of few outputs are split along K, split.py): which nodes were computed
-  before is the engine's to know (engine/values.py); it hands in the targets not computed yet. walked:
-  _structure(targets), where the caller has it (one_kernel's)."""
+  whose values are its scalar arguments). A pure function of the graph, of `threads` (the device launches a grid of
+  threads, caps.threads: its contractions of few outputs are split along K, split.py) and of `whole` (caps.whole_matmuls:
+  the operand dtypes whose plain matmuls the device renders whole, each stored as its cast before its epilogue):
+  which nodes were computed before is the engine's to know (engine/values.py); it hands in the targets not computed
+  yet. walked: _structure(targets), where the caller has it (one_kernel's)."""
   order, position, key = walked or _structure(targets)
-  cache = _schedules[threads]
+  cache = _schedules.setdefault((threads, whole), {})
   if (variants := cache.get(key)) is not None:
     for pinned, hit, has_split in variants:
       if not pinned or all(order[p].key[2] == v for p, v in pinned):
@@ -94,7 +96,7 @@ def schedule(targets: list[Node], walked: tuple | None = None, threads: bool = F
           made = {k: split.made_again(order, k, threads) for k, *_ in hit if k < 0}
           at = lambda k: order[k] if k >= 0 else made[k]
         return [(at(k), ast, [at(i) for i in inputs], [order[c] for c in consts]) for k, ast, inputs, consts in hit]
-  items, pinned, made = _schedule(targets, threads)
+  items, pinned, made = _schedule(targets, threads, whole)
   if len(cache) >= SCHEDULE_CACHE_SIZE: cache.clear()
   variants = cache.setdefault(key, [])
   if len(variants) >= SCHEDULE_VARIANTS: del variants[0]
@@ -136,18 +138,18 @@ def _structure(targets: list[Node]) -> tuple:
 # structure key -> (a number naming it, the AST, the places (in _structure's order) of its input BUFFER nodes, of the
 # CONST nodes of its scalar arguments) where the graph is one kernel computing its root with no constant kept literal
 # past MAX_KERNEL_VARS; None where it is not
-_one_kernel: tuple = ({}, {})   # by schedule's `threads`
+_one_kernel: dict = {}   # by schedule's (`threads`, `whole`)
 _kernel_numbers = itertools.count()
 
-def one_kernel(n: Node, threads: bool = False) -> tuple:
+def one_kernel(n: Node, threads: bool = False, whole: tuple = ()) -> tuple:
   """(_structure([n]), _one_kernel's entry for n's graph). A graph seen the first time is scheduled through schedule(),
   so that one that is not one kernel finds its schedule cached there."""
-  walked, known = _structure([n]), _one_kernel[threads]
+  walked, known = _structure([n]), _one_kernel.setdefault((threads, whole), {})
   if (hit := known.get(walked[2], known)) is not known: return walked, hit
   hit = None
   if not is_buffer_view(n) and 0 not in n.shape:
-    items = schedule([n], walked, threads)
-    pinned = any(p for p, *_ in _schedules[threads].get(walked[2], ()))
+    items = schedule([n], walked, threads, whole)
+    pinned = any(p for p, *_ in _schedules[(threads, whole)].get(walked[2], ()))
     if len(items) == 1 and items[0][0] is n and not pinned and all(i.op is Op.BUFFER for i in items[0][2][1:]):
       _, ast, inputs, consts = items[0]
       position = walked[1]
@@ -225,39 +227,39 @@ def leaves_of(n: Node) -> tuple:
   return leaves
 
 # structure number -> one_kernel's entry for that graph, its places those of the graph's leaves (leaves_of)
-_eager_kernels: tuple = ({}, {})   # by schedule's `threads`
+_eager_kernels: dict = {}   # by schedule's (`threads`, `whole`)
 
-def eager_kernel(n: Node, threads: bool = False) -> tuple:
+def eager_kernel(n: Node, threads: bool = False, whole: tuple = ()) -> tuple:
   """(one_kernel's entry for n's graph, or None where it is not one kernel; the nodes its places index: n's leaves, or
   where the graph was walked, the walk's order; the walk, or None). A graph is walked the first time its structure is
-  seen, and where it is large. threads: schedule's."""
+  seen, and where it is large. threads, whole: schedule's."""
   number, leaves = n.structure or structure_of(n)
-  known = _eager_kernels[threads]
+  known = _eager_kernels.setdefault((threads, whole), {})
   if number is not None and (hit := known.get(number, known)) is not known:
     return (hit, leaves or leaves_of(n), None) if hit is not None else (None, None, None)
-  walked, hit = one_kernel(n, threads)
+  walked, hit = one_kernel(n, threads, whole)
   if number is not None:
     if len(known) >= SCHEDULE_CACHE_SIZE: known.clear()
     leaves, order = leaves_of(n), walked[0]
     known[number] = None if hit is None else (*hit[:2], *[tuple(leaves.index(order[p]) for p in ps) for ps in hit[2:]])
   return hit, walked[0], walked
 
-def _schedule(targets: list[Node], threads: bool) -> tuple[list[tuple[Node, KernelAST, list, list]], list, dict]:
+def _schedule(targets: list[Node], threads: bool, whole: tuple) -> tuple[list[tuple[Node, KernelAST, list, list]], list, dict]:
   """schedule's kernels and the constants kept literal past MAX_KERNEL_VARS, made anew; and split.split's kernels
   that are no nodes of the targets' graph (a split reduction's partials and final one), by id."""
   # long reductions become two (split.py); the kernels then name the nodes of the targets' graph they stand for
   graph_targets = targets
   targets, stands_for, made, graph = split.split(targets, threads)
-  out, pinned = _kernels(targets)
+  out, pinned = _kernels(targets, whole)
   if not made: return out, pinned, made
   def was(n: Node) -> Node: return stands_for.get(id(n), n)
   out = [(was(n), ast, [was(i) for i in inputs], [was(c) for c in consts]) for n, ast, inputs, consts in out]
   named = [id(n) for n, *_ in out]
   if len(set(named)) < len(named) or any(k not in graph and k not in made for k in named):
-    return (*_kernels(graph_targets), {})   # two kernels for one node (a gather of a split reduction's result): unsplit
+    return (*_kernels(graph_targets, whole), {})   # two kernels for one node (a gather of a split reduction's result): unsplit
   return out, [was(c) for c in pinned], made
 
-def _kernels(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, list]], list]:
+def _kernels(targets: list[Node], whole: tuple = ()) -> tuple[list[tuple[Node, KernelAST, list, list]], list]:
   # 1. decide which nodes become kernels
   parents: dict[int, int] = {}
   nodes = {}
@@ -275,6 +277,8 @@ def _kernels(targets: list[Node]) -> tuple[list[tuple[Node, KernelAST, list, lis
     if n.op is Op.REDUCE and is_contraction(n):
       for operand in product(n).src:
         if (x := _computed_operand(operand)) is not None: cut.add(id(x))
+      if whole and all(_stored_dtype(x).name in whole for x in product(n).src) and (cast := _stored_as(n, parents, parent_of)) is not n:
+        cut.add(id(cast))   # a matmul the device renders whole: stored as its cast, its epilogue a kernel of its own
     if n.op is Op.GATHER and any(m.op is Op.REDUCE for m in n.src[0].toposort()):
       cut.add(id(n.src[0]))
   # reductions: walk each kernel root down to its reduces and check the fusion rule;
@@ -319,6 +323,11 @@ def _stored_as(red: Node, parents: dict, parent_of: dict) -> Node:
     elif p.op is Op.CAST and p.dtype.is_float and n.dtype.is_float and p.dtype.itemsize < n.dtype.itemsize: n = stored = p
     else: break
   return stored
+
+def _stored_dtype(x: Node):
+  """The dtype a contraction's operand is stored in: beneath its views and casts."""
+  while x.op in (Op.VIEW, Op.CAST) and x.src: x = x.src[0]
+  return x.dtype
 
 def _kernel_root(n: Node) -> Node:
   return n.src[0] if n.op is Op.CONTIGUOUS else n

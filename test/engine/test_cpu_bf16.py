@@ -1,6 +1,7 @@
 """engine/cpu_bf16.py: which matmuls the CPU's AVX512-BF16 kernel takes (checked on ASTs, any CPU), and on a CPU with
 avx512_bf16 its results against NumPy in float64 (shapes the tiles do not divide, an odd K, batches, x @ W folded,
 transposed and sliced operands, one buffer as both operands), and that without the extension the Lowerer runs."""
+import dataclasses
 import numpy as np
 import pytest
 import alloy
@@ -68,9 +69,28 @@ def test_batches_views_and_one_buffer(rng):
     np.testing.assert_allclose(got, want, atol=3e-2, rtol=1e-2, err_msg=name)
 
 def test_without_the_extension_the_lowerer_runs(rng, monkeypatch):
+  from alloy.runtime.cpu import cpu_caps
   monkeypatch.setenv("ALLOY_CPU_BF16", "0")
-  assert not takes_bf16(alloy.get_device("CPU"))
-  a, b = _bf16(rng, 30, 20), _bf16(rng, 20, 10)
-  got, names = _run(a @ b)
-  assert not any(n.startswith("bf16_gemm") for n in names)
-  np.testing.assert_allclose(got, _np(a) @ _np(b), atol=2e-2, rtol=1e-2)
+  assert cpu_caps().whole_matmuls == ()
+  dev = alloy.get_device("CPU")
+  monkeypatch.setattr(dev, "caps", dataclasses.replace(dev.caps, whole_matmuls=()))
+  assert not takes_bf16(dev)
+  a, b, bias = _bf16(rng, 30, 20), _bf16(rng, 20, 10), _bf16(rng, 10)
+  got, names = _run(a @ b + bias)
+  assert not any(n.startswith("bf16_gemm") for n in names) and len(names) == 1   # the Lowerer's one kernel, epilogue fused
+  np.testing.assert_allclose(got, _bf16_round(_bf16_round(_np(a) @ _np(b)) + _np(bias)), atol=2e-2, rtol=1e-2)
+
+def _bf16_round(x: np.ndarray) -> np.ndarray:
+  return Tensor(x.astype(np.float32)).cast(alloy.bfloat16).float().numpy().astype(np.float64)
+
+def test_an_epilogue_is_a_kernel_of_its_own(rng):
+  """nn.Linear's x @ W.T + b: the matmul through the kernel, stored as bf16, then the bias add; the same values as
+  one fused kernel (the graph rounds the matmul to bf16 before the add)."""
+  _needs_bf16()
+  x, w, bias = _bf16(rng, 8, 96), _bf16(rng, 40, 96), _bf16(rng, 40)
+  got, names = _run((x @ w.T + bias).gelu())
+  assert len(names) == 2 and names[0].startswith("bf16_gemm"), names
+  want = _np(x) @ _np(w).T
+  want = _bf16_round(_bf16_round(want) + _np(bias))
+  want = 0.5 * want * (1 + np.vectorize(__import__("math").erf)(want / np.sqrt(2)))
+  np.testing.assert_allclose(got, want, atol=3e-2, rtol=2e-2)

@@ -55,8 +55,8 @@ def test_seed_example_is_one_kernel(rng):
 
 def _cached(fusion) -> int:
   """Graphs whose schedule is cached: in the general cache or the eager path's (one kernel computing one tensor), both
-  keyed by the graph's structure, one table per value of schedule's `threads`."""
-  return len(set().union(*fusion._schedules, *fusion._one_kernel))
+  keyed by the graph's structure, one table per value of schedule's (`threads`, `whole`)."""
+  return len(set().union(*fusion._schedules.values(), *fusion._one_kernel.values()))
 
 def test_schedule_reused_for_same_structure(rng):
   from alloy.schedule import fusion

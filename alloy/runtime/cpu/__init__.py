@@ -8,12 +8,12 @@ argument limits is called through ctypes on the caller's thread once everything 
 command-encoder interface over the queue: each entry is a command buffer, sent as it is encoded).
 """
 from __future__ import annotations
-import atexit, collections, ctypes, functools, os, threading, time
+import atexit, collections, ctypes, dataclasses, functools, os, threading, time
 from alloy.caps import DeviceCaps
 from alloy.renderer.c import CRenderer
 from alloy.runtime.device import Device
 from alloy.runtime.cpu.allocator import CPUAllocator
-from alloy.runtime.cpu.compiler import CPUCompiler, cpu_target, vector_isa
+from alloy.runtime.cpu.compiler import CPUCompiler, bf16_dot_products, cpu_target, vector_isa
 from alloy.runtime.cpu.graph import CPUGraph, CPULaunchList
 from alloy.runtime.cpu.encoder import CPUCommandEncoder
 from alloy.runtime.cpu.program import CPUProgram
@@ -29,8 +29,10 @@ CAPS_AVX512 = DeviceCaps(threads=False, vector_widths=(16, 8, 4), vector_arithme
                          shared_bytes=1 << 20)
 
 def cpu_caps() -> DeviceCaps:
-  """The caps of the vector extension kernels are built for (compiler.vector_isa: the CPU's, or ALLOY_CPU_ISA's)."""
-  return CAPS_AVX512 if vector_isa() == "avx512f" else CAPS_8_WIDE
+  """The caps of the vector extension kernels are built for (compiler.vector_isa: the CPU's, or ALLOY_CPU_ISA's); with
+  AVX512-BF16, bfloat16 matmuls rendered whole (engine/cpu_bf16.py)."""
+  caps = CAPS_AVX512 if vector_isa() == "avx512f" else CAPS_8_WIDE
+  return dataclasses.replace(caps, whole_matmuls=("bfloat16",)) if bf16_dot_products() else caps
 
 class CPUDevice(Device):
   renderer = CRenderer()

@@ -7,6 +7,7 @@ the device's caps (its vector widths and registers, so its matmul tile) follow.
 """
 from __future__ import annotations
 import functools, os, platform, shutil, subprocess, tempfile
+from alloy.helpers import getenv
 from alloy.runtime.device import Compiler, CompileError
 
 CFLAGS = ["-O2", "-march=native", "-ftree-vectorize", "-fPIC", "-shared", "-fno-math-errno", "-fwrapv", "-ffp-contract=off"]
@@ -60,6 +61,11 @@ def vector_isa() -> str:
   if have not in X86_EXTENSIONS or X86_EXTENSIONS.index(want) < X86_EXTENSIONS.index(have):
     raise RuntimeError(f"ALLOY_CPU_ISA={want!r}: this CPU's widest vector extension is {have or 'none'}, which has no {want}")
   return want
+
+def bf16_dot_products() -> bool:
+  """Whether kernels may use AVX512-BF16's pair dot products (engine/cpu_bf16.py): the CPU has them, kernels are built
+  for AVX-512, and ALLOY_CPU_BF16 is not 0."""
+  return "avx512_bf16" in cpu_flags() and vector_isa() == "avx512f" and bool(getenv("ALLOY_CPU_BF16", 1))
 
 def vector_isa_flags() -> list[str]:
   """The flags after CFLAGS that hold -march=native's code within vector_isa()."""
