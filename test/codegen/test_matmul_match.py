@@ -87,7 +87,7 @@ def test_computed_operand_is_not_a_matmul(monkeypatch):
   # recogniser refuses it: a matrix engine takes loads only
   from alloy.schedule import fusion
   monkeypatch.setattr(fusion, "_computed_operand", lambda x: None)
-  monkeypatch.setattr(fusion, "_schedules", ({}, {}))
+  monkeypatch.setattr(fusion, "_schedules", {})
   asts = _asts(_t(64, 32).float().exp() @ _t(32, 48).float())
   assert len(asts) == 1 and match_matmul(asts[0]) is None
 

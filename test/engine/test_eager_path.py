@@ -114,7 +114,7 @@ def test_a_graph_of_several_kernels_is_scheduled_once(device, rng, monkeypatch):
   from alloy.schedule import fusion
   calls = []
   real = fusion._schedule
-  monkeypatch.setattr(fusion, "_schedule", lambda targets, threads: calls.append(1) or real(targets, threads))
+  monkeypatch.setattr(fusion, "_schedule", lambda targets, threads, whole: calls.append(1) or real(targets, threads, whole))
   x = rng.uniform(1, 2, (8, 16)).astype(np.float32)
   t = Tensor(x, device=device).realize()
   s = (t * 1.25).sum()                      # broadcast along an earlier axis: the sum is a kernel of its own
