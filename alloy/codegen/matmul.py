@@ -74,6 +74,12 @@ class MatmulSpec:
   def operand_dtype(self) -> DType | None:
     """The stored dtype both operands share, or None where they differ."""
     return self.a.dtype if self.a.dtype == self.b.dtype else None
+  @property
+  def plain(self) -> bool:
+    """No epilogue but the cast to the output dtype, stored as (batch..., m, n) in order: what a matmul kernel rendered
+    whole (engine/wgmma.py, engine/cpu_bf16.py) computes."""
+    if tuple(op.name for op in self.epilogue_ops) != ("CAST",) or self.epilogue_inputs: return False
+    return [ax for ax in self.out_axes if ax != "1"] == [f"b{j}" for j in range(len(self.batch))] + ["m", "n"]
 
 def flat_batch_stride(op: MatmulOperand, sizes: tuple) -> int | None:
   """The operand's batch axes (of these sizes) as one: the stride of the flat batch index (0 where every batch

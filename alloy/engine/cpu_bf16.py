@@ -27,9 +27,7 @@ from alloy.renderer.c_bf16_gemm import BF16Gemm, kernel_name, render_bf16_gemm
 def bf16_gemm(spec: MatmulSpec) -> BF16Gemm | None:
   """spec as the kernel's BF16Gemm, or None where the kernel does not take it (module docstring)."""
   if spec.a.dtype is not dt.bfloat16 or spec.b.dtype is not dt.bfloat16 or spec.acc_dtype is not dt.float32: return None
-  if spec.out_dtype is not dt.bfloat16 or spec.epilogue_inputs or tuple(op.name for op in spec.epilogue_ops) != ("CAST",): return None
-  if [ax for ax in spec.out_axes if ax != "1"] != [f"b{j}" for j in range(len(spec.batch))] + ["m", "n"]: return None
-  if spec.a.k_stride != 1: return None
+  if spec.out_dtype is not dt.bfloat16 or not spec.plain or spec.a.k_stride != 1: return None
   a_batch, b_batch = (flat_batch_stride(op, spec.batch) for op in (spec.a, spec.b))
   if a_batch is None or b_batch is None: return None
   g = BF16Gemm(prod(spec.batch), spec.M, spec.N, spec.K, spec.a.stride, a_batch, spec.a.offset, spec.b.k_stride, spec.b.stride,
@@ -40,7 +38,7 @@ def bf16_gemm(spec: MatmulSpec) -> BF16Gemm | None:
 
 def takes_bf16(device) -> bool:
   """Whether device is a CPU whose kernels may use AVX512-BF16 (its caps list bfloat16's whole matmuls: cpu_caps)."""
-  return "bfloat16" in getattr(device.caps, "whole_matmuls", ())
+  return "bfloat16" in device.caps.whole_matmuls
 
 def compile_cpu_bf16(ast: KernelAST, device) -> tuple | None:
   """(program, source, binary, runner, stage seconds) of the kernel for ast on device, or None where it does not

@@ -56,9 +56,7 @@ def gemm_fit(spec: MatmulSpec) -> tuple[WGMMAGemm, tuple] | None:
   if spec.K <= TENSOR_CORE_SHORT_K or spec.operand_dtype is None: return None
   # a float32 output (no cast) the renderer can store, but that path has not run on a GPU yet: the Lowerer keeps it
   if spec.out_dtype != spec.operand_dtype: return None
-  if tuple(op.name for op in spec.epilogue_ops) != ("CAST",) or spec.epilogue_inputs: return None
-  live = [ax for ax in spec.out_axes if ax != "1"]
-  if live != [f"b{j}" for j in range(len(spec.batch))] + ["m", "n"]: return None
+  if not spec.plain: return None
   if isinstance(fit := gemm_of(spec, **_tile(spec.M, spec.N, prod(spec.batch))), str): return None
   g, operands = fit
   if g.batch > 1 and g.b.batch_stride == 0 and g.a.k_major and g.a.batch_stride == g.M * g.a.row_stride:
