@@ -78,6 +78,11 @@ def _broadcast_further(view: Node | None) -> bool:
 _schedules: dict = {}
 SCHEDULE_CACHE_SIZE, SCHEDULE_VARIANTS = 4096, 4
 
+def _table(tables: dict, threads: bool, whole: tuple) -> dict:
+  """tables' table for schedule's (threads, whole), made the first time it is asked for."""
+  if (table := tables.get((threads, whole))) is None: table = tables[(threads, whole)] = {}
+  return table
+
 def schedule(targets: list[Node], walked: tuple | None = None, threads: bool = False,
              whole: tuple = ()) -> list[tuple[Node, KernelAST, list, list]]:
   """Kernels in dependency order: (node realized, its AST, the nodes bound as its inputs [0]=itself, the CONST nodes
@@ -87,7 +92,7 @@ def schedule(targets: list[Node], walked: tuple | None = None, threads: bool = F
   which nodes were computed before is the engine's to know (engine/values.py); it hands in the targets not computed
   yet. walked: _structure(targets), where the caller has it (one_kernel's)."""
   order, position, key = walked or _structure(targets)
-  cache = _schedules.setdefault((threads, whole), {})
+  cache = _table(_schedules, threads, whole)
   if (variants := cache.get(key)) is not None:
     for pinned, hit, has_split in variants:
       if not pinned or all(order[p].key[2] == v for p, v in pinned):
@@ -144,12 +149,12 @@ _kernel_numbers = itertools.count()
 def one_kernel(n: Node, threads: bool = False, whole: tuple = ()) -> tuple:
   """(_structure([n]), _one_kernel's entry for n's graph). A graph seen the first time is scheduled through schedule(),
   so that one that is not one kernel finds its schedule cached there."""
-  walked, known = _structure([n]), _one_kernel.setdefault((threads, whole), {})
+  walked, known = _structure([n]), _table(_one_kernel, threads, whole)
   if (hit := known.get(walked[2], known)) is not known: return walked, hit
   hit = None
   if not is_buffer_view(n) and 0 not in n.shape:
     items = schedule([n], walked, threads, whole)
-    pinned = any(p for p, *_ in _schedules[(threads, whole)].get(walked[2], ()))
+    pinned = any(p for p, *_ in _table(_schedules, threads, whole).get(walked[2], ()))
     if len(items) == 1 and items[0][0] is n and not pinned and all(i.op is Op.BUFFER for i in items[0][2][1:]):
       _, ast, inputs, consts = items[0]
       position = walked[1]
@@ -234,7 +239,7 @@ def eager_kernel(n: Node, threads: bool = False, whole: tuple = ()) -> tuple:
   where the graph was walked, the walk's order; the walk, or None). A graph is walked the first time its structure is
   seen, and where it is large. threads, whole: schedule's."""
   number, leaves = n.structure or structure_of(n)
-  known = _eager_kernels.setdefault((threads, whole), {})
+  known = _table(_eager_kernels, threads, whole)
   if number is not None and (hit := known.get(number, known)) is not known:
     return (hit, leaves or leaves_of(n), None) if hit is not None else (None, None, None)
   walked, hit = one_kernel(n, threads, whole)
