@@ -64,8 +64,14 @@ def _computed_operand(x: Node) -> Node | None:
   buffer or a constant as it is. Such an operand gets its own kernel, as PyTorch's matmul reads a materialized
   input: fused, it is recomputed for every element of the other operand's free axis (a layer norm inside GPT-2's
   c_attn, N = 2304 times), and the matrix engines take only loads (codegen/matmul.py)."""
-  while x.op is Op.VIEW or (x.op is Op.CAST and widens(x.src[0].dtype, x.dtype)): x = x.src[0]
+  x = _read_operand(x)
   return None if x.op in (Op.BUFFER, Op.CONST, Op.CONTIGUOUS) or not x.src else x
+
+def _read_operand(x: Node) -> Node:
+  """A contraction's operand beneath its views and widening float casts: what the matrix engines read (a computed
+  one is stored first, _computed_operand), its dtype the operand's stored dtype."""
+  while x.op is Op.VIEW or (x.op is Op.CAST and widens(x.src[0].dtype, x.dtype)): x = x.src[0]
+  return x
 
 def _broadcast_further(view: Node | None) -> bool:
   """Whether the consumer reads a reduction's result broadcast along an axis of length > 1."""
@@ -282,7 +288,7 @@ def _kernels(targets: list[Node], whole: tuple = ()) -> tuple[list[tuple[Node, K
     if n.op is Op.REDUCE and is_contraction(n):
       for operand in product(n).src:
         if (x := _computed_operand(operand)) is not None: cut.add(id(x))
-      if whole and all(_stored_dtype(x).name in whole for x in product(n).src) and (cast := _stored_as(n, parents, parent_of)) is not n:
+      if whole and all(_read_operand(x).dtype.name in whole for x in product(n).src) and (cast := _stored_as(n, parents, parent_of)) is not n:
         cut.add(id(cast))   # a matmul the device renders whole: stored as its cast, its epilogue a kernel of its own
     if n.op is Op.GATHER and any(m.op is Op.REDUCE for m in n.src[0].toposort()):
       cut.add(id(n.src[0]))
@@ -328,11 +334,6 @@ def _stored_as(red: Node, parents: dict, parent_of: dict) -> Node:
     elif p.op is Op.CAST and p.dtype.is_float and n.dtype.is_float and p.dtype.itemsize < n.dtype.itemsize: n = stored = p
     else: break
   return stored
-
-def _stored_dtype(x: Node):
-  """The dtype a contraction's operand is stored in: beneath its views and casts."""
-  while x.op in (Op.VIEW, Op.CAST) and x.src: x = x.src[0]
-  return x.dtype
 
 def _kernel_root(n: Node) -> Node:
   return n.src[0] if n.op is Op.CONTIGUOUS else n

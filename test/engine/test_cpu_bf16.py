@@ -94,3 +94,13 @@ def test_an_epilogue_is_a_kernel_of_its_own(rng):
   want = _bf16_round(_bf16_round(want) + _np(bias))
   want = 0.5 * want * (1 + np.vectorize(__import__("math").erf)(want / np.sqrt(2)))
   np.testing.assert_allclose(got, want, atol=3e-2, rtol=2e-2)
+
+def test_an_operand_cast_to_bf16_is_a_bf16_operand(rng):
+  """A float32 array cast to bf16 is stored as bf16 first (a computed operand); the matmul then reads bf16 and its
+  epilogue is cut from it, as for a bf16 array."""
+  _needs_bf16()
+  x32, w, bias = Tensor(rng.uniform(-1, 1, (8, 96)).astype(np.float32)), _bf16(rng, 40, 96), _bf16(rng, 40)
+  got, names = _run(x32.cast(alloy.bfloat16) @ w.T + bias)
+  assert any(n.startswith("bf16_gemm") for n in names), names
+  want = _bf16_round(_bf16_round(_np(x32.cast(alloy.bfloat16)) @ _np(w).T) + _np(bias))
+  np.testing.assert_allclose(got, want, atol=3e-2, rtol=2e-2)
