@@ -12,19 +12,24 @@ from alloy.ir import symbolic as sym
 from alloy.codegen.program import Kind, LinearProgram
 from alloy.renderer.cstyle import CStyleRenderer, floor_division_helpers, integer_helpers
 
+# bfloat16 <-> float (to nearest even, NaN kept NaN): every CPU kernel's, and renderer/c_bf16_gemm.py's
+BFLOAT16_HELPERS = r"""static inline float alloy_bfloat16_to_float(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f;
+}
+static inline uint16_t alloy_float_to_bfloat16(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  if (f != f) return 0x7FC0;
+  return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+"""
+
 C_PRELUDE = r"""#include <math.h>
 #include <stdint.h>
 #include <string.h>
 static inline int64_t alloy_f2i(double x) {
   return x != x ? 0 : x <= -9223372036854775808.0 ? INT64_MIN : x >= 9223372036854775807.0 ? INT64_MAX : (int64_t)x;
 }
-static inline float alloy_bfloat16_to_float(uint16_t b) { uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f; }
-static inline uint16_t alloy_float_to_bfloat16(float f) {
-  uint32_t u; memcpy(&u, &f, 4);
-  if (f != f) return 0x7FC0;
-  return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-}
-/* vector types of element alignment: a vector access may start at any element */
+""" + BFLOAT16_HELPERS + r"""/* vector types of element alignment: a vector access may start at any element */
 typedef float alloy_float32x4 __attribute__((vector_size(16), aligned(4)));
 typedef int32_t alloy_int32x4 __attribute__((vector_size(16), aligned(4)));
 typedef uint32_t alloy_uint32x4 __attribute__((vector_size(16), aligned(4)));

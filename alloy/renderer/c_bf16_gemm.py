@@ -19,6 +19,7 @@ are rounded to bf16 as the other CPU kernels round (to nearest even, NaN kept Na
 """
 from __future__ import annotations
 from dataclasses import dataclass
+from alloy.renderer.c import BFLOAT16_HELPERS
 
 NR, MR, MC = 32, 8, 256   # a panel's columns (two vectors of 16), the register tile's rows, an item's rows
 DOT_ROWS = 64             # at most this many rows of A, where B lies along K: the dot kernel (no packing)
@@ -116,8 +117,6 @@ def render_bf16_gemm(g: BF16Gemm, name: str | None = None) -> str:
   """The kernel's C source: the CPU ABI of renderer/c.py (an entry point taking the buffers' addresses and the item
   range, and the length of its parallel range)."""
   name = name or kernel_name(g)
-  np_, mb = -(-g.N // NR), -(-g.M // MC)
-  tile = _tile(g.a_row)
   return f"""#include <immintrin.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -126,8 +125,14 @@ def render_bf16_gemm(g: BF16Gemm, name: str | None = None) -> str:
 #define N {g.N}
 #define K {g.K}
 const int32_t {name}_parallel_range = {g.items};
-static inline uint32_t pair(const uint16_t* row, int kp) {{ uint32_t w; memcpy(&w, row + 2 * kp, 4); return w; }}
-// float32 -> bfloat16 to nearest even, NaN kept NaN (as alloy_float_to_bfloat16), 16 lanes at once
+{BFLOAT16_HELPERS}{_dot_body(g, name) if g.dot else _panel_body(g, name)}"""
+
+def _panel_body(g: BF16Gemm, name: str) -> str:
+  """The packed-panel kernel: per item a panel of B (packed unless the item before had it) and a block of MC rows of
+  A, in register tiles of MR rows by the panel's 32 columns."""
+  np_, mb = -(-g.N // NR), -(-g.M // MC)
+  return f"""static inline uint32_t pair(const uint16_t* row, int kp) {{ uint32_t w; memcpy(&w, row + 2 * kp, 4); return w; }}
+// alloy_float_to_bfloat16, 16 lanes at once
 static inline __m256i to_bf16(__m512 v) {{
   const __m512i u = _mm512_castps_si512(v);
   const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)),
@@ -142,10 +147,7 @@ static inline void store_row(uint16_t* c, __m512 v0, __m512 v1, int cols) {{
   _mm256_storeu_si256((__m256i*)tmp, h0); _mm256_storeu_si256((__m256i*)(tmp + 16), h1);
   memcpy(c, tmp, cols * 2);
 }}
-{_dot_body(g, name) if g.dot else _pack(g) + _panel_body(g, name, tile, np_, mb)}"""
-
-def _panel_body(g: BF16Gemm, name: str, tile: str, np_: int, mb: int) -> str:
-  return f"""
+{_pack(g)}
 void {name}(void *const *args, const int32_t *range) {{
   uint16_t* C = (uint16_t*)args[0];
   const uint16_t* A = (const uint16_t*)args[{g.a_slot}] + {g.a_offset};
@@ -162,7 +164,7 @@ void {name}(void *const *args, const int32_t *range) {{
       const int rows = m_end - m0 < {MR} ? m_end - m0 : {MR};
       const uint16_t* arow = A + (long long)bz * {g.a_batch} + (long long)m0 * {g.a_row};
       uint16_t* crow = C + (long long)bz * M * N + (long long)m0 * N + n0;
-{tile}
+{_tile(g.a_row)}
     }}
   }}
   free(panel);
@@ -180,14 +182,9 @@ def _dot_body(g: BF16Gemm, name: str) -> str:
             " ".join(f"const __m512i b{j} = {load.format(p=f'w{j}')};" for j in range(DN))
     return loads + "\n        " + "\n        ".join(" ".join(f"c{i}{j} = _mm512_dpbf16_ps(c{i}{j}, (__m512bh)a{i}, (__m512bh)b{j});"
                                                              for j in range(DN)) for i in range(DM))
-  store = "\n      ".join(f"if (m0 + {i} < M && n0 + {j} < N) c[(long long)(m0 + {i}) * N + n0 + {j}] = bf16_scalar(_mm512_reduce_add_ps(c{i}{j}));"
-                          for i in range(DM) for j in range(DN))
-  return f"""
-static inline uint16_t bf16_scalar(float f) {{
-  uint32_t u; memcpy(&u, &f, 4);
-  return f != f ? 0x7FC0 : (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-}}
-void {name}(void *const *args, const int32_t *range) {{
+  store = "\n      ".join(f"if (m0 + {i} < M && n0 + {j} < N)\n        c[(long long)(m0 + {i}) * N + n0 + {j}] = "
+                          f"alloy_float_to_bfloat16(_mm512_reduce_add_ps(c{i}{j}));" for i in range(DM) for j in range(DN))
+  return f"""void {name}(void *const *args, const int32_t *range) {{
   uint16_t* C = (uint16_t*)args[0];
   const uint16_t* A = (const uint16_t*)args[{g.a_slot}] + {g.a_offset};
   const uint16_t* B = (const uint16_t*)args[{g.b_slot}] + {g.b_offset};
