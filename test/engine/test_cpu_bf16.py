@@ -1,6 +1,7 @@
 """engine/cpu_bf16.py: which matmuls the CPU's AVX512-BF16 kernel takes (checked on ASTs, any CPU), and on a CPU with
 avx512_bf16 its results against NumPy in float64 (shapes the tiles do not divide, an odd K, batches, x @ W folded,
-transposed and sliced operands, one buffer as both operands), and that without the extension the Lowerer runs."""
+transposed and sliced operands, one buffer as both operands), and that without the extension the Lowerer runs.
+Every tensor here is made on the CPU device, whatever DEV names (on the H200 host DEV=CUDA)."""
 import dataclasses
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ def gemm(t: Tensor):
   spec = match_matmul(ast)
   return spec and bf16_gemm(spec)
 
-def h(*shape, dtype=alloy.bfloat16): return Tensor(np.ones(shape, np.float32)).cast(dtype).realize()
+def h(*shape, dtype=alloy.bfloat16): return Tensor(np.ones(shape, np.float32), device="CPU").cast(dtype).realize()
 
 def test_which_matmuls_it_takes():
   g = gemm(h(100, 64) @ h(64, 48))
@@ -41,7 +42,7 @@ def _run(t: Tensor) -> tuple[np.ndarray, list]:
     t = t.realize()
   return t.float().numpy().astype(np.float64), names
 
-def _bf16(rng, *shape) -> Tensor: return Tensor(rng.uniform(-1, 1, shape).astype(np.float32)).cast(alloy.bfloat16).realize()
+def _bf16(rng, *shape) -> Tensor: return Tensor(rng.uniform(-1, 1, shape).astype(np.float32), device="CPU").cast(alloy.bfloat16).realize()
 def _np(t: Tensor) -> np.ndarray: return t.float().numpy().astype(np.float64)
 
 @pytest.mark.parametrize("M, K, N", [(3, 5, 7), (7, 3, 33), (100, 77, 45), (513, 129, 1000), (256, 256, 64)])
@@ -81,7 +82,7 @@ def test_without_the_extension_the_lowerer_runs(rng, monkeypatch):
   np.testing.assert_allclose(got, _bf16_round(_bf16_round(_np(a) @ _np(b)) + _np(bias)), atol=2e-2, rtol=1e-2)
 
 def _bf16_round(x: np.ndarray) -> np.ndarray:
-  return Tensor(x.astype(np.float32)).cast(alloy.bfloat16).float().numpy().astype(np.float64)
+  return Tensor(x.astype(np.float32), device="CPU").cast(alloy.bfloat16).float().numpy().astype(np.float64)
 
 def test_an_epilogue_is_a_kernel_of_its_own(rng):
   """nn.Linear's x @ W.T + b: the matmul through the kernel, stored as bf16, then the bias add; the same values as
@@ -99,7 +100,7 @@ def test_an_operand_cast_to_bf16_is_a_bf16_operand(rng):
   """A float32 array cast to bf16 is stored as bf16 first (a computed operand); the matmul then reads bf16 and its
   epilogue is cut from it, as for a bf16 array."""
   _needs_bf16()
-  x32, w, bias = Tensor(rng.uniform(-1, 1, (8, 96)).astype(np.float32)), _bf16(rng, 40, 96), _bf16(rng, 40)
+  x32, w, bias = Tensor(rng.uniform(-1, 1, (8, 96)).astype(np.float32), device="CPU"), _bf16(rng, 40, 96), _bf16(rng, 40)
   got, names = _run(x32.cast(alloy.bfloat16) @ w.T + bias)
   assert any(n.startswith("bf16_gemm") for n in names), names
   want = _bf16_round(_bf16_round(_np(x32.cast(alloy.bfloat16)) @ _np(w).T) + _np(bias))
