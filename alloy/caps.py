@@ -23,6 +23,7 @@ class DeviceCaps:
   codegen_loops: bool = False   # codegen unrolls short innermost loops and steps pointers (its compiler does not: ptxas)
   dynamic_shared_bytes: int = 0   # bytes of shared memory a kernel may ask for at launch (CUDA's opt-in limit), 0: none
   tensor_cores: tuple = ()      # the matrix instructions TENSOR_CORE may use (codegen/tensor_core.py), e.g. "mma.sync.m16n8k16"
+  multiprocessors: int = 0     # threadgroups of a persistent kernel, one a multiprocessor (CUDA's SMs); 0: not known
   whole_matmuls: tuple = ()     # operand dtypes whose plain matmuls a kernel rendered whole takes (engine/cpu_bf16.py):
                                 # the schedule stores such a matmul as its cast, its epilogue a kernel of its own
 

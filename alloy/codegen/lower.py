@@ -20,13 +20,12 @@ from alloy.codegen.opts import choose_opts
 from alloy.codegen.plan import Plan, make_plan, padded_shape
 from alloy.codegen.vectorize import vectorize
 from alloy.codegen.passes import after_lowering
-from alloy.codegen.tensor_core import MMA_SYNC, WGMMA, accumulator_index, grid, tile_origin
+from alloy.codegen.tensor_core import EPILOGUE_LANES, MMA_SYNC, STAGE_PAD, WGMMA, accumulator_index, grid, tile_origin
 from alloy.ir.kernel import KernelAST
 
 GROUP_VECTOR = 4   # elements a grouped-reduction thread takes at once: one 16-byte access for 4-byte types
 PAIR_STORE_DTYPES = ("float16", "bfloat16", "float32")   # TENSOR_CORE outputs stored two at a time (CUDA's 2-wide types)
 STAGE_VECTOR = 8   # a staged 16-bit tile's copy-out: 16 bytes a thread
-STAGE_PAD = 8      # elements past each staged row, so the 8 rows a warp's pair stores hit fall in different banks
 
 REDUCE_IDENTITY = {Op.ADD: lambda d: False if d.is_bool else 0, Op.MUL: lambda d: True if d.is_bool else 1,
                    Op.MAX: dt.min_value, Op.MIN: dt.max_value}
@@ -64,6 +63,7 @@ class Lowerer:
     self.packing = False
     self.n_locals = 0                      # local arrays made so far (one per grouped reduction or packed panel)
     self.mma = self.mma_lane = None        # TENSOR_CORE: the tile's MMA instruction, the accumulator being read
+    self.staged = None                     # a persistent WGMMA tile's epilogue: the staged values of the lanes being stored
     self.params = [Instr(Kind.PARAM, ast.root.dtype if k == 0 else None, (), k) for k in range(ast.n_buffers)]
     self.buffer_dtypes = [None] * ast.n_buffers
     self.buffer_dtypes[0] = ast.root.dtype
@@ -152,6 +152,9 @@ class Lowerer:
       self.value(self.opts.stash_reduce, tuple(idx[:-1] + (sym.Const(0),) for idx in lanes))
       return tuple(self.emit(Kind.LOAD, n.dtype, (self.params[0],), (flat, sym.Cond()), exprs=[flat])
                    for flat in (self._output_flat(idx) for idx in lanes))
+    if self.staged is not None and n is self.opts.tensor_core[0].rounded:   # the rounded matmul, as staged (_lower_persistent)
+      assert len(lanes) == len(self.staged), "the epilogue reads the matmul at its own output elements"
+      return self.staged
     if n.op is Op.CONST: return (self.emit(Kind.CONST, n.dtype, arg=n.arg),) * len(lanes)
     if n.op is Op.VAR: return (self.emit(Kind.VAR, n.dtype, arg=n.arg),) * len(lanes)   # a scalar argument, read once
     if n.op is Op.ARANGE: return tuple(self.emit(Kind.INDEX, n.dtype, arg=idx[0], exprs=[idx[0]]) for idx in lanes)
@@ -504,6 +507,7 @@ class Lowerer:
     tile's main loop into each thread's accumulators, then the epilogue (the AST above the reduction) is evaluated
     and stored at each accumulator's element, guarded where the tile passes the output's edge."""
     spec, tile = self.opts.tensor_core
+    if tile.persistent: return self._lower_persistent(spec, tile)
     tiles_m, tiles_n, nb = grid(spec, tile)
     group = sym.Var("gidx", 0, tiles_m * tiles_n * nb - 1)
     # the epilogue's lanes: a WGMMA tile's producer threads leave inside the MMA, before anything reads lidx
@@ -551,6 +555,62 @@ class Lowerer:
       if not guard.is_true: self.stack[0].add(Instr(Kind.ENDIF, None))
       self.cse, self.memo = cse, memo
     if staged is not None: self._copy_out_stage(spec, tile, staged, lane, m0, n0, batch, barrier)
+
+  def _lower_persistent(self, spec, tile) -> None:
+    """A persistent WGMMA tile (tensor_core.py): the MMA runs every tile's main loop and stages each tile, rounded to
+    16 bits, in shared memory (its value: that memory). The epilogue threads walk this threadgroup's tiles in the same
+    order: they wait for a tile's staging (HANDOFF), evaluate the epilogue at 8 neighbouring outputs of a row at a time
+    from the staged values, store them, and hand the memory back. The threadgroup's last tile, which no main loop
+    hides, the consumers (back from the MMA after it) share with them."""
+    tiles, groups = prod(grid(spec, tile)), self.opts.global_size[0]
+    group, lane = sym.Var("gidx", 0, groups - 1), sym.Var("lidx", EPILOGUE_LANES[0], tile.threads - 1)
+    self.stack[0].add(Instr(Kind.SPECIAL, dt.int32, (), (group, "group")))
+    self.stack[0].add(Instr(Kind.SPECIAL, dt.int32, (), (lane, "lane")))
+    for op in (spec.a, spec.b): self.buffer_dtypes[op.slot] = op.dtype
+    self.mma = self.emit(Kind.MMA, spec.rounded.dtype, (self.params[spec.a.slot], self.params[spec.b.slot]), (spec, tile), cse=False)
+    it = self.new_var(-(-tiles // groups), "t")
+    tile_index = group + it * groups
+    saved = self.open_loop(it, 0, guard=sym.lt(tile_index, tiles) if tiles % groups else None)
+    if tiles > groups:   # a tile before the threadgroup's last: the epilogue warps alone
+      only = sym.in_range(lane, EPILOGUE_LANES[0], EPILOGUE_LANES[1] + 1) & sym.lt(tile_index, tiles - groups)
+      self._persistent_epilogue(spec, tile, tile_index, it, lane, only, EPILOGUE_LANES[1] - EPILOGUE_LANES[0] + 1, release=True)
+    last = sym.in_range(tile_index, max(tiles - groups, 0), tiles)
+    self._persistent_epilogue(spec, tile, tile_index, it, lane, last, tile.threads - EPILOGUE_LANES[0], release=False)
+    self.close_loop(saved)
+
+  def _persistent_epilogue(self, spec, tile, tile_index, it, lane, where: sym.Cond, workers: int, release: bool) -> None:
+    """One tile's epilogue in a block that runs where `where` holds, lanes EPILOGUE_LANES[0].. as `workers` workers:
+    HANDOFF's wait, each worker's chunks of 8 outputs, HANDOFF's release (not after the last tile: no main loop waits)."""
+    cse, memo = dict(self.cse), dict(self.memo)   # nothing computed inside one block is reused by the next
+    self.stack[-1].add(Instr(Kind.IF, None, (), where))
+    m0, n0, batch_flat = tile_origin(spec, tile, tile_index)
+    batch = _unflatten(batch_flat, spec.batch)
+    self.emit(Kind.HANDOFF, None, (self.mma, self.emit(Kind.INDEX, _index_dtype(it), arg=it, exprs=[it])), "wait", cse=False)
+    per_row = tile.bn // STAGE_VECTOR
+    chunks = tile.bm * per_row
+    k = self.new_var(-(-chunks // workers), "c")
+    chunk = lane - EPILOGUE_LANES[0] + k * workers
+    saved = self.open_loop(k, len(self.stack) - 1, guard=sym.lt(chunk, chunks) if chunks % workers else None)
+    r, c = sym.div(chunk, per_row), sym.mod(chunk, per_row) * STAGE_VECTOR
+    at = r * (tile.bn + STAGE_PAD) + c
+    vec = self.emit(Kind.VLOAD, spec.rounded.dtype, (self.mma,), (at, STAGE_VECTOR), exprs=[at], cse=False)
+    self.staged = tuple(self.emit(Kind.GEP, spec.rounded.dtype, (vec,), j, cse=False) for j in range(STAGE_VECTOR))
+    idxs = [_output_index(spec, m0 + r, n0 + c + j, batch) for j in range(STAGE_VECTOR)]
+    vals = self.value(self.ast.root, tuple(idxs))
+    self.staged = None
+    # whole vectors where the output runs along N and N is whole chunks (16 bytes at a time); else element by element
+    width = 16 // spec.out_dtype.itemsize if spec.out_axes[-1] == "n" and spec.N % STAGE_VECTOR == 0 else 1
+    for j in range(0, STAGE_VECTOR, width):
+      guard = sym.in_range(m0 + r, 0, spec.M) & sym.in_range(n0 + c + j, 0, spec.N)
+      self.stack[-1].add(Instr(Kind.IF, None, (), guard))
+      flat = self._output_flat(idxs[j])
+      if width == 1: self.emit(Kind.STORE, None, (self.params[0], vals[j]), (flat, sym.Cond()), exprs=[flat], cse=False)
+      else: self.emit(Kind.VSTORE, None, (self.params[0], *vals[j:j + width]), (flat, width), exprs=[flat], cse=False)
+      self.stack[-1].add(Instr(Kind.ENDIF, None))
+    self.close_loop(saved)
+    if release: self.emit(Kind.HANDOFF, None, (self.mma,), "release", exprs=[it], cse=False)
+    self.stack[-1].add(Instr(Kind.ENDIF, None))
+    self.cse, self.memo = cse, memo
 
   def _epilogue_stage(self, spec, tile) -> Instr | None:
     """CUDA's mma.sync tile with a 16-bit output, N contiguous and a multiple of 8: a LOCAL array, in the pipeline's

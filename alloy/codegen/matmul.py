@@ -23,6 +23,9 @@ elsewhere), so its fields are kept stable:
 - `reduce`: the REDUCE node (a lowering replaces its value by the accumulator tile and lowers the rest of the AST, the
   epilogue, around it); `epilogue_ops`: the elementwise ops between the accumulator and the output, in AST order
   (empty for a plain matmul); `epilogue_inputs`: the buffer slots the epilogue reads besides A and B.
+- `rounded`: the CAST to a 16-bit float through which every path of the epilogue reads the reduction (the graph
+  rounds a float16 or bfloat16 matmul to its dtype before anything else reads it), or None: then a kernel may keep
+  the matmul in 16 bits between its main loop and its epilogue (tensor_core.py's persistent WGMMA tile).
 
 Exactness: the widening casts and the products are exact in `mul_dtype` for 16-bit float operands, so a tensor core
 multiplying the stored operands and accumulating in `acc_dtype` computes the same sum up to its order.
@@ -67,6 +70,7 @@ class MatmulSpec:
   reduce: Node
   epilogue_ops: tuple = ()
   epilogue_inputs: tuple = ()
+  rounded: Node | None = None
 
   @property
   def flops(self) -> int: return 2 * self.M * self.N * self.K * prod(self.batch)
@@ -223,4 +227,21 @@ def match_matmul(ast: KernelAST) -> MatmulSpec | None:
   return MatmulSpec(M=1 if m_ax is None else src.shape[m_ax], N=1 if n_ax is None else src.shape[n_ax], K=K,
                     batch=tuple(src.shape[ax] for ax in batch_axes),
                     out_axes=tuple(out_axes), a=a, b=b, mul_dtype=mul_dtype, acc_dtype=reduce.dtype, out_dtype=root.dtype,
-                    reduce=reduce, epilogue_ops=epilogue_ops, epilogue_inputs=tuple(sorted(epilogue_inputs - {a.slot, b.slot})))
+                    reduce=reduce, epilogue_ops=epilogue_ops, epilogue_inputs=tuple(sorted(epilogue_inputs - {a.slot, b.slot})),
+                    rounded=_rounding_cast(root, reduce))
+
+def _rounding_cast(root: Node, reduce: Node) -> Node | None:
+  """The one CAST to a 16-bit float (over views of the reduction) that every path from root to reduce passes, or None."""
+  casts, seen = set(), set()
+  def walk(n: Node) -> bool:   # False: a path reaches the reduction without such a cast
+    if id(n) in seen: return True
+    seen.add(id(n))
+    if n is reduce: return False
+    if n.op is Op.CAST and n.dtype.is_float and n.dtype.itemsize == 2:
+      x = n.src[0]
+      while x.op is Op.VIEW: x = x.src[0]
+      if x is reduce:
+        casts.add(n)
+        return True
+    return all(walk(x) for x in n.src)
+  return next(iter(casts)) if walk(root) and len(casts) == 1 else None

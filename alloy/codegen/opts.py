@@ -81,7 +81,8 @@ def _tensor_core_opts(spec: MatmulSpec | None, caps: DeviceCaps) -> list[Opt] | 
   if spec is None or min(spec.M, spec.N, spec.K) < TENSOR_CORE_MIN or "n" not in spec.out_axes: return None
   choices = []   # per instruction, by preference: (tile, the threadgroups it needs), largest first; then the smallest
   if tc.WGMMA in caps.tensor_cores and spec.K > TENSOR_CORE_SHORT_K and spec.M >= WGMMA_MIN_ROWS:
-    choices.append(((tc.wgmma_tile(spec.M, spec.N, prod(spec.batch)), 0),))
+    wide = tc.wgmma_tile(spec.M, spec.N, prod(spec.batch))
+    choices += [((tc.PERSISTENT[wide], 0),), ((wide, 0),)]   # persistent where the graph rounds the matmul (tensor_core.py)
   if tc.MMA_SYNC in caps.tensor_cores:
     choices.append(((0, TENSOR_CORE_BIG_TILES), (2, 0)) if spec.K > TENSOR_CORE_SHORT_K else ((TENSOR_CORE_SHORT_K_TILE, 0),))
   if tc.SIMT_F32 in caps.tensor_cores:

@@ -200,7 +200,7 @@ def make_plan(ast: KernelAST, caps: DeviceCaps, opts) -> Plan:
   if unr is not None and unr.arg == 0: return Plan(caps.threads, (1, 1, 1), (1, 1, 1), full_unroll=True, applied=opts)
   if OptKind.TENSOR_CORE in by:
     spec, tile = _tensor_core(ast, opts)
-    return Plan(True, (prod(tc.grid(spec, tile)), 1, 1), (tile.threads, 1, 1), tensor_core=(spec, tile), applied=opts)
+    return Plan(True, (tc.launch_groups(spec, tile, caps), 1, 1), (tile.threads, 1, 1), tensor_core=(spec, tile), applied=opts)
   extra = dict(reduce_unroll=unr.arg if unr else 1, unroll_lanes=unr is not None and unr.axis is not None)
   if caps.threads:
     if (g := by.get(OptKind.GROUP)) is not None:

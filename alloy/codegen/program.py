@@ -78,6 +78,9 @@ Kind.MMA = Kind("MMA", dtype="the accumulators' dtype (float32)",
                 arg="(codegen.matmul.MatmulSpec, codegen.tensor_core.TensorCoreTile): the threadgroup's tile of the matmul "
                     "into the thread's accumulators, GEPs (lane k: accumulator k, tensor_core.accumulator_index's order) "
                     "read them")
+Kind.HANDOFF = Kind("HANDOFF", dtype="None", src="(a persistent WGMMA tile's MMA, the tile's iteration: an index value) or (MMA,)",
+                   arg='"wait": the epilogue threads wait until the consumers have staged the iteration\'s tile; "release": '
+                       "they hand its shared memory back (a persistent tile's MMA value is that memory: VLOADs read it)")
 # ---- vectors (codegen/vectorize.py); width: elements per vector
 Kind.VLOAD = Kind("VLOAD", dtype="the element dtype", src="(PARAM,) (lowered: (PTR,))", arg="(flat of lane 0, width) (lowered: (offset, width))")
 Kind.VSTORE = Kind("VSTORE", dtype="None", src="(PARAM, one value per lane) or (PARAM, a vector) (lowered: PTR in PARAM's place)",

@@ -35,6 +35,14 @@ shared-memory stages with the bulk tensor copy engine, through tensor maps the r
 other warpgroup multiplying 64 rows by all BN columns into BN/2 float32 registers a thread. The producer's threads
 leave after the loop, so the epilogue runs on the consumers (lanes 128 and up) and its barriers count those alone.
 
+A persistent WGMMA tile (`persistent`) takes a matmul the graph rounds to 16 bits before its epilogue reads it
+(`MatmulSpec.rounded`): one threadgroup an SM (`launch_groups`) walks the tiles `tile_origin` orders, the producer
+thread streaming every tile's slices into the ring, the consumers multiplying one tile after another. After each they
+store the rounded tile in shared memory behind the ring (BM rows of BN + STAGE_PAD values) and go on to the next, while
+warps 1-3 of the producer warpgroup (lanes 32-127, `EPILOGUE_LANES`) evaluate the epilogue from it and store the
+output: the epilogue costs the main loop nothing but the last tile's (gelu(a @ b + bias) fp16 4096^3 on an H200,
+probe: 199.5 us against 215 for the consumers' own epilogue; torch's addmm + gelu 218).
+
 `axis` is the output axis holding N (the tile's columns). `arg` indexes TILES:
 """
 from __future__ import annotations
@@ -51,6 +59,8 @@ SIMDGROUP_8X8 = "simdgroup_matrix.8x8"   # Metal's simdgroup matrices (Apple7 an
 SIMT_F32 = "simt.f32"   # CUDA's float32 tiles on the CUDA cores (every CUDA device)
 WGMMA = "wgmma.m64nNk16"   # Hopper's warpgroup matrix instructions (sm_90a), fed by the copy engine
 PRODUCER_THREADS = 128     # a WGMMA tile's first warpgroup: it feeds the stages and leaves before the epilogue
+EPILOGUE_LANES = (32, 127)   # a persistent WGMMA tile's epilogue threads: the producer warpgroup's warps 1-3
+STAGE_PAD = 8   # 16-bit elements past each row of a staged tile, so the 8 rows a warp's pair stores hit fall in different banks
 
 @dataclass(frozen=True)
 class TensorCoreTile:
@@ -62,6 +72,7 @@ class TensorCoreTile:
   wn: int
   stages: int
   instruction: str = MMA_SYNC
+  persistent: bool = False   # WGMMA: one threadgroup an SM over all the tiles, the epilogue overlapped (module docstring)
   @property
   def warps(self) -> int:
     if self.instruction == SIMT_F32: return -(-self.threads // 32)
@@ -72,7 +83,8 @@ class TensorCoreTile:
     return (self.bm // self.wm) * (self.bn // self.wn) if self.instruction == SIMT_F32 else 32 * self.warps
   @property
   def epilogue_threads(self) -> int:
-    """The threads that hold accumulators and run the epilogue (a WGMMA tile's consumers: lanes PRODUCER_THREADS on)."""
+    """The threads that hold accumulators and run the epilogue (a WGMMA tile's consumers: lanes PRODUCER_THREADS on; a
+    persistent one's epilogue runs on EPILOGUE_LANES instead)."""
     return self.threads - PRODUCER_THREADS if self.instruction == WGMMA else self.threads
   @property
   def accumulators(self) -> int:
@@ -83,12 +95,15 @@ class TensorCoreTile:
     if self.instruction == WGMMA: return self.bn // 2   # a consumer warpgroup's 64 x BN over its 128 threads
     return (self.wm // 16) * (self.wn // 8) * 4
   def shared_bytes(self, itemsize: int = 2) -> int:
-    """Both operands' slices; on Metal also the float32 tile the accumulators are stored through."""
+    """Both operands' slices; on Metal also the float32 tile the accumulators are stored through; a persistent tile's
+    staged 16-bit tile."""
     out = self.bm * self.bn * 4 if self.instruction == SIMDGROUP_8X8 else 1024 if self.instruction == WGMMA else 0   # WGMMA: + swizzle alignment
-    return out + self.stages * (self.bm + self.bn) * self.bk * itemsize
+    return out + self.stages * (self.bm + self.bn) * self.bk * itemsize + self.staged_bytes
+  @property
+  def staged_bytes(self) -> int: return self.bm * (self.bn + STAGE_PAD) * 2 if self.persistent else 0
   def __str__(self):
     units = f"{self.threads} threads" if self.instruction == SIMT_F32 else f"{self.warps} warps"   # a SIMT_F32 tile's WM x WN is a thread's
-    return f"{self.bm}x{self.bn}x{self.bk} {units} of {self.wm}x{self.wn}, {self.stages} stages"
+    return f"{self.bm}x{self.bn}x{self.bk} {units} of {self.wm}x{self.wn}, {self.stages} stages{', persistent' if self.persistent else ''}"
 
 TILES = (   # shared memory: stages x (BM + BN) x BK x 2 bytes
   TensorCoreTile(128, 128, 32, 64, 32, 4),   # 0: large matmuls: 64 KiB, 64 accumulators a thread, 2 threadgroups an SM
@@ -122,12 +137,18 @@ TILES = (   # shared memory: stages x (BM + BN) x BK x 2 bytes
   # -> 95.6, 16 x 256x64 @ 64x256 19.6 -> 14.8, 8 x 1024x64 @ 64x128 21.2 -> 15.4, 4096x64 @ 64x4096 23.6 -> 23.1;
   # on the first: tile 2 in 64-deep slices 515 us, 3 stages of it 618, 128x128 in one slice 491-498 with 8 warps, 530 with 4)
   TensorCoreTile(128, 64, 64, 64, 32, 2),           # 19
+  # Hopper, persistent (the epilogue overlapped): tiles 16-18 with as many stages as fit beside the staged tile
+  TensorCoreTile(128, 256, 64, 64, 256, 3, WGMMA, persistent=True),  # 20
+  TensorCoreTile(128, 128, 64, 64, 128, 5, WGMMA, persistent=True),  # 21
+  TensorCoreTile(128, 64, 64, 64, 64, 8, WGMMA, persistent=True),    # 22
 )
 
 __doc__ += "\n".join(f"- {k}: {t}" for k, t in enumerate(TILES)) + "\n"
 SIMDGROUP_TILES = tuple(k for k, t in enumerate(TILES) if t.instruction == SIMDGROUP_8X8)   # Metal's: (small, large)
 SIMT_TILES = tuple(k for k, t in enumerate(TILES) if t.instruction == SIMT_F32)   # CUDA float32: huge, large, medium, small, ...
-WGMMA_TILES = tuple(k for k, t in enumerate(TILES) if t.instruction == WGMMA)   # Hopper: N 256, 128, 64
+WGMMA_TILES = tuple(k for k, t in enumerate(TILES) if t.instruction == WGMMA and not t.persistent)   # Hopper: N 256, 128, 64
+# each WGMMA tile's persistent form: the same block tile
+PERSISTENT = {k: next(j for j, u in enumerate(TILES) if u.persistent and (u.bm, u.bn) == (TILES[k].bm, TILES[k].bn)) for k in WGMMA_TILES}
 
 MMA_DTYPES = ("float16", "bfloat16")   # and float32 as tf32 (m16n8k8), where float32_matmul_precision allows
 # The tf32 tile's results were once wrong on the H200: its cvt.rna.tf32.f32 read the float32 through an integer ("r")
@@ -204,6 +225,7 @@ def _check_simdgroup(spec: MatmulSpec, tile: TensorCoreTile, caps: DeviceCaps) -
     return f"{tile}: {tile.accumulators} accumulators per thread, over the device's {caps.registers} registers"
   return None
 
+WGMMA_STATIC_SHARED = 256   # a WGMMA tile's barriers (static shared memory), which the device's limit also counts
 WGMMA_WAVE = 132   # WGMMA threadgroups that run at once: one an SM (each takes most of its shared memory), an H200's 132
 # each WGMMA tile's throughput beside the widest's where both fill whole waves (H200, fp16, bench/matmul_tiles.py --mid,
 # 2026-12-04: 128 x 128 0.85-0.86x of 128 x 256 at 2048^3 and 8192x768x3072, 128 x 64 0.65x)
@@ -229,12 +251,22 @@ def wgmma_gemm(spec: MatmulSpec, tile: TensorCoreTile):
   """The WGMMA tile's matmul as codegen/wgmma.py's WGMMAGemm and its operands' (slot, byte offset), or why not."""
   return gemm_of(spec, tile.bm, tile.bn, tile.stages)
 
+def launch_groups(spec: MatmulSpec, tile: TensorCoreTile, caps: DeviceCaps) -> int:
+  """The threadgroups a tile's kernel launches: one a tile; a persistent tile's one an SM (caps.multiprocessors, else
+  WGMMA_WAVE), at most one a tile."""
+  tiles = prod(grid(spec, tile))
+  return min(tiles, caps.multiprocessors or WGMMA_WAVE) if tile.persistent else tiles
+
 def _check_wgmma(spec: MatmulSpec, tile: TensorCoreTile, caps: DeviceCaps) -> str | None:
   if isinstance(why := wgmma_gemm(spec, tile), str): return why
+  if tile.persistent and spec.rounded is None:
+    return ("the epilogue reads the float32 accumulator (the graph does not round the matmul to 16 bits first), "
+            "which a persistent tile's staged 16-bit tile cannot hold")
   # one stage: the producer would wait for the consumers to release the stage they wait on it to fill
   if tile.stages < 2: return f"{tile.stages} stages: the producer's ring needs at least 2"
-  if tile.shared_bytes() > caps.dynamic_shared_bytes:
-    return f"{tile}: {tile.shared_bytes()} bytes of shared memory, over the device's {caps.dynamic_shared_bytes}"
+  if tile.shared_bytes() + WGMMA_STATIC_SHARED > caps.dynamic_shared_bytes:
+    return (f"{tile}: {tile.shared_bytes()} bytes of shared memory and {WGMMA_STATIC_SHARED} for its barriers, over the device's "
+            f"{caps.dynamic_shared_bytes}")
   if tile.threads > caps.max_local: return f"{tile}: {tile.threads} threads, over the device's {caps.max_local}"
   return None
 

@@ -12,7 +12,7 @@ from alloy.codegen.program import Instr, Kind
 
 MAX_BODY = 64   # instructions: a longer body has work enough in flight already, and would cost registers
 FACTORS = (4, 2)
-_BARRIERS = (Kind.RANGE, Kind.SHUFFLE, Kind.BARRIER, Kind.LOCAL, Kind.SPECIAL)
+_BARRIERS = (Kind.RANGE, Kind.SHUFFLE, Kind.BARRIER, Kind.LOCAL, Kind.SPECIAL, Kind.HANDOFF)
 
 class _Copy:
   """Copy k of a loop body unrolled by `factor`: the counter var reads outer*factor + k."""

@@ -3,9 +3,12 @@ from __future__ import annotations
 from alloy.dtype import DType
 from alloy.codegen.program import Kind, LinearProgram
 from alloy.renderer.cstyle import CStyleRenderer, floor_division_helpers, integer_helpers
-from alloy.codegen.tensor_core import WGMMA, wgmma_gemm
+from alloy.helpers import prod
+from alloy.ir import symbolic as sym
+from alloy.codegen.tensor_core import STAGE_PAD, WGMMA, grid, tile_origin, wgmma_gemm
 from alloy.renderer.cuda_mma import mma_call, prelude
-from alloy.renderer.cuda_wgmma import ARCH_SPECIFIC, MAINLOOP, TENSOR_MAPS_SYMBOL, device_helpers, mainloop, tensor_maps
+from alloy.renderer.cuda_wgmma import (ARCH_SPECIFIC, MAINLOOP, PERSISTENT, TENSOR_MAPS_SYMBOL, device_helpers, mainloop, persistent,
+                                       tensor_maps)
 
 CUDA_PRELUDE = r"""typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t; typedef unsigned short uint16_t;
 typedef int int32_t; typedef unsigned int uint32_t; typedef long long int64_t; typedef unsigned long long uint64_t;
@@ -32,6 +35,9 @@ def mma(r, t, ins):
   """The tensor-core tile (renderer/cuda_mma.py; a WGMMA tile: renderer/cuda_wgmma.py's main loop, which zeroes them
   itself) into a zeroed array of accumulators."""
   spec, tile = ins.arg
+  if tile.persistent:   # every tile's main loop; the epilogue threads come back with the staged tile's address
+    staged = t.new("staged")
+    return t.named(ins, staged, f"{r.tname(ins.dtype)}* {staged} = {PERSISTENT}({MAPS_PARAM});")
   acc = t.new("acc")
   if tile.instruction == WGMMA:
     *_, m0, n0, batch = t.args(ins)
@@ -43,6 +49,20 @@ def barrier(r, t, ins):
   """__syncthreads, or where only some threads reach it (a WGMMA tile's consumers: the producer has left) a named
   barrier counting those."""
   t.emit(r.barrier if ins.arg is None else f'asm volatile("bar.sync 1, {ins.arg};" ::: "memory");')
+
+def handoff(r, t, ins):
+  """A persistent WGMMA tile's epilogue waiting for a staged tile, or handing its memory back (renderer/cuda_wgmma.py)."""
+  t.emit(f"alloy_staged_wait({t[ins.src[1]]});" if ins.arg == "wait" else "alloy_staged_release();")
+
+def persistent_routine(prog: LinearProgram, spec, tile, gemm) -> str:
+  """cuda_wgmma.persistent for this kernel: its tiles, its grid, and tensor_core.tile_origin as C expressions of t."""
+  tiles = prod(grid(spec, tile))
+  origin = tuple(c_index(e) for e in tile_origin(spec, tile, sym.Var("t", 0, tiles - 1)))
+  return persistent(gemm, tiles, prog.meta.global_size[0], origin, spec.rounded.dtype.name, STAGE_PAD)
+
+def c_index(e: sym.Expr) -> str:
+  """An index expression of non-negative terms as C (whose / and % then floor, as the expression's do)."""
+  return repr(e).replace("//", "/")
 
 MAPS_PARAM = "alloy_maps"
 MAP_DTYPES = ("float16", "bfloat16")   # codes in TENSOR_MAPS_SYMBOL's entries
@@ -71,11 +91,12 @@ class CUDARenderer(CStyleRenderer):
       spec, shape = mma.arg
       if shape.instruction == WGMMA:   # the Hopper main loop and its tensor maps, compiled for sm_90a
         gemm, operands = wgmma_gemm(spec, shape)
-        first, tile = [ARCH_SPECIFIC], [device_helpers(), mainloop(gemm), tensor_map_symbol(gemm, operands)]
+        routine = persistent_routine(prog, spec, shape, gemm) if shape.persistent else mainloop(gemm)
+        first, tile = [ARCH_SPECIFIC], [device_helpers(), routine, tensor_map_symbol(gemm, operands)]
       else: tile = [prelude(shape)]
       tile.append(f'extern "C" __device__ int alloy_dynamic_shared_bytes = {shape.shared_bytes(spec.operand_dtype.itemsize)};')
     return first + ([CUDA_HALF_PRELUDE] if halves else []) + [CUDA_PRELUDE] + tile
-  kinds = {**CStyleRenderer.kinds, Kind.MMA: mma, Kind.BARRIER: barrier}
+  kinds = {**CStyleRenderer.kinds, Kind.MMA: mma, Kind.BARRIER: barrier, Kind.HANDOFF: handoff}
   def extra_params(self, prog: LinearProgram) -> list[str]:
     """A WGMMA tile's tensor maps: one pointer after the buffers (runtime/cuda/tensor_map.py's parameter block)."""
     mma = next((ins for ins in prog.instrs if ins.op is Kind.MMA), None)

@@ -157,6 +157,110 @@ def mainloop(g: WGMMAGemm) -> str:
 }}
 """
 
+PERSISTENT = "alloy_wgmma_persistent"
+# a persistent tile's registers a thread (setmaxnreg): the producer warpgroup, which runs the epilogue, and the
+# consumers; what the one gives up the other takes from the 168 a thread of 384 threads start with
+PRODUCER_REGISTERS, CONSUMER_REGISTERS = 72, 216
+PAIRS = {"float16": ("__half", "__half2", "__floats2half2_rn"), "bfloat16": ("__nv_bfloat16", "__nv_bfloat162", "__floats2bfloat162_rn")}
+
+def persistent(g: WGMMAGemm, tiles: int, groups: int, origin: tuple[str, str, str], staged: str, pad: int) -> str:
+  """A persistent WGMMA tile's device routine `PERSISTENT(maps)` and the epilogue's hand-off helpers. One threadgroup
+  an SM (`groups` of them) takes tiles blockIdx.x, blockIdx.x + groups, ... of `tiles`; `origin` gives a tile t's first
+  row, first column and flat batch element as C expressions of t (tensor_core.tile_origin). The producer thread
+  streams every tile's slices into the ring; the consumers multiply tile after tile, and after each wait for the
+  epilogue to be done with the staged tile before them, store their accumulators there rounded to `staged` (fp16 or
+  bf16; row r of the tile at r * (block_n + pad)) and go on. Warps 1-3 of the producer warpgroup return the staged
+  tile's address at once and run the kernel's epilogue (the Lowerer's), calling alloy_staged_wait(iteration) before
+  each tile and alloy_staged_release() after it; the consumers return after their last tile, whose epilogue they
+  share (no main loop hides it); warp 0 leaves inside."""
+  S, KB, SB, BN = g.stages, -(-g.K // BLOCK_K), g.stage_bytes, g.block_n
+  T, pair_t, pair = PAIRS[staged]
+  loads = _loads(g.a, 0, "sA", g.block_m, "m0", g.batch > 1) + _loads(g.b, 1, "sB", g.block_n, "n0", g.batch > 1)
+  return f"""__shared__ __align__(8) u64 alloy_staged_bars[2];   // full: the consumers' 256 threads arrive; empty: the epilogue's 96
+static __device__ __forceinline__ void alloy_staged_wait(int it) {{ alloy_mbar_wait(alloy_smem_addr(&alloy_staged_bars[0]), it & 1); }}
+static __device__ __forceinline__ void alloy_staged_release() {{ alloy_mbar_arrive(alloy_smem_addr(&alloy_staged_bars[1])); }}
+static __device__ __forceinline__ void alloy_tile_origin(int t, int& m0, int& n0, int& bz) {{
+  m0 = {origin[0]}; n0 = {origin[1]}; bz = {origin[2]};
+}}
+static __device__ __forceinline__ {T}* {PERSISTENT}(const alloy_tensor_map* __restrict__ maps) {{
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ __align__(8) u64 bars[{2 * S}];   // full[s], then empty[s]
+  const u32 base = alloy_smem_addr(smem_raw), smem = (base + 1023) & ~1023u;   // 128-byte swizzled tiles want 1024-byte alignment
+  const u32 staged_at = smem + {S * SB};   // the staged tile, behind the ring
+  {T}* staged = ({T}*)(smem_raw + (staged_at - base));
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {{
+    for (int s = 0; s < {S}; s++) {{ alloy_mbar_init(alloy_smem_addr(&bars[s]), 1); alloy_mbar_init(alloy_smem_addr(&bars[{S} + s]), 8); }}
+    alloy_mbar_init(alloy_smem_addr(&alloy_staged_bars[0]), 256);
+    alloy_mbar_init(alloy_smem_addr(&alloy_staged_bars[1]), 96);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }}
+  __syncthreads();
+  if (wg == 0) {{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGISTERS};");
+    if (tid == 0) {{   // the producer: every tile's slices, in the consumers' order
+      alloy_prefetch_tensor_map(&maps[0]); alloy_prefetch_tensor_map(&maps[1]);
+      u32 p = 0;
+#pragma unroll 1
+      for (int t = blockIdx.x; t < {tiles}; t += {groups}) {{
+        int m0, n0, bz; alloy_tile_origin(t, m0, n0, bz);
+#pragma unroll 1
+        for (int kb = 0; kb < {KB}; kb++, p++) {{
+          const u32 s = p % {S};
+          if (p >= {S}) alloy_mbar_wait(alloy_smem_addr(&bars[{S} + s]), (p / {S} - 1) & 1);
+          const u32 full = alloy_smem_addr(&bars[s]), sA = smem + s * {SB}, sB = sA + {g.block_m * BLOCK_K * 2};
+          alloy_mbar_expect_tx(full, {SB});
+          {chr(10).join('          ' + line for line in loads).lstrip()}
+        }}
+      }}
+    }}
+    if (tid < 32) asm volatile("exit;");
+    return staged;   // warps 1-3: the epilogue
+  }}
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 {CONSUMER_REGISTERS};");
+  const int c = wg - 1, lane = tid % 32;
+  float d[{BN // 2}];
+  int i = 0;
+#pragma unroll 1
+  for (int t = blockIdx.x; t < {tiles}; t += {groups}, i++) {{
+#pragma unroll
+    for (int q = 0; q < {BN // 2}; q++) d[q] = 0.0f;
+    u32 p = i * {KB};
+    // never unrolled (see {MAINLOOP})
+#pragma unroll 1
+    for (int kb = 0; kb < {KB}; kb++, p++) {{
+      const u32 s = p % {S};
+      alloy_mbar_wait(alloy_smem_addr(&bars[s]), (p / {S}) & 1);
+      const u32 sA = smem + s * {SB}, sB = sA + {g.block_m * BLOCK_K * 2};
+      alloy_wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < {BLOCK_K // WGMMA_K}; kk++) {{
+        const u64 da = {_desc(g.a, "sA + c * 8192")}, db = {_desc(g.b, "sB")};
+        {_mma(g)}
+      }}
+      alloy_wgmma_commit();
+      alloy_wgmma_wait<1>();   // the group before this one is done: its stage goes back to the producer
+      if (kb > 0 && lane == 0) alloy_mbar_arrive(alloy_smem_addr(&bars[{S} + (p - 1) % {S}]));
+    }}
+    alloy_wgmma_wait<0>();
+    if (lane == 0) alloy_mbar_arrive(alloy_smem_addr(&bars[{S} + (p - 1) % {S}]));
+#pragma unroll
+    for (int q = 0; q < {BN // 2}; q++) asm volatile("" : "+f"(d[q]) :: "memory");
+    if (i > 0) alloy_mbar_wait(alloy_smem_addr(&alloy_staged_bars[1]), (i - 1) & 1);   // the epilogue is done with the last tile
+    // st.shared: a generic store's address space would be resolved at run time, between one main loop and the next
+    const u32 row = staged_at + ((c * 64 + (tid / 32) * 16 + lane / 4) * {BN + pad} + (lane % 4) * 2) * 2;
+#pragma unroll
+    for (int j = 0; j < {BN // 8}; j++) {{
+      const {pair_t} top = {pair}(d[4 * j], d[4 * j + 1]), bottom = {pair}(d[4 * j + 2], d[4 * j + 3]);
+      asm volatile("st.shared.b32 [%0], %1;" :: "r"(row + j * 16), "r"(*(const u32*)&top) : "memory");
+      asm volatile("st.shared.b32 [%0], %1;" :: "r"(row + {16 * (BN + pad)} + j * 16), "r"(*(const u32*)&bottom) : "memory");
+    }}
+    alloy_mbar_arrive(alloy_smem_addr(&alloy_staged_bars[0]));
+  }}
+  return staged;   // the consumers: to the last tile's epilogue, beside warps 1-3
+}}
+"""
+
 def render_wgmma(g: WGMMAGemm, name: str | None = None) -> WGMMAKernel:
   """The plain Hopper matmul: MAINLOOP, then the accumulators converted and stored straight from registers, masked
   where the tile passes the matrix's edge."""

@@ -1,7 +1,8 @@
-"""The Lowerer's WGMMA tile (codegen/tensor_core.py, Hopper's wgmma fed by the copy engine): the heuristics' choice, the
-validator's refusals, the rendered CUDA C compiled by NVRTC for sm_90a (no GPU needed), and on an sm_90 GPU the
-results of matmuls with epilogues (bias, activation, residual, float32 output, a batch over a shared weight, edges the
-tile does not divide) against NumPy in float64."""
+"""The Lowerer's WGMMA tile (codegen/tensor_core.py, Hopper's wgmma fed by the copy engine) and its persistent form
+(the epilogue overlapped, for matmuls the graph rounds to 16 bits): the heuristics' choice, the validator's refusals,
+the rendered CUDA C compiled by NVRTC for sm_90a (no GPU needed), and on an sm_90 GPU the results of matmuls with
+epilogues (bias, activation, residual, float32 output, a batch over a shared weight, edges the tile does not divide,
+an output row of whole 16-byte chunks or not) against NumPy in float64, through either form."""
 import re
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from alloy.runtime.registry import device_available
 
 H200 = DeviceCaps(threads=True, codegen_loops=True, tensor_cores=(tc.SIMT_F32, tc.MMA_SYNC, tc.WGMMA), dynamic_shared_bytes=227 << 10)
 WIDE, MID, NARROW = tc.WGMMA_TILES
+P = tc.PERSISTENT   # each tile's persistent form
 
 def _ast(t: Tensor):
   return schedule([t.node])[-1][1]
@@ -34,9 +36,11 @@ def _epilogues(rng, M, N, K, dtype=np.float16):
 
 def test_heuristics_choose_wgmma_with_an_epilogue(rng):
   for t in _epilogues(rng, 2048, 2048, 256).values():   # 128 threadgroups of the widest tile: about one wave
-    assert choose_opts(_ast(t), H200) == [tensor_core(1, WIDE)]
+    assert choose_opts(_ast(t), H200) == [tensor_core(1, P[WIDE])]   # each rounds the matmul to float16 first
   x, w = _t(rng, 4, 256, 768), _t(rng, 768, 2304)
-  assert choose_opts(_ast(x @ w + 1), H200) == [tensor_core(2, WIDE)]   # a batch over one weight
+  assert choose_opts(_ast(x @ w + 1), H200) == [tensor_core(2, P[WIDE])]   # a batch over one weight
+  a, b = _t(rng, 2048, 256), _t(rng, 256, 2048)   # float32 products of float16 operands: no rounding to stage
+  assert choose_opts(_ast(a.float() @ b.float()), H200) == [tensor_core(1, WIDE)]
   short_k = choose_opts(_ast(_t(rng, 512, 64) @ _t(rng, 64, 512) + 1), H200)   # K 64: mma.sync's small tile
   assert short_k[0].kind is OptKind.TENSOR_CORE and tc.TILES[short_k[0].arg].instruction == tc.MMA_SYNC
   few_rows = choose_opts(_ast(_t(rng, 32, 256) @ _t(rng, 256, 512) + 1), H200)
@@ -49,7 +53,7 @@ def test_heuristics_choose_wgmma_with_an_epilogue(rng):
   (8192, 128, NARROW),   # ...where 64 of them would be half of one
   (4096, 4096, WIDE)])   # 512 threadgroups: four waves, the last nearly full
 def test_heuristics_fill_the_waves(rng, M, N, want):
-  assert choose_opts(_ast(_t(rng, M, 256) @ _t(rng, 256, N)), H200) == [tensor_core(1, want)]
+  assert choose_opts(_ast(_t(rng, M, 256) @ _t(rng, 256, N)), H200) == [tensor_core(1, P[want])]
 
 def test_validator_names_what_the_copy_engine_refuses(rng):
   assert "16 bytes" in check(_ast(_t(rng, 128, 1001) @ _t(rng, 1001, 128) + 1), H200, [tensor_core(1, WIDE)])   # rows of 2002 bytes
@@ -58,11 +62,14 @@ def test_validator_names_what_the_copy_engine_refuses(rng):
   assert "at least 2" in check(_ast(_t(rng, 128, 128) @ _t(rng, 128, 128) + 1), H200, [tensor_core(1, WIDE), stage(1, 1)])
   assert check(_ast(_t(rng, 128, 128) @ _t(rng, 128, 128) + 1), H200, [tensor_core(1, WIDE), stage(1, 3)]) is None
   assert "shared memory" in check(_ast(_t(rng, 128, 128) @ _t(rng, 128, 128) + 1), H200, [tensor_core(1, WIDE), stage(1, 5)])
+  a, b = _t(rng, 128, 128), _t(rng, 128, 128)
+  assert "float32 accumulator" in check(_ast(a.float() @ b.float()), H200, [tensor_core(1, P[WIDE])])
+  assert check(_ast(a @ b + 1), H200, [tensor_core(1, P[WIDE])]) is None
   assert "no wgmma" in check(_ast(_t(rng, 128, 128) @ _t(rng, 128, 128) + 1), DeviceCaps(threads=True, tensor_cores=(tc.MMA_SYNC,)),
                              [tensor_core(1, WIDE)])
 
 @pytest.mark.parametrize("name", ["bias_gelu", "residual", "relu_f32"])
-@pytest.mark.parametrize("arg", tc.WGMMA_TILES)
+@pytest.mark.parametrize("arg", tc.WGMMA_TILES + tuple(P.values()))
 def test_source_compiles_for_sm90a(rng, name, arg):
   pytest.importorskip("cuda.bindings")
   from alloy.runtime.cuda.compiler import CUDACompiler
@@ -95,15 +102,17 @@ def _hopper():
   if not device_available("CUDA"): pytest.skip("no CUDA device")
   if alloy.get_device("CUDA").compute_capability != (9, 0): pytest.skip("wgmma needs an sm_90 GPU")
 
-def _realized_on_wgmma(t: Tensor) -> np.ndarray:
-  """t's values, after checking that its kernels included a WGMMA tile (the kernels launched, as the watchers see
-  them: not the compiled cache's order, which another test's kernels in the same process can reorder)."""
+def _realized_on_wgmma(t: Tensor, persistent: bool | None = None) -> np.ndarray:
+  """t's values, after checking that its kernels included a WGMMA tile (persistent or not, where asked; the kernels
+  launched, as the watchers see them: not the compiled cache's order, which another test's kernels in the same
+  process can reorder)."""
   from alloy.engine.watch import OnLaunch, watchers
   tiles = []
   def seen(ck, bufs, elapsed, t_submit, consts):
-    tiles.extend(tensor_core_instructions(ck.meta.opts))
+    tiles.extend(tc.TILES[o.arg] for o in ck.meta.opts if getattr(o, "kind", None) is OptKind.TENSOR_CORE)
   with watchers.watching(OnLaunch(seen)): t = t.realize()
-  assert tc.WGMMA in tiles, f"no WGMMA tile among the launches' tensor-core tiles {tiles}"
+  wgmma = [u for u in tiles if u.instruction == tc.WGMMA and (persistent is None or u.persistent == persistent)]
+  assert wgmma, f"no {'' if persistent is None else 'persistent ' if persistent else 'plain '}WGMMA tile among the launches' tiles {tiles}"
   return t.numpy()
 
 def _gelu_tanh(x):
@@ -122,8 +131,10 @@ def test_bias_gelu(M, N, K, dtype):
   tol = 2 ** -8 if dtype == "float16" else 2 ** -5   # a few roundings to the 16-bit dtype inside the epilogue
   np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(K) / 8)
 
-@pytest.mark.parametrize("kind", ["residual", "relu_f32", "batch_shared_weight", "weight_transposed"])
+@pytest.mark.parametrize("kind", ["residual", "relu_f32", "batch_shared_weight", "weight_transposed", "rows_of_odd_chunks",
+                                  "batched_operands", "float32_products"])
 def test_epilogues_and_layouts(kind):
+  """Each through the persistent tile but the last, whose epilogue reads the float32 accumulator: the plain tile."""
   _hopper()
   r = np.random.default_rng(7)
   h = lambda *s: r.uniform(-1, 1, s).astype(np.float16)
@@ -137,10 +148,19 @@ def test_epilogues_and_layouts(kind):
   elif kind == "batch_shared_weight":   # GPT-2's linear layers: (B, L, C) @ (C, N) + bias
     x, w, bias = h(4, 200, 768), h(768, 2304), h(2304)
     got, want = T(x) @ T(w) + T(bias), x.astype(np.float64) @ w + bias
+  elif kind == "rows_of_odd_chunks":   # N 36: an output row is not whole 16-byte chunks; 3 x 200 rows over two tiles of M
+    x, w = h(3, 200, 96), h(36, 96)
+    got, want = (T(x) @ T(w).T).relu(), np.maximum(x.astype(np.float64) @ w.T, 0)
+  elif kind == "batched_operands":   # a batch of both operands: the tiles' batch coordinate
+    a, b = h(5, 136, 256), h(5, 256, 264)
+    got, want = T(a) @ T(b) * 0.5, (a.astype(np.float64) @ b) * 0.5
+  elif kind == "float32_products":   # float16 operands multiplied and summed in float32, never rounded to 16 bits
+    a, b, bias = h(384, 320), h(320, 512), h(512)
+    got, want = (T(a).float() @ T(b).float() + T(bias).float()).relu(), np.maximum(a.astype(np.float64) @ b + bias, 0)
   else:   # nn.Linear: x @ W.T, W stored N x K
     x, w, bias = h(512, 384), h(640, 384), h(640)
     got, want = T(x) @ T(w).T + T(bias), x.astype(np.float64) @ w.T + bias
-  np.testing.assert_allclose(_realized_on_wgmma(got).astype(np.float64), want, rtol=2 ** -9, atol=2e-2)
+  np.testing.assert_allclose(_realized_on_wgmma(got, kind != "float32_products").astype(np.float64), want, rtol=2 ** -9, atol=2e-2)
 
 def test_jit_replays_through_graphs():
   _hopper()

@@ -69,6 +69,7 @@ class CUDADevice(Device):
       self.caps = dataclasses.replace(self.caps, tensor_cores=self.caps.tensor_cores + ("mma.sync.m16n8k16",))
     if self.compute_capability == (9, 0) and getenv("ALLOY_WGMMA", 1):   # Hopper: wgmma (engine/wgmma.py, the WGMMA tile), sm_90a
       self.caps = dataclasses.replace(self.caps, tensor_cores=self.caps.tensor_cores + ("wgmma.m64nNk16",))
+    self.caps = dataclasses.replace(self.caps, multiprocessors=attr(A.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT))
     self.device_name = check(cu.cuDeviceGetName(256, self.cu_device), "cuDeviceGetName").split(b"\0")[0].decode()
     self.limits = {
       "threads": attr(A.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
