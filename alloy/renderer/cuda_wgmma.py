@@ -91,6 +91,24 @@ def _mma(g: WGMMAGemm) -> str:
 
 MAINLOOP = "alloy_wgmma_mainloop"
 
+def _k_slice(g: WGMMAGemm, count: str, leader: str) -> str:
+  """One K slice of a consumer warpgroup's main loop, the `count`th through the ring (kb counts this tile's slices):
+  wait for its stage to fill, issue its wgmmas, and once the group before is done, its stage goes back to the
+  producer (one arrival a warp, by the lane where `leader` holds)."""
+  S = g.stages
+  return f"""const auto s = {count} % {S};
+    alloy_mbar_wait(alloy_smem_addr(&bars[s]), ({count} / {S}) & 1);
+    const u32 sA = smem + s * {g.stage_bytes}, sB = sA + {g.block_m * BLOCK_K * 2};
+    alloy_wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < {BLOCK_K // WGMMA_K}; kk++) {{
+      const u64 da = {_desc(g.a, "sA + c * 8192")}, db = {_desc(g.b, "sB")};
+      {_mma(g)}
+    }}
+    alloy_wgmma_commit();
+    alloy_wgmma_wait<1>();   // the group before this one is done: its stage goes back to the producer
+    if (kb > 0 && {leader}) alloy_mbar_arrive(alloy_smem_addr(&bars[{S} + ({count} - 1) % {S}]));"""
+
 def mainloop(g: WGMMAGemm) -> str:
   """The device routine `MAINLOOP(maps, m0, n0, bz, d)`: the block tile at (m0, n0) of batch element bz into each
   consumer thread's block_n / 2 float32 accumulators `d` (m64nNk16's layout: warp w of consumer warpgroup c holds
@@ -137,18 +155,7 @@ def mainloop(g: WGMMAGemm) -> str:
   // wgmmas and the Lowerer's tiles summed wrong (H200: a quarter of a 128x256x256 product off, every run alike)
 #pragma unroll 1
   for (int kb = 0; kb < KB; kb++) {{
-    const int s = kb % {g.stages};
-    alloy_mbar_wait(alloy_smem_addr(&bars[s]), (kb / {g.stages}) & 1);
-    const u32 sA = smem + s * {g.stage_bytes}, sB = sA + {g.block_m * BLOCK_K * 2};
-    alloy_wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < {BLOCK_K // WGMMA_K}; kk++) {{
-      const u64 da = {_desc(g.a, "sA + c * 8192")}, db = {_desc(g.b, "sB")};
-      {_mma(g)}
-    }}
-    alloy_wgmma_commit();
-    alloy_wgmma_wait<1>();   // the group before this one is done: its stage goes back to the producer
-    if (kb > 0 && tid % 32 == 0) alloy_mbar_arrive(alloy_smem_addr(&bars[{g.stages} + (kb - 1) % {g.stages}]));
+    {_k_slice(g, "kb", "tid % 32 == 0")}
   }}
   alloy_wgmma_wait<0>();
   // the accumulators are read only after the wait: a plain read of d has no dependence on the wait's asm
@@ -229,18 +236,7 @@ static __device__ __forceinline__ {T}* {PERSISTENT}(const alloy_tensor_map* __re
     // never unrolled (see {MAINLOOP})
 #pragma unroll 1
     for (int kb = 0; kb < {KB}; kb++, p++) {{
-      const u32 s = p % {S};
-      alloy_mbar_wait(alloy_smem_addr(&bars[s]), (p / {S}) & 1);
-      const u32 sA = smem + s * {SB}, sB = sA + {g.block_m * BLOCK_K * 2};
-      alloy_wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < {BLOCK_K // WGMMA_K}; kk++) {{
-        const u64 da = {_desc(g.a, "sA + c * 8192")}, db = {_desc(g.b, "sB")};
-        {_mma(g)}
-      }}
-      alloy_wgmma_commit();
-      alloy_wgmma_wait<1>();   // the group before this one is done: its stage goes back to the producer
-      if (kb > 0 && lane == 0) alloy_mbar_arrive(alloy_smem_addr(&bars[{S} + (p - 1) % {S}]));
+      {_k_slice(g, "p", "lane == 0")}
     }}
     alloy_wgmma_wait<0>();
     if (lane == 0) alloy_mbar_arrive(alloy_smem_addr(&bars[{S} + (p - 1) % {S}]));
