@@ -98,3 +98,17 @@ def test_reduction_read_at_another_element():
   c = a @ a
   specs = [match_matmul(ast) for ast in _asts(c + c.T)]
   assert [s is not None for s in specs] == [True, False] and specs[0].out_axes == ("m", "n") and specs[0].out_dtype.name == "float16"
+
+def test_rounded_matmul():
+  """MatmulSpec.rounded: the one 16-bit CAST every epilogue path reads the reduction through (what a persistent WGMMA
+  tile stages), or None where some path reads the float32 sum itself."""
+  a, b, bias = _t(64, 32), _t(32, 48), _t(48)
+  for t in (a @ b, (a @ b + bias).gelu(), (a @ b).relu().float(), (a @ b) * (a @ b)):
+    s = _one(t)
+    assert s.rounded is not None and s.rounded.op is Op.CAST and s.rounded.dtype == alloy.float16
+  bf = _one(a.bfloat16().contiguous().realize() @ b.bfloat16().contiguous().realize())
+  assert bf.rounded is not None and bf.rounded.dtype == alloy.bfloat16
+  wide = a.float() @ b.float()
+  assert _one(wide).rounded is None   # float32 products, never rounded
+  assert _one(wide.half() + wide).rounded is None   # one path rounds, the other reads the sum
+  assert _one(_t(64, 32, dtype=np.float32) @ _t(32, 48, dtype=np.float32)).rounded is None
