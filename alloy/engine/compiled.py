@@ -17,9 +17,7 @@ from alloy.runtime.device import PROGRAM_CACHE_SIZE, Device, Program
 from alloy.ir.kernel import KernelAST
 from alloy.engine import search
 from alloy.engine.watch import watchers
-from alloy.engine.attention import compile_attention
-from alloy.engine.wgmma import compile_wgmma
-from alloy.engine.cpu_bf16 import compile_cpu_bf16
+from alloy.engine import attention, cpu_bf16, wgmma
 
 @dataclass
 class CompiledKernel:
@@ -77,15 +75,19 @@ def compile_kernels(asts: list[KernelAST], device: Device) -> None:
     binaries = list(pool.map(lambda st: _compile(device, st[3], st[4], st[2].meta.name), staged))
   for (key, ast, prog, source, times), binary in zip(staged, binaries): _load(key, ast, device, prog, source, binary, times)
 
-# kernels rendered whole, not lowered: each returns None where it does not apply
-SPECIAL_KERNELS = (compile_attention, compile_wgmma, compile_cpu_bf16)
+# kernels rendered whole, not lowered (engine/whole_kernel.py): each returns None where it does not apply
+SPECIAL_KERNELS = (attention.whole_kernel, wgmma.whole_kernel, cpu_bf16.whole_kernel)
 
 def _special(key: tuple, ast: KernelAST, device: Device) -> CompiledKernel | None:
   """The fused attention kernel (engine/attention.py), the Hopper matmul (engine/wgmma.py) or the CPU's AVX512-BF16
-  matmul (engine/cpu_bf16.py) for a kernel one of them takes, compiled and kept: no Lowerer, no search."""
-  if (special := next((s for s in (f(ast, device) for f in SPECIAL_KERNELS) if s is not None), None)) is None: return None
-  prog, source, binary, runner, times = special
-  return _store(key, CompiledKernel(ast, prog, source, binary, runner, prog.meta, times), device)
+  matmul (engine/cpu_bf16.py) for a kernel one of them takes, compiled, loaded and kept: no Lowerer, no search."""
+  if (whole := next((w for w in (f(ast, device) for f in SPECIAL_KERNELS) if w is not None), None)) is None: return None
+  t1 = time.perf_counter()
+  binary = whole.compile(whole.source)
+  t2 = time.perf_counter()
+  runner = whole.load(binary)
+  times = {"lower": whole.render_seconds, "render": 0.0, "compile": t2 - t1, "load": time.perf_counter() - t2}
+  return _store(key, CompiledKernel(ast, LinearProgram([], whole.meta), whole.source, binary, runner, whole.meta, times), device)
 
 def _lower_and_render(ast: KernelAST, device: Device, opts=None) -> tuple:
   t0 = time.perf_counter()

@@ -20,7 +20,8 @@ import dataclasses, time
 from alloy import dtype as dt
 from alloy.helpers import prod
 from alloy.codegen.matmul import MatmulSpec, flat_batch_stride, match_matmul
-from alloy.codegen.program import KernelMeta, LinearProgram
+from alloy.codegen.program import KernelMeta
+from alloy.engine.whole_kernel import WholeKernel
 from alloy.ir.kernel import KernelAST
 from alloy.renderer.c_bf16_gemm import BF16Gemm, kernel_name, render_bf16_gemm
 
@@ -40,19 +41,13 @@ def takes_bf16(device) -> bool:
   """Whether device is a CPU whose kernels may use AVX512-BF16 (its caps list bfloat16's whole matmuls: cpu_caps)."""
   return "bfloat16" in device.caps.whole_matmuls
 
-def compile_cpu_bf16(ast: KernelAST, device) -> tuple | None:
-  """(program, source, binary, runner, stage seconds) of the kernel for ast on device, or None where it does not
-  apply (module docstring)."""
+def whole_kernel(ast: KernelAST, device) -> WholeKernel | None:
+  """The kernel for ast on device, or None where it does not apply (module docstring)."""
   if ast.scalar_dtypes or not takes_bf16(device): return None
   t0 = time.perf_counter()
   if (spec := match_matmul(ast)) is None or (g := bf16_gemm(spec)) is None: return None
   name = kernel_name(g)
   source = render_bf16_gemm(g, name)
-  t1 = time.perf_counter()
-  binary = device.compiler.compile_cached(source)
-  t2 = time.perf_counter()
-  runner = device.load(name, binary)
-  t3 = time.perf_counter()
   nbytes = 2 * (g.batch * g.M * g.N + prod(spec.batch) * spec.K * (spec.M + spec.N))
   meta = KernelMeta(name, (g.items, 1, 1), (1, 1, 1), g.flops, nbytes, opts=(), target=device.target)
-  return LinearProgram([], meta), source, binary, runner, {"lower": t1 - t0, "render": 0.0, "compile": t2 - t1, "load": t3 - t2}
+  return WholeKernel(source, meta, device.compiler.compile_cached, lambda binary: device.load(name, binary), time.perf_counter() - t0)

@@ -25,7 +25,8 @@ import dataclasses, time
 from alloy.helpers import getenv, prod
 from alloy.codegen.matmul import MatmulSpec, match_matmul
 from alloy.codegen.opts import TENSOR_CORE_SHORT_K
-from alloy.codegen.program import KernelMeta, LinearProgram
+from alloy.codegen.program import KernelMeta
+from alloy.engine.whole_kernel import WholeKernel
 from alloy.codegen.tensor_core import TILES, wgmma_tile
 from alloy.codegen.wgmma import WGMMAGemm, gemm_of
 from alloy.ir.kernel import KernelAST
@@ -64,9 +65,8 @@ def gemm_fit(spec: MatmulSpec) -> tuple[WGMMAGemm, tuple] | None:
     g = dataclasses.replace(g, batch=1, M=g.batch * g.M, a=dataclasses.replace(g.a, batch_stride=0), **_tile(g.batch * g.M, g.N, 1))
   return g, operands
 
-def compile_wgmma(ast: KernelAST, device) -> tuple | None:
-  """(program, source, binary, runner, stage seconds) of the wgmma kernel for ast on device, or None where the kernel
-  does not apply (module docstring)."""
+def whole_kernel(ast: KernelAST, device) -> WholeKernel | None:
+  """The wgmma kernel for ast on device, or None where the kernel does not apply (module docstring)."""
   if INSTRUCTION not in getattr(device.caps, "tensor_cores", ()) or not getenv("ALLOY_WGMMA", 1): return None
   if ast.n_buffers != 3 or ast.scalar_dtypes: return None   # the kernel takes C, A, B (two buffers: x @ x.T) and no scalars
   t0 = time.perf_counter()
@@ -74,13 +74,8 @@ def compile_wgmma(ast: KernelAST, device) -> tuple | None:
   from alloy.runtime.cuda.tensor_map import TensorMapProgram, arch_compiler   # only a CUDA device gets here
   gemm, operands = fit
   kernel = render_wgmma(gemm)
-  t1 = time.perf_counter()
-  binary = arch_compiler(device.target).compile_cached(kernel.source)
-  t2 = time.perf_counter()
-  runner = TensorMapProgram(device, kernel, binary, operands)
-  t3 = time.perf_counter()
   out_bytes = gemm.batch * gemm.M * gemm.N * 2
   meta = KernelMeta(kernel.name, kernel.grid, kernel.block, kernel.flops, out_bytes + 2 * prod(spec.batch) * spec.K * (spec.M + spec.N),
                     opts=(), target=device.target)
-  times = {"lower": t1 - t0, "render": 0.0, "compile": t2 - t1, "load": t3 - t2}
-  return LinearProgram([], meta), kernel.source, binary, runner, times
+  return WholeKernel(kernel.source, meta, arch_compiler(device.target).compile_cached,
+                     lambda binary: TensorMapProgram(device, kernel, binary, operands), time.perf_counter() - t0)
