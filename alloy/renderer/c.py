@@ -105,7 +105,30 @@ def parallel_range(prog: LinearProgram) -> int | None:
   n = next((var.max + 1 for ins in prog.instrs if ins.op is Kind.RANGE for var, parallel in [ins.arg] if parallel), None)
   return None if n is None else -(-n // parallel_chunk(n))
 
-SHORT_LOOP = 4   # iterations: a loop of at most this many is unrolled whole (range_open)
+SHORT_LOOP = 4   # iterations: a loop of at most this many is unrolled whole (_range), where every loop inside it is too
+
+def short_nests(prog: LinearProgram) -> set:
+  """id() of each serial loop of at most SHORT_LOOP iterations none of whose inner loops has more: a nest that unrolls
+  into straight-line code (a pooling window's 2x2), which -O2 leaves rolled for code size (the digits CNN's pool
+  backward 195 -> 67 us unrolled). A short loop around a longer one stays rolled: GCC 12 (-O2 -ftree-vectorize with
+  AVX2 or AVX-512) miscompiled such a nest, a 2-iteration loop unrolled around the vectorized loops of a padded copy
+  (2x2x2 padded by 2 on both sides of its middle axis: the copied values came out 0)."""
+  short, open_loops = set(), []
+  for ins in prog.instrs:
+    if ins.op is Kind.RANGE:
+      var, parallel = ins.arg
+      if var.max + 1 > SHORT_LOOP or parallel: short.difference_update(id(o) for o in open_loops)
+      else: short.add(id(ins))
+      open_loops.append(ins)
+    elif ins.op is Kind.ENDRANGE: open_loops.pop()
+  return short
+
+def _range(r, t, ins):
+  var, parallel = ins.arg
+  t[ins] = var.name
+  if (short := getattr(t, "short_nests", None)) is None: short = t.short_nests = short_nests(t.prog)
+  unroll = [f"#pragma GCC unroll {var.max + 1}"] if id(ins) in short else []
+  t.open(*unroll, *r.range_open(var, parallel, r.index_type(ins.dtype)))
 
 class CRenderer(CStyleRenderer):
   language = "c"
@@ -113,6 +136,7 @@ class CRenderer(CStyleRenderer):
                 "int32": "int32_t", "uint32": "uint32_t", "int64": "int64_t", "uint64": "uint64_t",
                 "float16": "_Float16", "bfloat16": "uint16_t", "float32": "float", "float64": "double"}
   compute_in_float = {"bfloat16"}
+  kinds = {**CStyleRenderer.kinds, Kind.RANGE: _range}
 
   def preamble(self, prog: LinearProgram) -> list[str]: return [C_PRELUDE]
   def signature(self, name: str, params: list[str], prog: LinearProgram) -> str:
@@ -125,11 +149,7 @@ class CRenderer(CStyleRenderer):
     args = [f"a[{i}]" for i in range(pointers)] + [f"c[{j}]" for j in range(words)]
     return [f"void {name}(void *const *a, const int32_t *c) {{ (void)a; (void)c; {name}_body({', '.join(args)}); }}"]
   def range_open(self, var: sym.Var, parallel: bool, itype: str = "int") -> list[str]:
-    if not parallel:
-      # a loop of a few iterations (a pooling window's 2x2) is unrolled whole, which -O2 leaves to code size: the
-      # digits CNN's pool backward 195 -> 67 us
-      n = var.max + 1
-      return ([f"#pragma GCC unroll {n}"] if n <= SHORT_LOOP else []) + super().range_open(var, parallel, itype)
+    if not parallel: return super().range_open(var, parallel, itype)
     v, n = var.name, var.max + 1
     if (chunk := parallel_chunk(n)) == 1: return [f"for (int {v} = alloy_start; {v} < alloy_end; {v}++) {{"]
     # the slice counts chunks of iterations; the last chunk stops at the loop's end
