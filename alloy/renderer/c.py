@@ -155,6 +155,13 @@ class CRenderer(CStyleRenderer):
     # the slice counts chunks of iterations; the last chunk stops at the loop's end
     start, end = f"(int64_t)alloy_start*{chunk}", f"(int64_t)alloy_end*{chunk}"
     return [f"for (int64_t {v} = {start}, {v}_end = {end} < {n}ll ? {end} : {n}ll; {v} < {v}_end; {v}++) {{"]
+  def load(self, buf: str, idx: str, valid: str | None, d: DType) -> str:
+    """A masked element is read from element 0 and replaced by 0: the load itself is unconditional. GCC 12 (-O2
+    -ftree-vectorize with AVX2 or AVX-512) miscompiled conditional loads it vectorized as masked loads: a (7, 2) tensor
+    padded by 2 rows before and after came out 0 in rows 2 and 3 (as a C file on its own, with any unroll pragma or
+    none; -fno-tree-loop-if-convert hides it but un-vectorizes every select, where() 7x slower)."""
+    if not valid: return super().load(buf, idx, None, d)
+    return f"({{ __typeof__({buf}[0]) _m = {buf}[({valid})?({idx}):0]; ({valid})?{self.from_storage('_m', d)}:{self.const(0, d)}; }})"
   def func(self, name: str, d: DType, args: list[str]) -> str:
     if d.name == "float32": return f"{name}f({', '.join(args)})"
     if d.name == "float16": return f"(_Float16){name}f({', '.join(f'(float){a}' for a in args)})"

@@ -107,3 +107,14 @@ def test_cat_keeps_negative_zero_and_dtypes(device):
   mixed = alloy.cat([Tensor([1, 2], device=device), Tensor([0.5], device=device)])   # int64 + float32 -> float32
   assert mixed.dtype == alloy.float32
   np.testing.assert_array_equal(mixed.numpy(), [1.0, 2.0, 0.5])
+
+def test_pads_of_narrow_rows(device, rng):
+  """Rows of 2 padded by whole rows (GCC 12 vectorised the CPU kernel's masked loads wrongly: rows 2-3 of a (7, 2)
+  tensor padded by 2 rows on both sides came out 0; renderer/c.py's load), and a middle axis padded past its size."""
+  import alloy.nn.functional as F
+  for shape, pads in (((7, 2), (0, 0, 2, 2)), ((5, 2), (0, 0, 3, 1)), ((16, 2), (0, 0, 2, 2)), ((2, 2, 2), (0, 0, 2, 2)),
+                      ((7, 3), (1, 0, 2, 1))):
+    h = rng.standard_normal(shape).astype(np.float32)
+    widths = [(0, 0)] * (len(shape) - 2) + [(pads[2], pads[3]), (pads[0], pads[1])]
+    np.testing.assert_array_equal(F.pad(Tensor(h, device=device), pads, value=0.5).numpy(), np.pad(h, widths, constant_values=0.5),
+                                  err_msg=f"{shape} padded by {pads}")
