@@ -108,6 +108,8 @@ def _saved_tensors(rule, args, parents, out) -> list:
       return [(ps[1 - i], f"its input {1 - i}") for i in range(2) if ps[i] is not None and ps[i]._ag is not None and ps[1 - i] is not None]
     if op is Op.DIV: return [(p, f"its input {i}") for i, p in enumerate(ps) if p is not None] + [(out, "its output")]
     if op is Op.POW: return [(p, f"its input {i}") for i, p in enumerate(ps) if p is not None] + [(out, "its output")]
+    if op is Op.MOD and len(ps) > 1 and ps[1] is not None and ps[1]._ag is not None:   # the divisor's gradient reads both
+      return [(p, f"its input {i}") for i, p in enumerate(ps) if p is not None]
     if op is Op.WHERE and ps[0] is not None: return [(ps[0], "its condition")]
     return []
   if rule is reduce_rule and args[0] in (Op.MAX, Op.MIN, Op.MUL): return [(parents[0], "its input 0"), (out, "its output")]
@@ -160,6 +162,7 @@ def ew_rule(out, g, op):
   if op is Op.ABS: return (g * a.sign(),)
   if op is Op.CAST: return (g.cast(a.dtype) if a.dtype.is_float else None,)
   if op in (Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC): return (g * 0,)
+  if op is Op.MOD: return g, -g * (a / x[1]).floor()   # a - floor(a / b) * b (remainder: floor division's), as PyTorch
   if op is Op.WHERE: return None, _where(a, g, 0), _where(a, 0, g)
   if op in (Op.MAX, Op.MIN):
     b = x[1]

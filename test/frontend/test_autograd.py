@@ -60,6 +60,7 @@ CASES = {
   "log_softmax": (lambda a: (a.log_softmax(0) * W(a, 3, 4)).sum(), [(3, 4)]),
   "var_std": (lambda a: a.var(1).sum() + a.std(0).sum() + a.logsumexp(1).sum(), [(3, 4)]),
   "gather": (lambda a: (a[[0, 2, 2, -1]] * W(a, 4, 4)).sum() + a[:, [1, 1]].exp().sum(), [(3, 4)]),
+  "remainder": (lambda a, b: (a.remainder(b.abs() + 0.5) * W(a, 3, 4)).sum() + (a * 3).remainder(-1.5).sin().sum(), [(3, 4), (3, 4)]),
   "cumsum_cat": (lambda a, b: (a.cumsum(1) * alloy.cat([a, b], 0)[1:4]).sum() + alloy.stack([a, a], 0).exp().sum(), [(3, 4), (2, 4)]),
 }
 
