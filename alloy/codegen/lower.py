@@ -563,7 +563,7 @@ class Lowerer:
     from the staged values, store them, and hand the memory back. The threadgroup's last tile, which no main loop
     hides, the consumers (back from the MMA after it) share with them."""
     tiles, groups = prod(grid(spec, tile)), self.opts.global_size[0]
-    group, lane = sym.Var("gidx", 0, groups - 1), sym.Var("lidx", EPILOGUE_LANES[0], tile.threads - 1)
+    group, lane = sym.Var("gidx", 0, groups - 1), sym.Var("lidx", EPILOGUE_LANES.start, tile.threads - 1)
     self.stack[0].add(Instr(Kind.SPECIAL, dt.int32, (), (group, "group")))
     self.stack[0].add(Instr(Kind.SPECIAL, dt.int32, (), (lane, "lane")))
     for op in (spec.a, spec.b): self.buffer_dtypes[op.slot] = op.dtype
@@ -572,14 +572,14 @@ class Lowerer:
     tile_index = group + it * groups
     saved = self.open_loop(it, 0, guard=sym.lt(tile_index, tiles) if tiles % groups else None)
     if tiles > groups:   # a tile before the threadgroup's last: the epilogue warps alone
-      only = sym.in_range(lane, EPILOGUE_LANES[0], EPILOGUE_LANES[1] + 1) & sym.lt(tile_index, tiles - groups)
-      self._persistent_epilogue(spec, tile, tile_index, it, lane, only, EPILOGUE_LANES[1] - EPILOGUE_LANES[0] + 1, release=True)
+      only = sym.in_range(lane, EPILOGUE_LANES.start, EPILOGUE_LANES.stop) & sym.lt(tile_index, tiles - groups)
+      self._persistent_epilogue(spec, tile, tile_index, it, lane, only, len(EPILOGUE_LANES), release=True)
     last = sym.in_range(tile_index, max(tiles - groups, 0), tiles)
-    self._persistent_epilogue(spec, tile, tile_index, it, lane, last, tile.threads - EPILOGUE_LANES[0], release=False)
+    self._persistent_epilogue(spec, tile, tile_index, it, lane, last, tile.threads - EPILOGUE_LANES.start, release=False)
     self.close_loop(saved)
 
   def _persistent_epilogue(self, spec, tile, tile_index, it, lane, where: sym.Cond, workers: int, release: bool) -> None:
-    """One tile's epilogue in a block that runs where `where` holds, lanes EPILOGUE_LANES[0].. as `workers` workers:
+    """One tile's epilogue in a block that runs where `where` holds, lanes EPILOGUE_LANES.start on as `workers` workers:
     HANDOFF's wait, each worker's chunks of 8 outputs, HANDOFF's release (not after the last tile: no main loop waits)."""
     cse, memo = dict(self.cse), dict(self.memo)   # nothing computed inside one block is reused by the next
     self.stack[-1].add(Instr(Kind.IF, None, (), where))
@@ -589,7 +589,7 @@ class Lowerer:
     per_row = tile.bn // STAGE_VECTOR
     chunks = tile.bm * per_row
     k = self.new_var(-(-chunks // workers), "c")
-    chunk = lane - EPILOGUE_LANES[0] + k * workers
+    chunk = lane - EPILOGUE_LANES.start + k * workers
     saved = self.open_loop(k, len(self.stack) - 1, guard=sym.lt(chunk, chunks) if chunks % workers else None)
     r, c = sym.div(chunk, per_row), sym.mod(chunk, per_row) * STAGE_VECTOR
     at = r * (tile.bn + STAGE_PAD) + c

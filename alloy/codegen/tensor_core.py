@@ -59,7 +59,7 @@ SIMDGROUP_8X8 = "simdgroup_matrix.8x8"   # Metal's simdgroup matrices (Apple7 an
 SIMT_F32 = "simt.f32"   # CUDA's float32 tiles on the CUDA cores (every CUDA device)
 WGMMA = "wgmma.m64nNk16"   # Hopper's warpgroup matrix instructions (sm_90a), fed by the copy engine
 PRODUCER_THREADS = 128     # a WGMMA tile's first warpgroup: it feeds the stages and leaves before the epilogue
-EPILOGUE_LANES = (32, 127)   # a persistent WGMMA tile's epilogue threads: the producer warpgroup's warps 1-3
+EPILOGUE_LANES = range(32, PRODUCER_THREADS)   # a persistent WGMMA tile's epilogue threads: the producer warpgroup's warps 1-3
 STAGE_PAD = 8   # 16-bit elements past each row of a staged tile, so the 8 rows a warp's pair stores hit fall in different banks
 
 @dataclass(frozen=True)
