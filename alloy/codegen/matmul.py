@@ -94,6 +94,12 @@ def flat_batch_stride(op: MatmulOperand, sizes: tuple) -> int | None:
     if strides[j] != strides[j + 1] * sizes[j + 1]: return None
   return strides[-1]
 
+def folds_batch_into_rows(spec: MatmulSpec) -> bool:
+  """x @ W: B shared by every batch element and A (along K) one run of rows across them, so a kernel may compute one
+  matmul of batch * M rows (engine/wgmma.py's and engine/cpu_bf16.py's both do)."""
+  return (prod(spec.batch) > 1 and spec.a.k_major and flat_batch_stride(spec.b, spec.batch) == 0
+          and flat_batch_stride(spec.a, spec.batch) == spec.M * spec.a.stride)
+
 def _address(n: Node, idx: tuple) -> tuple | None:
   """(slot, stored dtype, flat index, casts) of a chain of views and widening casts down to an input, read at idx;
   None where the chain holds anything else, or a view masks it."""

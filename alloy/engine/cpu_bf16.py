@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses, time
 from alloy import dtype as dt
 from alloy.helpers import prod
-from alloy.codegen.matmul import MatmulSpec, flat_batch_stride, match_matmul
+from alloy.codegen.matmul import MatmulSpec, flat_batch_stride, folds_batch_into_rows, match_matmul
 from alloy.codegen.program import KernelMeta
 from alloy.engine.whole_kernel import WholeKernel
 from alloy.ir.kernel import KernelAST
@@ -33,7 +33,7 @@ def bf16_gemm(spec: MatmulSpec) -> BF16Gemm | None:
   if a_batch is None or b_batch is None: return None
   g = BF16Gemm(prod(spec.batch), spec.M, spec.N, spec.K, spec.a.stride, a_batch, spec.a.offset, spec.b.k_stride, spec.b.stride,
                b_batch, spec.b.offset, spec.a.slot, spec.b.slot)
-  if g.batch > 1 and b_batch == 0 and a_batch == g.M * g.a_row:   # x @ W: one matmul of batch * M rows
+  if folds_batch_into_rows(spec):   # x @ W: one matmul of batch * M rows
     g = dataclasses.replace(g, batch=1, M=g.batch * g.M, a_batch=0)
   return g
 

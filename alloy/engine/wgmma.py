@@ -23,7 +23,7 @@ mma.sync's): `wgmma_gemm` returns None.
 from __future__ import annotations
 import dataclasses, time
 from alloy.helpers import getenv, prod
-from alloy.codegen.matmul import MatmulSpec, match_matmul
+from alloy.codegen.matmul import MatmulSpec, folds_batch_into_rows, match_matmul
 from alloy.codegen.opts import TENSOR_CORE_SHORT_K
 from alloy.codegen.program import KernelMeta
 from alloy.engine.whole_kernel import WholeKernel
@@ -60,7 +60,7 @@ def gemm_fit(spec: MatmulSpec) -> tuple[WGMMAGemm, tuple] | None:
   if not spec.plain: return None
   if isinstance(fit := gemm_of(spec, **_tile(spec.M, spec.N, prod(spec.batch))), str): return None
   g, operands = fit
-  if g.batch > 1 and g.b.batch_stride == 0 and g.a.k_major and g.a.batch_stride == g.M * g.a.row_stride:
+  if folds_batch_into_rows(spec):
     # x @ W: B is shared, A's batches are one run of rows: one matmul of batch * M rows
     g = dataclasses.replace(g, batch=1, M=g.batch * g.M, a=dataclasses.replace(g.a, batch_stride=0), **_tile(g.batch * g.M, g.N, 1))
   return g, operands
