@@ -1,9 +1,8 @@
 """Reading at indices along one dimension: gather, take_along_dim, index_select, one_hot, embedding (PyTorch's
 signatures). Each forward is one GATHER node (a lazy read at computed addresses: no copy of the input).
 
-Indices given by the user are checked on the host before any kernel runs, as getitem checks its own: free for host
-data, a read-back (a sync) for an index computed on the device. Internal callers whose indices are in range by
-construction (sort, topk) use `take` and skip that read.
+Indices given by the user are checked as getitem checks its own (alloy/bounds.py: on the host, or under a @jit capture
+on the device). Internal callers whose indices are in range by construction (sort, topk) use `take` and skip that.
 
 Backward: the gradient of a read at indices is a scatter-add of the output gradient at the same indices
 (alloy/scatter_sum.py: one dense kernel for short rows, else sorted by index, O(n log^2 n + size(dim) log n)).
@@ -11,6 +10,7 @@ Backward: the gradient of a read at indices is a scatter-add of the output gradi
 from __future__ import annotations
 import numpy as np
 from alloy import dtype as dt, autograd
+from alloy.bounds import in_bounds
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.ir.symbolic import INT32_MAX
@@ -23,14 +23,9 @@ def _index_arg(index, what: str, device: str) -> Tensor:
   if index.device != device: raise ValueError(f"{what}: index is on {index.device}, the input on {device}")
   return index
 
-def check_bounds(index: Tensor, size: int, what: str, dim: int) -> None:
-  """Every index in [0, size): read on the host (a sync for an index computed on the device)."""
-  if index.numel() == 0: return
-  # a constant is read off its node, no kernel (a kernel would also cache its value on the node for every device)
-  vals = np.asarray(index.node.arg) if index.node.op is Op.CONST else index.numpy()
-  if vals.min() < 0 or vals.max() >= size:
-    bad = vals[(vals < 0) | (vals >= size)].flat[0]
-    raise IndexError(f"{what}: index {bad} is out of bounds for dimension {dim} with size {size}")
+def check_bounds(index: Tensor, size: int, what: str, dim: int) -> Tensor:
+  """index checked to lie in [0, size) (alloy/bounds.py); returns the index to read at."""
+  return in_bounds(index, 0, size, lambda bad: IndexError(f"{what}: index {bad} is out of bounds for dimension {dim} with size {size}"))
 
 def _positions(n: int, device: str) -> Tensor: return Tensor.arange(n, dtype=dt.int32, device=device)
 
@@ -71,7 +66,7 @@ def gather(input: Tensor, dim: int, index, *, sparse_grad: bool = False) -> Tens
   d = norm_axis(dim, x.ndim)
   for a, (n, s) in enumerate(zip(idx.shape, x.shape)):
     if a != d and n > s: raise ValueError(f"gather: index {tuple(index.shape)} is larger than the input {tuple(input.shape)} in dim {a}")
-  check_bounds(idx, x.shape[d], "gather", d)
+  idx = check_bounds(idx, x.shape[d], "gather", d)
   out = take(x.detach(), d, idx)
   if input._ag is not None: out = autograd.record(out, _take_rule, (x,), d, idx, x.shape)
   return out.reshape(index.shape) if index.ndim == 0 else out
@@ -101,7 +96,7 @@ def index_select(input: Tensor, dim: int, index) -> Tensor:
   x = input.reshape(1) if input.ndim == 0 else input
   d = norm_axis(dim, x.ndim)
   idx = index.reshape(-1)
-  check_bounds(idx, x.shape[d], "index_select", d)
+  idx = check_bounds(idx, x.shape[d], "index_select", d)
   if idx.numel() == 0: out = Tensor.zeros(*(0 if a == d else s for a, s in enumerate(x.shape)), dtype=x.dtype, device=x.device)
   else:
     moved = x.detach().transpose(0, d) if d else x.detach()

@@ -5,6 +5,7 @@ from alloy import dtype as dt, autograd
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.scalar import plain
+from alloy.bounds import check_values, in_bounds
 from alloy.helpers import remember
 from alloy.ir.symbolic import INT32_MAX
 
@@ -134,11 +135,9 @@ def getitem(t, idx):
       raise IndexError(f"tensors used as indices must be integer tensors, got {it.dtype.name}")
     if it.device != t.device: raise ValueError(f"index tensor on {it.device} for a tensor on {t.device}")
     size = x.shape[pos]
-    # bounds are checked on the host: free for host indices; a device index tensor is read back (a sync)
-    vals = np.asarray(ix) if not isinstance(ix, Tensor) else it.numpy()
-    if vals.size and (vals.min() < -size or vals.max() >= size):
-      bad = vals[(vals < -size) | (vals >= size)].flat[0]
-      raise IndexError(f"index {bad} is out of bounds for dimension {d} with size {size}")
+    def error(bad, d=d, size=size): return IndexError(f"index {bad} is out of bounds for dimension {d} with size {size}")
+    if isinstance(ix, Tensor): it = in_bounds(it, -size, size, error)
+    else: check_values(np.asarray(ix), -size, size, error)
     it = it.cast(dt.int32 if size <= INT32_MAX else dt.int64)   # it + size below must not wrap
     idx_tensors.append(where(it < 0, it + size, it))
   b_shape = broadcast_shape(*[i.shape for i in idx_tensors])

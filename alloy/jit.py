@@ -36,6 +36,10 @@ source's writer of that call (a peer or host-to-device copy on the destination's
 buffer once everything queued there has run, since the last call's kernels may still read it). So are the
 copies in the adjoints of all_gather, reduce_scatter and broadcast, and a model-parallel step's.
 
+A check the eager path makes by reading device values on the host (the bounds of an index: alloy/bounds.py) moves
+to the device inside a capture (Watcher.device_check): its values are computed by captured launches and read after
+the capture call and after every replay, which raises the eager path's error before the changed state is rebound.
+
 JIT=0 turns capture off, JIT=2 captures but replays launch by launch (no graphs).
 """
 from __future__ import annotations
@@ -109,6 +113,7 @@ class _Capture(Watcher):
     self.live_scalars: list = []   # the live Scalars, in key order
     self.implicit: list = []   # (Tensor or Leaf, entry node) the function changed that it was not passed (jit_state.py)
     self.view_links: list = [] # per returned Tensor, how it views an argument, the implicit state or another result
+    self.checks: list = []     # (values Tensor, check) the function's bounds checks moved to the device (alloy/bounds.py)
   def live(self, read, what: str):
     key = -1 - len(self.live_names)
     self.live_names[key] = what
@@ -117,6 +122,7 @@ class _Capture(Watcher):
   def launch(self, ck, buffers, elapsed, t_submit, consts=()) -> None:
     self.launches.append((ck, list(buffers), [c.arg for c in consts]))
   def rng_key(self, key: Tensor) -> None: self.rng_keys.append(key.node.src[0].arg)
+  def device_check(self, values: Tensor, check) -> None: self.checks.append((values, check))
   def step(self, name: str, run, buffers: list, n_in: int) -> None: self.launches.append((Step(name, run, buffers, n_in), list(buffers), []))
   def host_read(self, t: Tensor) -> None:
     raise JitError(f"jit {self.name}: a tensor of shape {t.shape} is read on the host (numpy(), item(), tolist(), bool() "
@@ -142,7 +148,8 @@ class _Capture(Watcher):
           if key < 0: raise JitError(f"jit {self.name}: {self.live_names[key]} (read from host state) was used as a plain number ({why}); "
                                      f"a replay could not give it a new value")
         self.changes, changed = state.changes()   # arguments changed in place, .grads set: outputs after the returned ones
-        realize_tensors.realize(outs + [t for t in changed if not views_a_buffer(t.node)])   # a slice stays one (replays keep its layout)
+        # a changed slice stays one (replays keep its layout); the device-side checks are computed with the rest
+        realize_tensors.realize(outs + [t for t in changed if not views_a_buffer(t.node)] + [v for v, _ in self.checks])
     finally: _capturing = None
     return jit_args.rebuild(template, iter(outs)), template, outs + changed
 
@@ -247,6 +254,8 @@ class Replay:
     out_bytes: dict = {}   # device -> output bytes of one replay, for the host to wait when the device falls behind
     for _, r in self.fresh: out_bytes[r.device] = out_bytes.get(r.device, 0) + r.size * r.dtype.itemsize
     self.pressure = [(throttle(get_device(d)), nbytes) for d, nbytes in out_bytes.items()]
+    # the device-side checks: their buffers are made by captured launches and kept, so every replay writes them anew
+    self.checks = [(v.node.src[0].arg, check) for v, check in cap.checks]
     # random keys: refreshed in the order they were made, so the numbers match those of the same calls without @jit
     self.rng = [(slots.index.get(id(key)), key.device, key.dtype) for key in cap.rng_keys]
     self.buffers = slots.buffers
@@ -471,6 +480,7 @@ class Replay:
         else: runner(scalars_per_launch=scalars)
       stale.clear()
     for pressure, nbytes in self.pressure: pressure.launched(nbytes)
+    self.check()   # before the changed state is rebound: a call that raises leaves the user's tensors as they were
     if DEBUG >= 2:
       n_graphs = sum(1 for g, *_ in self.graphs if g is not None)
       print(f"jit {self.name}: replayed {len(self.launches) - len(self.splits)} kernels in {n_graphs} graph{'s' if n_graphs != 1 else ''}"
@@ -483,6 +493,10 @@ class Replay:
     if self.view_links: jit_state.link_views(self.view_links, outs, list(args_only) + self.implicit)
     if self.template is jit_args.TENSOR: return outs[0]
     return jit_args.rebuild(self.template, iter(outs), self.numbers)
+
+  def check(self) -> None:
+    """Read the device-side checks' values this call computed (a sync): raises the error of one that fails."""
+    for buf, check in self.checks: check(buf.numpy())
 
   def _state(self) -> list:
     """The implicit state's nodes, checked before anything changes: where one's layout moved since the capture (a
@@ -590,7 +604,9 @@ class Jit:
     cap = _Capture(self.name)
     ret, template, outs = cap.run(self.fn, args, kwargs, state, self.changed_before)
     graph_mode = self.graph if self.graph is not None else JIT != 2
-    self.replay = Replay(self.name, self.arg_names, args, kwargs, cap, template, outs, inputs, graph_mode, (grad_args, entry_grads))
+    replay = Replay(self.name, self.arg_names, args, kwargs, cap, template, outs, inputs, graph_mode, (grad_args, entry_grads))
+    replay.check()   # raising, it leaves no replay: the next call captures again
+    self.replay = replay
     return ret
 
 def jit(fn=None, *, graph: bool | None = None, beam: int | None = None):

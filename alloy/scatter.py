@@ -5,13 +5,13 @@ Lowered with the existing IR, no new kernel kind: every one combines src at the 
 src's is the output gradient read at the index (for amax/amin, split evenly among the values equal to the result,
 self's included; for prod, the product of the other factors, exact at zeros; for scatter, only where the value
 landed, as finite differences see it, where PyTorch hands every repeat of an index the gradient), self's passes
-where nothing was written. The index is read back to check its bounds, as __getitem__ does, except inside a @jit
-capture, where the read cannot be replayed: there an index out of range writes nothing.
+where nothing was written. The index's bounds are checked as __getitem__ checks its own (alloy/bounds.py: read back
+on the host, or under a @jit capture on the device).
 """
 from __future__ import annotations
 import numpy as np
 from alloy import dtype as dt, autograd
-from alloy.engine.watch import watchers
+from alloy.bounds import in_bounds
 from alloy.inplace import norm_dim
 from alloy.assign import assign, current, setitem_value
 from alloy.scatter_sum import scatter_add_rows, scatter_rows
@@ -36,11 +36,8 @@ def _args(self, dim, index, src, what: str):
       raise RuntimeError(f"{what}: index of shape {index.shape} is larger than src {src.shape} (or of another rank)")
     if src.shape != index.shape: src = src.shrink(tuple((0, n) for n in index.shape))
   elif src is None: raise TypeError(f"{what}: expected src (a Tensor) or value (a number)")
-  if index.numel() and not watchers.on_host_read:   # a @jit capture cannot read back: there the check is left out
-    a = index.numpy()
-    if a.min() < 0 or a.max() >= self.shape[d]:
-      bad = a[(a < 0) | (a >= self.shape[d])].flat[0]
-      raise IndexError(f"{what}: index {bad} is out of bounds for dimension {d} with size {self.shape[d]}")
+  size = self.shape[d]
+  index = in_bounds(index, 0, size, lambda bad: IndexError(f"{what}: index {bad} is out of bounds for dimension {d} with size {size}"))
   return d, index, src
 
 def _combined(sub, d: int, index, vals, reduce: str, include_self: bool, written=None):

@@ -24,6 +24,9 @@ class Watcher:
     """A device's encoder committed a command buffer (a runtime.device.CommandBufferRecord)."""
   def host_read(self, tensor) -> None:
     """tensor's value is about to be read on the host; raise to refuse (the jit's capture cannot replay a read)."""
+  def device_check(self, values, check) -> None:
+    """Instead of a host read the watcher refuses: values (a small Tensor) decide an error, check(their array) raising
+    it; the watcher reads them once they are computed (the jit's capture: after the capture call and every replay)."""
   def rng_key(self, key) -> None:
     """A random key Tensor was made (a replay refreshes it)."""
   def step(self, name: str, run, buffers: list, n_in: int) -> None:
@@ -33,7 +36,7 @@ class Watcher:
     """A Tensor is about to be changed in place, or backward is about to set a leaf's .grad (its autograd Leaf): told
     before, so the watcher still sees the old value (the jit's capture keeps it)."""
 
-EVENTS = ("launch", "stage", "compiled", "commit", "host_read", "rng_key", "step", "changed")
+EVENTS = ("launch", "stage", "compiled", "commit", "host_read", "device_check", "rng_key", "step", "changed")
 
 class Watchers:
   """The watchers attached now, and per event the ones that override it (on_<event>, tuples); quiet: no one watches
@@ -79,6 +82,8 @@ class Watchers:
     for w in self.on_compiled: w.compiled(ck)
   def host_read(self, tensor) -> None:
     for w in self.on_host_read: w.host_read(tensor)
+  def device_check(self, values, check) -> None:
+    for w in self.on_device_check: w.device_check(values, check)
   def rng_key(self, key) -> None:
     for w in self.on_rng_key: w.rng_key(key)
   def stepped(self, name: str, run, buffers: list, n_in: int) -> None:

@@ -12,6 +12,7 @@ from alloy.functional.loss import (cross_entropy, nll_loss, mse_loss, l1_loss, s
 from alloy.functional.norm import layer_norm, rms_norm, group_norm, batch_norm, instance_norm, dropout
 from alloy.functional.attention import scaled_dot_product_attention
 from alloy.functional.linear import linear, pad, pixel_shuffle, pixel_unshuffle, cosine_similarity, pairwise_distance
+from alloy.gathering import one_hot, embedding
 
 __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "sigmoid", "tanh", "hardtanh",
            "hardsigmoid", "hardswish", "softplus", "logsigmoid", "softsign", "tanhshrink", "threshold", "softmax",
@@ -22,4 +23,4 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "binary_cross_entropy_with_logits", "kl_div", "layer_norm", "rms_norm", "group_norm", "batch_norm",
            "instance_norm", "dropout", "scaled_dot_product_attention", "linear", "pad", "pixel_shuffle", "pixel_unshuffle",
            "cosine_similarity", "pairwise_distance", "unfold", "fold", "relu_", "leaky_relu_", "elu_", "selu_", "celu_",
-           "hardtanh_", "threshold_"]
+           "hardtanh_", "threshold_", "one_hot", "embedding"]
