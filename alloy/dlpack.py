@@ -112,7 +112,8 @@ def import_array(x) -> tuple[Buffer, tuple, str]:
   if n and device_type == KDL_CUDA:
     dev.allocator.transfer(buf.handle, t.data + t.byte_offset, n * d.itemsize)
     dev.synchronize()                    # the producer's memory is released below: the copy must have landed
-  elif n: ctypes.memmove(buf.handle.ctypes.data, t.data + t.byte_offset, n * d.itemsize)
+  elif n:   # copyin: a reused buffer waits for the queued launches that may still read it
+    dev.allocator.copyin(buf.handle, memoryview((ctypes.c_uint8 * (n * d.itemsize)).from_address(t.data + t.byte_offset)))
   _capsule_rename(capsule, USED)
   if managed.deleter: managed.deleter(ctypes.pointer(managed))
   return buf, shape, name

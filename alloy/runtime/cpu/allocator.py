@@ -52,5 +52,6 @@ class CPUAllocator(LRUAllocator):
     self.device.wait_for_writer(handle)
     np.frombuffer(dst, dtype=np.uint8)[:] = handle
   def transfer(self, dst, src, nbytes: int):
+    self.wait_unused(dst)   # a reused dst may still be read (or written) by queued launches, as in copyin
     self.device.wait_for_writer(src)
     dst[:nbytes] = src[:nbytes]
