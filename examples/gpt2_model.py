@@ -119,8 +119,9 @@ class Transformer(nn.Module):
     self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
 
 def _rows(weight: Tensor, index: Tensor) -> Tensor:
-  """weight's rows at index (any shape), unchecked: a gather on the device, no host read (a decode step's token is
-  computed on the device). Callers keep the indices in range."""
+  """weight's rows at index (any shape), unchecked: a gather on the device with no bounds check. nn.Embedding's check
+  reads the indices back (eagerly, or under @jit after every replay): a sync per decode step, whose token is computed
+  on the device and in range by construction, where the decode loop otherwise never waits."""
   flat = index.reshape(-1, 1).expand(index.numel(), weight.shape[1])
   return take(weight, 0, flat, positions_along(flat.shape, 0, weight.device)).reshape(index.shape + (weight.shape[1],))
 

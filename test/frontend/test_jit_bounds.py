@@ -75,7 +75,8 @@ def test_index_computed_on_the_device_and_narrow_dtypes(device):
   # computed from the argument inside the function: checked on the device, as the eager path reads it back
   f = alloy.jit(lambda i: alloy.index_select(x, 0, i * 2 + 1))
   _calls(f, device, lambda r: r.integers(0, 150, (5,)), lambda i: x_np[i * 2 + 1])
-  with pytest.raises(IndexError, match="index 301 is out of bounds for dimension 0 with size 300"): f(Tensor(np.array([3, 150, 0, 1, 2]), device=device))
+  with pytest.raises(IndexError, match="index 301 is out of bounds for dimension 0 with size 300"):
+    f(Tensor(np.array([3, 150, 0, 1, 2]), device=device))
   # uint8 indices into 300 rows: the upper bound does not fit the dtype (no clamp there), the lower is 0
   g = alloy.jit(lambda i: alloy.index_select(x, 0, i))
   _calls(g, device, lambda r: r.integers(0, 256, (6,)).astype(np.uint8), lambda i: x_np[i])
