@@ -19,12 +19,14 @@ from alloy.contraction import einsum
 from alloy.triangular import tril, triu
 from alloy.logexp import log1p, expm1, logaddexp, logaddexp2
 from alloy.vector_norm import norm
+from alloy.rearrange import narrow, roll, movedim, unfold as _unfold
 from alloy.multi import ShardedTensor, shard   # several devices: Tensor.shard, collectives in alloy.collectives
 
 manual_seed = Tensor.manual_seed
 zeros, ones, full, empty, arange, linspace, eye = Tensor.zeros, Tensor.ones, Tensor.full, Tensor.empty, Tensor.arange, Tensor.linspace, Tensor.eye
 rand, randn, randint = Tensor.rand, Tensor.randn, Tensor.randint
 half, float, double = float16, float32, float64
+moveaxis = movedim
 
 def tensor(data, dtype=None, device=None) -> Tensor: return Tensor(data, dtype=dtype, device=device)
 def zeros_like(t, **kw): return t.zeros_like(**kw)
@@ -39,5 +41,6 @@ def matmul(a, b): return a.matmul(b)
 def synchronize(device=None): get_device(device or default_device()).synchronize()
 
 for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, cummax, cummin, tril, triu, log1p, expm1,
-            logaddexp, logaddexp2, norm, shard):
-  setattr(Tensor, _op.__name__, _op)
+            logaddexp, logaddexp2, norm, shard, narrow, roll, movedim, _unfold):
+  setattr(Tensor, _op.__name__, _op)   # _unfold is Tensor.unfold (alloy.nn.functional.unfold is im2col)
+Tensor.moveaxis = movedim

@@ -444,6 +444,8 @@ class Tensor:
       start += s
     return out
   def chunk(self, chunks, dim=0) -> list["Tensor"]:
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
+      raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
     n = self.shape[_norm_axis(dim, self.ndim)]
     return self.split(max(1, math.ceil(n / chunks)), dim)
   def cat(self, *others, dim=0) -> "Tensor": return cat([self, *others], dim)
