@@ -6,7 +6,7 @@ Splitting one class across mixin files would make a reader chase the method orde
 machinery of their own (indexing.py already) move out.
 """
 from __future__ import annotations
-import collections, math
+import collections, math, numbers
 from typing import Sequence
 import numpy as np
 from alloy import dtype as dt
@@ -233,7 +233,11 @@ class Tensor:
     return where(idx < half, lo, hi).cast(d)
   @staticmethod
   def eye(n, m=None, dtype=None, device=None) -> "Tensor":
-    m = n if m is None else m
+    n = plain(n)
+    m = n if m is None else plain(m)
+    for what, v in (("n", n), ("m", m)):
+      if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0: raise ValueError(f"eye: {what} must be a non-negative int, got {v!r}")
+    n, m = int(n), int(m)
     r, c = _index_tensor(n, device).reshape(n, 1), _index_tensor(m, device).reshape(1, m)
     return (r == c).cast(dt.to_dtype(dtype) if dtype is not None else dt.default_float)
   @staticmethod
@@ -408,6 +412,7 @@ class Tensor:
   def flatten(self, start_dim=0, end_dim=-1) -> "Tensor":
     if self.ndim == 0: return self.reshape(1)
     s, e = _norm_axis(start_dim, self.ndim), _norm_axis(end_dim, self.ndim)
+    if s > e: raise ValueError(f"flatten: start_dim ({start_dim}) comes after end_dim ({end_dim})")
     return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
   def pad(self, pad_width, value=0) -> "Tensor":
     """NumPy-style ((before, after), ...) per axis, with a constant value."""
@@ -436,6 +441,9 @@ class Tensor:
     split_size = plain(split_size)
     d = _norm_axis(dim, self.ndim)
     n = self.shape[d]
+    if isinstance(split_size, int) and split_size < (1 if n else 0):
+      raise ValueError(f"split: split_size must be positive (0 only for an empty dimension), got {split_size} for a dimension of size {n}")
+    if isinstance(split_size, int) and split_size == 0: return [self]
     sizes = [split_size] * (n // split_size) + ([n % split_size] if n % split_size else []) if isinstance(split_size, int) else list(split_size)
     if sum(sizes) != n: raise ValueError(f"split: sizes {sizes} don't add up to {n} along dim {dim}")
     out, start = [], 0

@@ -66,16 +66,20 @@ def eye_(t: Tensor) -> Tensor:
   return _draw(t, Tensor.eye(*t.shape, dtype=t.dtype, device=t.device))
 
 def xavier_uniform_(t: Tensor, gain: float = 1.0) -> Tensor:
+  if t.numel() == 0: return t
   fan_in, fan_out = calculate_fan_in_and_fan_out(t)
   bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
   return uniform_(t, -bound, bound)
 def xavier_normal_(t: Tensor, gain: float = 1.0) -> Tensor:
+  if t.numel() == 0: return t
   fan_in, fan_out = calculate_fan_in_and_fan_out(t)
   return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
+  if t.numel() == 0: return t   # nothing to draw (and a fan of 0 has no bound): PyTorch's no-op (nn.Linear(0, n))
   bound = math.sqrt(3.0) * calculate_gain(nonlinearity, a) / math.sqrt(_fan(t, mode))
   return uniform_(t, -bound, bound)
 def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
+  if t.numel() == 0: return t
   return normal_(t, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_fan(t, mode)))
 
 def default_weight_and_bias_(weight: Tensor, bias: Tensor | None) -> None:

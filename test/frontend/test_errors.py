@@ -27,6 +27,23 @@ def test_axis_errors():
   with pytest.raises(IndexError, match="out of range"): t.permute(0, 5)
   with pytest.raises(ValueError, match="expand"): t.expand(4, 3)
 
+def test_size_argument_errors():
+  t = Tensor(np.ones((2, 3), np.float32))
+  with pytest.raises(ValueError, match=r"flatten: start_dim \(1\) comes after end_dim \(0\)"): t.flatten(1, 0)
+  with pytest.raises(ValueError, match="split: split_size must be positive"): t.split(0)
+  assert [p.shape for p in Tensor.zeros(0, 3).split(0)] == [(0, 3)]   # PyTorch's one case of 0
+  with pytest.raises(ValueError, match="chunk: chunks must be a positive int, got 0"): t.chunk(0)
+  with pytest.raises(ValueError, match="eye: n must be a non-negative int, got -1"): Tensor.eye(-1)
+  with pytest.raises(ValueError, match="eye: m must be a non-negative int, got 2.5"): Tensor.eye(2, 2.5)
+  np.testing.assert_array_equal(Tensor.eye(np.int64(2)).numpy(), np.eye(2))
+
+def test_zero_element_layers_initialize():
+  from alloy import nn
+  layer = nn.Linear(0, 3)   # PyTorch's no-op init of an empty weight; the output is the bias
+  np.testing.assert_array_equal(layer(Tensor(np.ones((2, 0), np.float32))).numpy(), np.broadcast_to(layer.bias.numpy(), (2, 3)))
+  for init in (nn.init.kaiming_uniform_, nn.init.kaiming_normal_, nn.init.xavier_uniform_, nn.init.xavier_normal_):
+    assert init(Tensor.empty(0, 4)).shape == (0, 4)
+
 def test_index_errors():
   t = Tensor(np.ones((2, 3), np.float32))
   with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 1 with size 3"): t[0, 3]
