@@ -20,6 +20,7 @@ from alloy.triangular import tril, triu
 from alloy.logexp import log1p, expm1, logaddexp, logaddexp2
 from alloy.vector_norm import norm
 from alloy.rearrange import narrow, roll, movedim, unfold as _unfold
+from alloy.multinomial import multinomial
 from alloy.multi import ShardedTensor, shard   # several devices: Tensor.shard, collectives in alloy.collectives
 
 manual_seed = Tensor.manual_seed
@@ -41,6 +42,6 @@ def matmul(a, b): return a.matmul(b)
 def synchronize(device=None): get_device(device or default_device()).synchronize()
 
 for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, cummax, cummin, tril, triu, log1p, expm1,
-            logaddexp, logaddexp2, norm, shard, narrow, roll, movedim, _unfold):
+            logaddexp, logaddexp2, norm, shard, narrow, roll, movedim, _unfold, multinomial):
   setattr(Tensor, _op.__name__, _op)   # _unfold is Tensor.unfold (alloy.nn.functional.unfold is im2col)
 Tensor.moveaxis = movedim

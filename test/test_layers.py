@@ -18,8 +18,9 @@ ALLOWED = {
 }
 FOLDERS = {"ir", "schedule", "codegen", "renderer", "runtime", "engine"}
 FRONT = {"tensor", "autograd", "indexing", "assign", "inplace", "scatter", "jit", "jit_args", "jit_state", "trace", "dlpack", "scalar",
-         "__init__", "functional", "nn", "optim", "state", "data", "gathering", "bounds", "rearrange", "scatter_sum", "ordering", "scans",
-         "contraction", "triangular", "logexp", "vector_norm", "multi", "collectives", "data_parallel", "realize_tensors"}
+         "__init__", "functional", "nn", "optim", "state", "data", "gathering", "bounds", "rearrange", "multinomial", "scatter_sum",
+         "ordering", "scans", "contraction", "triangular", "logexp", "vector_norm", "multi", "collectives", "data_parallel",
+         "realize_tensors"}
 BASE = {"helpers", "dtype", "caps"}
 
 def layer_of(module: str) -> str:

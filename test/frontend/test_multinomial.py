@@ -1,0 +1,45 @@
+"""alloy.multinomial against the law it samples (category frequencies of many draws, with and without replacement),
+on each device; its shapes, errors, seeding, and fresh draws per @jit replay."""
+import numpy as np, pytest
+import alloy
+from alloy import Tensor
+
+P = np.array([0.1, 0.0, 0.5, 0.4, 0.0], np.float32)   # zero weights: never drawn
+
+def _frequencies(draws: np.ndarray) -> np.ndarray: return np.bincount(draws.ravel(), minlength=len(P)) / draws.size
+
+def test_with_replacement_follows_the_weights(device):
+  alloy.manual_seed(0)
+  draws = alloy.multinomial(Tensor(P * 3, device=device), 20000, replacement=True).numpy()   # unnormalized weights
+  assert draws.shape == (20000,) and draws.dtype == np.int64
+  np.testing.assert_allclose(_frequencies(draws), P, atol=0.015)   # 4 standard deviations of the largest
+  rows = alloy.multinomial(Tensor(np.stack([P, P[::-1]]), device=device), 5000, replacement=True).numpy()
+  np.testing.assert_allclose(_frequencies(rows[1]), P[::-1], atol=0.03)
+
+def test_without_replacement(device):
+  alloy.manual_seed(1)
+  w = Tensor(np.tile(P, (4000, 1)), device=device)
+  draws = w.multinomial(3).numpy()
+  assert draws.shape == (4000, 3)
+  assert all(len(set(r)) == 3 for r in draws) and not np.isin(draws, [1, 4]).any()   # distinct, never a zero weight
+  np.testing.assert_allclose(_frequencies(draws[:, 0]), P, atol=0.03)   # the first draw follows the weights
+  # the second draw, from the weights left after the first: P(second = j) = sum over i != j of p_i p_j / (1 - p_i)
+  second = np.array([sum(P[i] * P[j] / (1 - P[i]) for i in range(len(P)) if i != j) for j in range(len(P))])
+  np.testing.assert_allclose(_frequencies(draws[:, 1]), second, atol=0.03)
+
+def test_seeded_and_fresh_under_jit(device):
+  w = Tensor(np.ones(50, np.float32), device=device)
+  alloy.manual_seed(7)
+  a = alloy.multinomial(w, 10).numpy()
+  alloy.manual_seed(7)
+  np.testing.assert_array_equal(alloy.multinomial(w, 10).numpy(), a)
+  f = alloy.jit(lambda x: alloy.multinomial(x, 10, replacement=True))
+  calls = [f(w).numpy() for _ in range(4)]
+  assert f.replay is not None and len({tuple(c) for c in calls}) == 4   # each replay draws anew
+
+def test_errors(device):
+  w = Tensor(P, device=device)
+  with pytest.raises(ValueError, match="cannot draw 6 samples from 5 categories without replacement"): alloy.multinomial(w, 6)
+  with pytest.raises(ValueError, match="num_samples must be a positive int, got 0"): alloy.multinomial(w, 0)
+  with pytest.raises(TypeError, match="the weights must be floating point, got int64"): alloy.multinomial(Tensor(np.array([1, 2]), device=device), 1)
+  with pytest.raises(ValueError, match=r"1-D or 2-D, got shape \(1, 1, 5\)"): alloy.multinomial(w.reshape(1, 1, 5), 1)
