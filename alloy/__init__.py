@@ -19,15 +19,20 @@ from alloy.contraction import einsum
 from alloy.triangular import tril, triu
 from alloy.logexp import log1p, expm1, logaddexp, logaddexp2
 from alloy.vector_norm import norm
-from alloy.rearrange import narrow, roll, movedim, unfold as _unfold
-from alloy.multinomial import multinomial
+from alloy.rearrange import (narrow, roll, movedim, unfold as _unfold, swapaxes, t, select, unbind, unflatten, broadcast_to,
+                             broadcast_tensors, tile, tensor_split, repeat_interleave, diff, fliplr, flipud, rot90)
+from alloy.matrices import mm, bmm, mv, outer, inner, addmm, baddbmm, addmv, tensordot, kron, diagonal, trace as _trace, diag, diag_embed
+from alloy.mathfuncs import (log10, logit, xlogy, frac, signbit, nan_to_num, logical_and, logical_or, logical_xor, bitwise_and,
+                             bitwise_or, bitwise_xor, bitwise_not, true_divide, negative, absolute, isclose, allclose, equal,
+                             count_nonzero, nansum, nanmean, aminmax)
+from alloy.sampling import multinomial, bernoulli, randperm, normal
+from alloy.torch_functions import FUNCTIONS as _FUNCTIONS
 from alloy.multi import ShardedTensor, shard   # several devices: Tensor.shard, collectives in alloy.collectives
 
 manual_seed = Tensor.manual_seed
 zeros, ones, full, empty, arange, linspace, eye = Tensor.zeros, Tensor.ones, Tensor.full, Tensor.empty, Tensor.arange, Tensor.linspace, Tensor.eye
 rand, randn, randint = Tensor.rand, Tensor.randn, Tensor.randint
 half, float, double = float16, float32, float64
-moveaxis = movedim
 
 def tensor(data, dtype=None, device=None) -> Tensor: return Tensor(data, dtype=dtype, device=device)
 def zeros_like(t, **kw): return t.zeros_like(**kw)
@@ -42,6 +47,13 @@ def matmul(a, b): return a.matmul(b)
 def synchronize(device=None): get_device(device or default_device()).synchronize()
 
 for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, cummax, cummin, tril, triu, log1p, expm1,
-            logaddexp, logaddexp2, norm, shard, narrow, roll, movedim, _unfold, multinomial):
-  setattr(Tensor, _op.__name__, _op)   # _unfold is Tensor.unfold (alloy.nn.functional.unfold is im2col)
-Tensor.moveaxis = movedim
+            logaddexp, logaddexp2, norm, shard, narrow, roll, movedim, _unfold, multinomial, swapaxes, t, select, unbind, unflatten,
+            broadcast_to, tile, tensor_split, repeat_interleave, diff, fliplr, flipud, rot90, mm, bmm, mv, outer, inner, addmm,
+            baddbmm, addmv, kron, diagonal, _trace, diag, diag_embed, log10, logit, xlogy, frac, signbit, nan_to_num, logical_and,
+            logical_or, logical_xor, bitwise_and, bitwise_or, bitwise_xor, bitwise_not, true_divide, negative, absolute, isclose,
+            allclose, equal, count_nonzero, nansum, nanmean, aminmax, bernoulli):
+  setattr(Tensor, _op.__name__, _op)   # _unfold is Tensor.unfold (nn.functional.unfold is im2col), _trace Tensor.trace (alloy.trace the tracer)
+Tensor.moveaxis, Tensor.swapdims = movedim, swapaxes
+moveaxis, swapdims = movedim, swapaxes
+# torch.<op>(x, ...) for the Tensor methods that have no function of their own above
+globals().update({name: fn for name, fn in _FUNCTIONS.items() if name not in globals()})

@@ -1,8 +1,10 @@
-"""Parts of a tensor along one dimension and dims moved, with PyTorch's signatures: narrow (a slice), roll (a cyclic
-shift), Tensor.unfold (sliding windows as a new last dimension) and movedim. All are views or concatenations of views: lazy, no kernel of
+"""Parts of a tensor and its dims rearranged, with PyTorch's signatures: narrow, select, unbind, tensor_split (slices),
+roll (a cyclic shift), Tensor.unfold (sliding windows as a new last dimension), movedim, swapaxes, t, unflatten,
+broadcast_to, broadcast_tensors, tile, repeat_interleave, diff, fliplr, flipud, rot90. All are views or concatenations of views: lazy, no kernel of
 their own, and their gradients come from those of shrink, cat and the window view."""
 from __future__ import annotations
 import numbers
+from alloy import dtype as dt
 from alloy.tensor import Tensor, cat, norm_axis
 
 def _int(v, what: str, op: str) -> int:
@@ -61,3 +63,93 @@ def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
   if step <= 0: raise ValueError(f"unfold: step must be positive, got {step}")
   if not 0 <= size <= x.shape[d]: raise ValueError(f"unfold: size {size} is out of range for dimension {d} of size {x.shape[d]}")
   return movedim(windows(movedim(computed(x), d, -1), (size,), (step,), (1,)), -2, d)
+
+def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
+  """torch.swapaxes (swapdims): transpose's other names."""
+  return input.transpose(axis0, axis1)
+
+def t(input: Tensor) -> Tensor:
+  """Tensor.t: the transpose of a matrix; a vector or a scalar as it is."""
+  if input.ndim > 2: raise ValueError(f"t: expects a tensor of at most 2 dimensions, got {input.ndim}; use transpose or mT")
+  return input.transpose(0, 1) if input.ndim == 2 else input
+
+def select(input: Tensor, dim: int, index: int) -> Tensor:
+  """torch.select: the slice at index along dim, that dim removed (a view)."""
+  d = norm_axis(dim, input.ndim)
+  return input[(slice(None),) * d + (_int(index, "index", "select"),)]
+
+def unbind(input: Tensor, dim: int = 0) -> tuple:
+  """torch.unbind: the slices along dim, each without it."""
+  d = norm_axis(dim, input.ndim)
+  return tuple(select(input, d, i) for i in range(input.shape[d]))
+
+def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
+  """torch.unflatten: dim split into sizes (one of them may be -1)."""
+  d = norm_axis(dim, input.ndim)
+  return input.reshape(input.shape[:d] + tuple(sizes) + input.shape[d + 1:])
+
+def broadcast_to(input: Tensor, shape) -> Tensor: return input.expand(*shape)
+
+def broadcast_tensors(*tensors: Tensor) -> tuple:
+  """torch.broadcast_tensors: each expanded to the shape they broadcast to."""
+  from alloy.tensor import broadcast_shape
+  shape = broadcast_shape(*[x.shape for x in tensors])
+  return tuple(x.expand(*shape) for x in tensors)
+
+def tile(input: Tensor, dims) -> Tensor:
+  """torch.tile: repeat, with ones prepended to dims where it has fewer than the tensor's dims."""
+  dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+  return input.repeat(*((1,) * (input.ndim - len(dims)) + dims))
+
+def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
+  """torch.tensor_split: n near-equal parts (the first n % size one longer), or the parts between the given indices."""
+  d = norm_axis(dim, input.ndim)
+  n = input.shape[d]
+  if isinstance(indices_or_sections, (tuple, list)):
+    bounds = [min(max(_int(i, "index", "tensor_split") + (n if i < 0 else 0), 0), n) for i in indices_or_sections]
+  else:
+    k = _int(indices_or_sections, "sections", "tensor_split")
+    if k < 1: raise ValueError(f"tensor_split: sections must be a positive int, got {k}")
+    bounds = [i * (n // k) + min(i, n % k) for i in range(1, k)]
+  starts, ends = [0] + bounds, bounds + [n]
+  return tuple(input.shrink(tuple((s, max(s, e)) if a == d else (0, m) for a, m in enumerate(input.shape))) for s, e in zip(starts, ends))
+
+def repeat_interleave(input: Tensor, repeats, dim=None) -> Tensor:
+  """torch.repeat_interleave with an int repeats: each entry repeated in place along dim (the flattened tensor when
+  None). A tensor of per-entry repeats would make the shape depend on its values: not supported."""
+  if isinstance(repeats, Tensor): raise NotImplementedError("repeat_interleave: per-entry repeats (a Tensor) are not supported; pass an int")
+  r = _int(repeats, "repeats", "repeat_interleave")
+  if r < 0: raise ValueError(f"repeat_interleave: repeats must be non-negative, got {r}")
+  x = input.flatten() if dim is None else input
+  d = norm_axis(0 if dim is None else dim, x.ndim)
+  s = x.shape
+  return x.unsqueeze(d + 1).expand(*s[:d + 1], r, *s[d + 1:]).reshape(s[:d] + (s[d] * r,) + s[d + 1:])
+
+def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None) -> Tensor:
+  """torch.diff: the n-th forward difference along dim, after prepend and append are joined on."""
+  d = norm_axis(dim, input.ndim)
+  x = cat([p for p in (prepend, input, append) if p is not None], d) if prepend is not None or append is not None else input
+  for _ in range(_int(n, "n", "diff")):
+    m = x.shape[d]
+    if m == 0: break
+    part = lambda lo, hi: x.shrink(tuple((lo, hi) if a == d else (0, k) for a, k in enumerate(x.shape)))
+    x = part(1, m) - part(0, m - 1) if x.dtype is not dt.bool_ else part(1, m) != part(0, m - 1)
+  return x
+
+def fliplr(input: Tensor) -> Tensor:
+  if input.ndim < 2: raise ValueError(f"fliplr: the tensor must have at least 2 dimensions, got {input.ndim}")
+  return input.flip(1)
+
+def flipud(input: Tensor) -> Tensor:
+  if input.ndim < 1: raise ValueError("flipud: the tensor must have at least 1 dimension")
+  return input.flip(0)
+
+def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
+  """torch.rot90: k quarter turns from dims[0] towards dims[1]."""
+  a, b = (norm_axis(v, input.ndim) for v in dims)
+  if a == b: raise ValueError(f"rot90: the two dims must differ, got {dims}")
+  k = _int(k, "k", "rot90") % 4
+  if k == 1: return input.flip(b).transpose(a, b)
+  if k == 2: return input.flip((a, b))
+  if k == 3: return input.transpose(a, b).flip(b)
+  return input

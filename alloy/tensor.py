@@ -288,6 +288,13 @@ class Tensor:
   def empty_like(self, dtype=None, device=None): return Tensor.empty(*self.shape, dtype=dtype or self.dtype, device=device or self.device)
   def rand_like(self, dtype=None, device=None): return Tensor.rand(*self.shape, dtype=dtype or self.dtype, device=device or self.device)
   def randn_like(self, dtype=None, device=None): return Tensor.randn(*self.shape, dtype=dtype or self.dtype, device=device or self.device)
+  # PyTorch's new_*: a new tensor of the given shape with this one's dtype and device unless told otherwise
+  def new_zeros(self, *size, dtype=None, device=None): return Tensor.zeros(*size, dtype=dtype or self.dtype, device=device or self.device)
+  def new_ones(self, *size, dtype=None, device=None): return Tensor.ones(*size, dtype=dtype or self.dtype, device=device or self.device)
+  def new_empty(self, *size, dtype=None, device=None): return Tensor.empty(*size, dtype=dtype or self.dtype, device=device or self.device)
+  def new_full(self, size, v, dtype=None, device=None): return Tensor.full(size, v, dtype=dtype or self.dtype, device=device or self.device)
+  def new_tensor(self, data, dtype=None, device=None): return Tensor(data, dtype=dtype or self.dtype, device=device or self.device)
+  def type_as(self, other: "Tensor") -> "Tensor": return self.cast(other.dtype)
 
   # ---- realization and host access
   def realize(self) -> "Tensor":

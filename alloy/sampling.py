@@ -1,5 +1,7 @@
-"""torch.multinomial: category indices drawn from rows of non-negative weights, on the device (no host read, so it
-replays under @jit with fresh random keys).
+"""Random draws beyond Tensor.rand/randn, with PyTorch's signatures, on the device (no host read, so each replays
+under @jit with fresh random keys): multinomial, bernoulli, randperm (the order of random keys), normal.
+
+multinomial: category indices drawn from rows of non-negative weights.
 
 With replacement, a draw is the first category whose running sum of weights reaches u * total, u uniform in (0, 1]:
 the draws are compared with the running sums and the smaller ones counted (a reduction, no search loop). Without
@@ -38,3 +40,25 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
     picks = topk(w.log() + gumbel, num_samples, 1).indices
   picks = picks.cast(dt.int64)
   return picks.reshape(num_samples) if input.ndim == 1 else picks
+
+def bernoulli(input: Tensor, p=None) -> Tensor:
+  """torch.bernoulli: 1 with probability input (or p), else 0, in input's dtype."""
+  prob = input if p is None else p
+  return (Tensor.rand(*input.shape, device=input.device) < prob).cast(input.dtype)
+
+def randperm(n: int, *, dtype=None, device=None) -> Tensor:
+  """torch.randperm: a random permutation of 0..n-1 (the order of n random keys, on the device)."""
+  if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0: raise ValueError(f"randperm: n must be a non-negative int, got {n!r}")
+  from alloy.ordering import argsort
+  if n == 0: return Tensor.zeros(0, dtype=dtype or dt.int64, device=device)
+  keys = Tensor._random_bits((n,), device)   # ties (equal keys) keep index order: still a permutation
+  return argsort(keys.cast(dt.int64)).cast(dtype or dt.int64)
+
+def normal(mean, std=1.0, size=None, *, device=None) -> Tensor:
+  """torch.normal: draws with the given mean and std (tensors broadcast, or numbers with size)."""
+  if isinstance(mean, Tensor) or isinstance(std, Tensor):
+    like = mean if isinstance(mean, Tensor) else std
+    shape = like.shape if not (isinstance(mean, Tensor) and isinstance(std, Tensor)) else (mean + std).shape
+    return Tensor.randn(*shape, device=like.device) * std + mean
+  if size is None: raise ValueError("normal: with a number mean and std, give size")
+  return Tensor.randn(*size, device=device) * std + mean

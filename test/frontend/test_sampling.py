@@ -1,4 +1,4 @@
-"""alloy.multinomial against the law it samples (category frequencies of many draws, with and without replacement),
+"""alloy/sampling.py: multinomial against the law it samples (category frequencies of many draws, with and without replacement),
 on each device; its shapes, errors, seeding, and fresh draws per @jit replay."""
 import numpy as np, pytest
 import alloy
@@ -43,3 +43,21 @@ def test_errors(device):
   with pytest.raises(ValueError, match="num_samples must be a positive int, got 0"): alloy.multinomial(w, 0)
   with pytest.raises(TypeError, match="the weights must be floating point, got int64"): alloy.multinomial(Tensor(np.array([1, 2]), device=device), 1)
   with pytest.raises(ValueError, match=r"1-D or 2-D, got shape \(1, 1, 5\)"): alloy.multinomial(w.reshape(1, 1, 5), 1)
+
+def test_bernoulli_randperm_normal(device):
+  alloy.manual_seed(3)
+  p = Tensor(np.array([0.0, 0.25, 0.9, 1.0], np.float32), device=device)
+  draws = np.stack([alloy.bernoulli(p).numpy() for _ in range(1000)])
+  assert draws.dtype == np.float32 and set(np.unique(draws)) <= {0.0, 1.0}
+  np.testing.assert_allclose(draws.mean(0), p.numpy(), atol=0.05)
+  np.testing.assert_allclose(p.bernoulli(0.5).numpy().shape, (4,))
+  for n in (0, 1, 7, 1000):
+    perm = alloy.randperm(n, device=device).numpy()
+    assert perm.dtype == np.int64 and sorted(perm) == list(range(n))
+  assert not np.array_equal(alloy.randperm(1000, device=device).numpy(), np.arange(1000))
+  x = alloy.normal(2.0, 3.0, (20000,), device=device).numpy()
+  assert abs(x.mean() - 2.0) < 0.1 and abs(x.std() - 3.0) < 0.1
+  m = alloy.normal(Tensor(np.array([-5.0, 5.0], np.float32), device=device), 0.01).numpy()
+  np.testing.assert_allclose(m, [-5, 5], atol=0.1)
+  with pytest.raises(ValueError, match="randperm: n must be a non-negative int, got -1"): alloy.randperm(-1)
+  with pytest.raises(ValueError, match="normal: with a number mean and std, give size"): alloy.normal(0.0, 1.0)

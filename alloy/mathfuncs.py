@@ -1,0 +1,87 @@
+"""PyTorch's remaining elementwise functions, comparisons and nan-aware reductions, composed from the primitives:
+log10, logit, xlogy, frac, signbit, nan_to_num, the logical_* and bitwise_* names, isclose, allclose, equal,
+count_nonzero, nansum, nanmean, aminmax, and the other names of ops alloy has (true_divide, negative, absolute)."""
+from __future__ import annotations
+import collections, math
+import numpy as np
+from alloy import dtype as dt
+from alloy.tensor import Tensor, where
+
+LOG10_2 = math.log10(2.0)
+MinMax = collections.namedtuple("MinMax", ["min", "max"])   # aminmax's result
+
+def finite_max(d: dt.DType) -> float:
+  """The largest finite value of a float dtype (bfloat16's: 0x7F7F as its top 16 bits)."""
+  if d is dt.bfloat16: return float(np.array([0x7F7F0000], np.uint32).view(np.float32)[0])
+  return float(np.finfo(d.np).max)
+
+def log10(input: Tensor) -> Tensor: return input.log2() * LOG10_2
+
+def logit(input: Tensor, eps=None) -> Tensor:
+  """log(p / (1 - p)), p clamped to [eps, 1 - eps] when eps is given."""
+  p = input if eps is None else input.clamp(eps, 1 - eps)
+  return (p / (1 - p)).log()
+
+def xlogy(input: Tensor, other) -> Tensor:
+  """input * log(other), 0 where input is 0 (unless other is nan), as PyTorch."""
+  other = other if isinstance(other, Tensor) else Tensor.full((), other, dtype=dt.default_float, device=input.device)
+  x = input if input.dtype.is_float else input.cast(dt.default_float)
+  return where((x == 0) & (other == other), 0.0, x * other.log())
+
+def frac(input: Tensor) -> Tensor: return input - input.trunc()
+
+def signbit(input: Tensor) -> Tensor:
+  """True where the sign bit is set: negative numbers and -0.0 (1 / -0.0 is -inf), nan by its bit as PyTorch."""
+  if not input.dtype.is_float: return input < 0 if not input.dtype.is_unsigned and not input.dtype.is_bool else input.zeros_like(dtype=dt.bool_)
+  bits = {2: dt.int16, 4: dt.int32, 8: dt.int64}[input.dtype.itemsize]
+  return input.bitcast(bits) < 0
+
+def nan_to_num(input: Tensor, nan: float = 0.0, posinf=None, neginf=None) -> Tensor:
+  """nan, +inf and -inf replaced (by default 0 and the dtype's largest and smallest finite values)."""
+  if not input.dtype.is_float: return input
+  big = finite_max(input.dtype)
+  out = where(input != input, nan, input)
+  out = where(out == float("inf"), big if posinf is None else posinf, out)
+  return where(out == float("-inf"), -big if neginf is None else neginf, out)
+
+def logical_and(input: Tensor, other) -> Tensor: return input.cast(dt.bool_) & _bool(other, input)
+def logical_or(input: Tensor, other) -> Tensor: return input.cast(dt.bool_) | _bool(other, input)
+def logical_xor(input: Tensor, other) -> Tensor: return input.cast(dt.bool_) ^ _bool(other, input)
+def _bool(x, like: Tensor) -> Tensor:
+  return x.cast(dt.bool_) if isinstance(x, Tensor) else Tensor.full((), bool(x), dtype=dt.bool_, device=like.device)
+
+def bitwise_and(input: Tensor, other) -> Tensor: return input & other
+def bitwise_or(input: Tensor, other) -> Tensor: return input | other
+def bitwise_xor(input: Tensor, other) -> Tensor: return input ^ other
+def bitwise_not(input: Tensor) -> Tensor: return ~input
+def true_divide(input: Tensor, other) -> Tensor: return input / other
+def negative(input: Tensor) -> Tensor: return -input
+def absolute(input: Tensor) -> Tensor: return input.abs()
+
+def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+  """|input - other| <= atol + rtol * |other|, equal infinities close, nan close to nan only with equal_nan."""
+  close = (input == other) | ((input - other).abs() <= atol + rtol * (other.abs() if isinstance(other, Tensor) else abs(other)))
+  if equal_nan: close = close | ((input != input) & (other != other))
+  return close
+
+def allclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+  return bool(isclose(input, other, rtol, atol, equal_nan).all().item())
+
+def equal(input: Tensor, other: Tensor) -> bool:
+  """True when both have the same shape and the same values (a host read)."""
+  return input.shape == other.shape and bool((input == other).all().item())
+
+def count_nonzero(input: Tensor, dim=None) -> Tensor: return (input != 0).sum(dim)
+
+def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+  return where(input != input, 0, input).sum(dim, keepdim, dtype=dtype)
+
+def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+  """The mean of the entries that are not nan (nan where all are)."""
+  if not input.dtype.is_float: raise TypeError(f"nanmean: expected a floating point tensor, got {input.dtype.name}")
+  kept = input == input
+  return nansum(input, dim, keepdim, dtype=dtype) / kept.sum(dim, keepdim).cast(dtype or input.dtype)
+
+def aminmax(input: Tensor, *, dim=None, keepdim: bool = False):
+  """(min, max) over dim (all entries when None), PyTorch's named pair."""
+  return MinMax(input.amin(dim, keepdim), input.amax(dim, keepdim))

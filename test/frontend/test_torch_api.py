@@ -1,0 +1,76 @@
+"""PyTorch's names for ops alloy composes (alloy/rearrange.py, matrices.py, mathfuncs.py, torch_functions.py): each
+case runs the same call on alloy and torch tensors of the same random data, on each device, and must agree in shape,
+dtype and values; method and function forms both."""
+import numpy as np, pytest
+import alloy
+from alloy import Tensor
+from conftest import rand_np
+
+torch = pytest.importorskip("torch")
+
+def _lib(x): return alloy if isinstance(x, Tensor) else torch
+
+ONE = {   # x: (3, 4, 5) float32
+  "swapaxes": lambda x: x.swapaxes(0, 2), "swapdims_fn": lambda x: _lib(x).swapdims(x, 1, 2), "t": lambda x: x[0].t(),
+  "select": lambda x: x.select(1, -1), "unbind": lambda x: x.unbind(1), "unflatten": lambda x: x.unflatten(2, (5, 1)),
+  "broadcast_to": lambda x: x[:, :1].broadcast_to((2, 3, 4, 5)), "tile": lambda x: x.tile((2,)), "tile_more": lambda x: x[0].tile((2, 1, 2)),
+  "tensor_split": lambda x: x.tensor_split(4, 2), "tensor_split_idx": lambda x: x.tensor_split([1, -1, 9], 2),
+  "repeat_interleave": lambda x: x.repeat_interleave(2, 1), "repeat_interleave_flat": lambda x: x.repeat_interleave(3),
+  "diff": lambda x: x.diff(2, 1), "diff_prepend": lambda x: x.diff(dim=-1, prepend=x[..., :1]), "fliplr": lambda x: x.fliplr(),
+  "flipud": lambda x: x.flipud(), **{f"rot90_{k}": (lambda k: lambda x: x.rot90(k, (2, 0)))(k) for k in (-1, 1, 2, 3)},
+  "mm": lambda x: x[0].mm(x[1].T), "bmm": lambda x: x.bmm(x.mT), "mv": lambda x: x[0].mv(x[1, 0]), "outer": lambda x: x[0, 0].outer(x[1, 1]),
+  "inner": lambda x: x.inner(x[0]), "addmm": lambda x: x[0, 0, :4].addmm(x[0], x[1].T, beta=0.5, alpha=2),
+  "baddbmm_beta0": lambda x: x[:, :, :4].baddbmm(x, x.mT, beta=0), "addmv": lambda x: x[0, :, 0].addmv(x[1], x[2, 0]),
+  "tensordot": lambda x: _lib(x).tensordot(x, x[0].T, 1), "tensordot_lists": lambda x: _lib(x).tensordot(x, x, ([0, 2], [0, 2])),
+  "kron": lambda x: x[0].kron(x[1, :2]), **{f"diagonal_{o}": (lambda o: lambda x: x.diagonal(o, 1, 2))(o) for o in (0, 2, -1, 9)},
+  "diagonal_dims": lambda x: x.diagonal(1, 2, 0), "trace": lambda x: x[0].trace(), "diag_vec": lambda x: x[0, 0].diag(2),
+  "diag_mat": lambda x: x[0].diag(-1), "diag_embed": lambda x: x.diag_embed(1, 0, 2),
+  "log10": lambda x: x.abs().log10(), "logit": lambda x: x.sigmoid().logit(), "logit_eps": lambda x: x.logit(0.1),
+  "xlogy": lambda x: x.xlogy(x.abs()), "frac": lambda x: (x * 3).frac(), "signbit": lambda x: x.signbit(),
+  "nan_to_num": lambda x: (x.log() / x).nan_to_num(), "nan_to_num_args": lambda x: (x.log() / x).nan_to_num(1.0, 2.0, -3.0),
+  "logical": lambda x: (x.logical_and(x > 0), x.logical_or(x > 1), x.logical_xor(x < 0)),
+  "isclose": lambda x: x.isclose(x + 1e-6), "count_nonzero": lambda x: (x > 0.5).count_nonzero(1),
+  "nansum": lambda x: (x.log()).nansum(1), "nanmean": lambda x: x.log().nanmean(0), "aminmax": lambda x: tuple(x.aminmax(dim=1)),
+  "true_divide": lambda x: x.true_divide(3), "negative": lambda x: x.negative(), "absolute": lambda x: x.absolute(),
+  "new_zeros": lambda x: x.new_zeros(2, 3), "new_full": lambda x: x.new_full((2,), 3), "type_as": lambda x: x.type_as(x.int()),
+  "fn_max_pair": lambda x: _lib(x).max(x, x * -1), "fn_max_dim": lambda x: tuple(_lib(x).max(x, 1)), "fn_min_all": lambda x: _lib(x).min(x),
+  "fn_unary": lambda x: (_lib(x).exp(x), _lib(x).sigmoid(x), _lib(x).abs(x), _lib(x).sqrt(x.abs())),
+  "fn_reduce": lambda x: (_lib(x).sum(x, 1), _lib(x).mean(x, (0, 2)), _lib(x).argmax(x, 2), _lib(x).logsumexp(x, 0)),
+  "fn_shape": lambda x: (_lib(x).flatten(x, 1), _lib(x).transpose(x, 0, 1), _lib(x).squeeze(x[:1], 0), _lib(x).permute(x, (2, 0, 1))),
+  "fn_softmax": lambda x: _lib(x).softmax(x, 1), "fn_clamp": lambda x: _lib(x).clamp(x, -0.5, 0.5),
+}
+
+def _compare(name, ours, theirs):
+  if isinstance(theirs, (tuple, list)):
+    assert len(ours) == len(theirs), f"{name}: {len(ours)} results, torch {len(theirs)}"
+    for o, t in zip(ours, theirs): _compare(name, o, t)
+    return
+  assert tuple(ours.shape) == tuple(theirs.shape), f"{name}: shape {tuple(ours.shape)}, torch {tuple(theirs.shape)}"
+  assert ours.dtype.name == str(theirs.dtype).removeprefix("torch."), f"{name}: dtype {ours.dtype.name}, torch {theirs.dtype}"
+  got, want = ours.numpy(), theirs.numpy()
+  if want.dtype.kind in "biu": np.testing.assert_array_equal(got, want, err_msg=name)
+  else: np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), atol=2e-5, rtol=2e-5, equal_nan=True, err_msg=name)
+
+@pytest.mark.parametrize("name", sorted(ONE))
+def test_matches_torch(device, rng, name):
+  x = rand_np(rng, (3, 4, 5), "float32")
+  _compare(name, ONE[name](Tensor(x, device=device)), ONE[name](torch.from_numpy(x)))
+
+def test_host_results_and_errors(device, rng):
+  x = Tensor(rand_np(rng, (2, 3), "float32"), device=device)
+  assert x.allclose(x + 1e-9) and not x.allclose(x + 1) and x.equal(x * 1) and not x.equal(x[:1]) and alloy.equal(x, x)
+  with pytest.raises(ValueError, match=r"mm: mat2 must be 2-D, got shape \(3,\)"): x.mm(x[0])
+  with pytest.raises(ValueError, match="bmm: input must be 3-D"): x.bmm(x)
+  with pytest.raises(ValueError, match="t: expects a tensor of at most 2 dimensions"): x.reshape(1, 2, 3).t()
+  with pytest.raises(ValueError, match="diagonal: dim1 and dim2 must differ"): x.diagonal(0, 1, 1)
+  with pytest.raises(ValueError, match="tensordot: the contracted dims"): alloy.tensordot(x, x, 1)
+  with pytest.raises(NotImplementedError, match="repeat_interleave: per-entry repeats"): x.repeat_interleave(Tensor([1, 2]))
+  with pytest.raises(TypeError, match="exp: expected a Tensor, got list"): alloy.exp([1.0])
+
+def test_gradients_flow(device, rng):
+  from op_grads import check_grads, weights
+  x = rand_np(rng, (4, 4), "float64")
+  check_grads(lambda a: (a.diagonal(1) * weights(a, 3)).sum() + a.trace(), [x], device)
+  check_grads(lambda a: (a.diag_embed() * weights(a, 4, 4, 4)).sum(), [x], device)
+  check_grads(lambda a: (a.repeat_interleave(2, 0) * weights(a, 8, 4)).sum() + (a.rot90() * weights(a, 4, 4)).sum(), [x], device)
+  check_grads(lambda a: (a.kron(a[:2, :2]) * weights(a, 8, 8)).sum(), [x], device)
