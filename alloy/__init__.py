@@ -13,15 +13,17 @@ from alloy.state import save, load
 from alloy.autograd import no_grad, enable_grad, grad, value_and_grad, is_grad_enabled, set_grad_enabled
 # ops in their own modules, bound below as Tensor methods where PyTorch has them (alloy.nn.functional re-exports one_hot, embedding)
 from alloy.gathering import gather, take_along_dim, index_select
-from alloy.ordering import sort, argsort, topk
+from alloy.ordering import sort, argsort, topk, kthvalue, median, nanmedian, searchsorted, bucketize
 from alloy.scans import cumprod, cummax, cummin
 from alloy.contraction import einsum
 from alloy.triangular import tril, triu
 from alloy.logexp import log1p, expm1, logaddexp, logaddexp2
 from alloy.vector_norm import norm
 from alloy.rearrange import (narrow, roll, movedim, unfold as _unfold, swapaxes, t, select, unbind, unflatten, broadcast_to,
-                             broadcast_tensors, tile, tensor_split, repeat_interleave, diff, fliplr, flipud, rot90)
-from alloy.matrices import mm, bmm, mv, outer, inner, addmm, baddbmm, addmv, tensordot, kron, diagonal, trace as _trace, diag, diag_embed
+                             broadcast_tensors, tile, tensor_split, repeat_interleave, diff, fliplr, flipud, rot90, meshgrid,
+                             atleast_1d, atleast_2d, atleast_3d, hstack, vstack, dstack, column_stack)
+from alloy.matrices import (mm, bmm, mv, outer, inner, addmm, baddbmm, addmv, tensordot, kron, cdist, diagonal, trace as _trace, diag,
+                            diag_embed)
 from alloy.mathfuncs import (log10, logit, xlogy, frac, signbit, nan_to_num, logical_and, logical_or, logical_xor, bitwise_and,
                              bitwise_or, bitwise_xor, bitwise_not, true_divide, negative, absolute, isclose, allclose, equal,
                              count_nonzero, nansum, nanmean, aminmax)
@@ -51,7 +53,7 @@ for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, 
             broadcast_to, tile, tensor_split, repeat_interleave, diff, fliplr, flipud, rot90, mm, bmm, mv, outer, inner, addmm,
             baddbmm, addmv, kron, diagonal, _trace, diag, diag_embed, log10, logit, xlogy, frac, signbit, nan_to_num, logical_and,
             logical_or, logical_xor, bitwise_and, bitwise_or, bitwise_xor, bitwise_not, true_divide, negative, absolute, isclose,
-            allclose, equal, count_nonzero, nansum, nanmean, aminmax, bernoulli):
+            allclose, equal, count_nonzero, nansum, nanmean, aminmax, bernoulli, kthvalue, median, nanmedian):
   setattr(Tensor, _op.__name__, _op)   # _unfold is Tensor.unfold (nn.functional.unfold is im2col), _trace Tensor.trace (alloy.trace the tracer)
 Tensor.moveaxis, Tensor.swapdims = movedim, swapaxes
 moveaxis, swapdims = movedim, swapaxes

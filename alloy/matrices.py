@@ -1,5 +1,6 @@
 """Matrix products and diagonals with PyTorch's signatures: mm, bmm, mv, outer, inner, addmm, baddbmm, addmv,
-tensordot, kron (all through matmul, broadcasting and reshapes, so they fuse as matmul does), diagonal and trace (a
+tensordot, kron (all through matmul, broadcasting and reshapes, so they fuse as matmul does), cdist (a fused
+reduction), diagonal and trace (a
 view reading only the diagonal), diag and diag_embed (a select against the diagonal's positions)."""
 from __future__ import annotations
 from alloy.tensor import Tensor, where, norm_axis
@@ -111,3 +112,19 @@ def diag(input: Tensor, diagonal: int = 0) -> Tensor:
   if input.ndim == 1: return diag_embed(input, diagonal)
   if input.ndim == 2: return _diagonal_of(input, diagonal)
   raise ValueError(f"diag: expects a 1-D or 2-D tensor, got shape {input.shape}")
+
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode=None) -> Tensor:
+  """torch.cdist: the p-norm distance between each row of x1 (..., P, M) and each of x2 (..., R, M), (..., P, R),
+  computed directly (a fused reduction over M, exact where the matmul form cancels). Where two rows are equal the
+  gradient is 0, as PyTorch's, not the nan of the root's derivative at 0."""
+  if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
+    raise ValueError(f"cdist: expects (..., P, M) and (..., R, M) with the same M, got {x1.shape} and {x2.shape}")
+  if p < 0: raise ValueError(f"cdist: p must be non-negative, got {p}")
+  d = (x1.unsqueeze(-2) - x2.unsqueeze(-3)).abs()
+  if p == 0: return (d != 0).cast(x1.dtype).sum(-1)
+  if p == float("inf"): return d.amax(-1)
+  if p == 1: return d.sum(-1)
+  s = (d * d if p == 2 else d ** p).sum(-1)
+  zero = s == 0
+  root = where(zero, 1.0, s)   # the root's derivative is infinite at 0: it never sees 0
+  return where(zero, 0.0, root.sqrt() if p == 2 else root ** (1.0 / p))

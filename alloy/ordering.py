@@ -1,4 +1,5 @@
-"""sort, argsort and topk (PyTorch's signatures and tie rules), forward and backward.
+"""sort, argsort and topk (PyTorch's signatures and tie rules), forward and backward; kthvalue, median and
+nanmedian through sort; searchsorted and bucketize (a compare and count against the sorted sequence).
 
 Every sort here is stable: elements compare by (value, original index), a total order, so the result is the one
 stable order whatever the network. NaN sorts as the largest value (last ascending, first descending) and -0.0 ties
@@ -141,3 +142,62 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
   values = take(rows.detach(), 1, idx)
   if rows._ag is not None: values = autograd.record(values, _topk_rule, (rows,), idx, rows.shape)
   return SortResult(_restore(values, input, d, k), _restore(idx.cast(dt.int64), input, d, k))
+
+def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> SortResult:
+  """torch.kthvalue: the k-th smallest (1-based) along dim and its index (NaN counts as the largest)."""
+  d = norm_axis(dim, max(input.ndim, 1))
+  n = input.shape[d] if input.ndim else 1
+  if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
+    raise ValueError(f"kthvalue: k ({k!r}) is out of range for dimension {d} of size {n}")
+  values, indices = sort(input, d)
+  pick = (slice(None),) * d + (slice(k - 1, k) if keepdim else k - 1,)
+  return SortResult(values[pick], indices[pick]) if input.ndim else SortResult(values, indices)
+
+def median(input: Tensor, dim=None, keepdim: bool = False):
+  """torch.median: the lower median ((n - 1) // 2-th smallest); NaN where a NaN is present, as PyTorch. With dim,
+  (values, indices); without, the value over all entries."""
+  if dim is None: return median(input.flatten(), 0).values
+  d = norm_axis(dim, max(input.ndim, 1))
+  n = input.shape[d] if input.ndim else 1
+  if n == 0: raise ValueError(f"median: dimension {d} is empty")
+  values, indices = kthvalue(input, (n - 1) // 2 + 1, d, keepdim)
+  if not input.dtype.is_float: return SortResult(values, indices)
+  nan = input != input
+  has_nan, first_nan = nan.any(d, keepdim=keepdim), nan.cast(dt.int32).argmax(d, keepdim=keepdim)
+  return SortResult(where(has_nan, float("nan"), values), where(has_nan, first_nan, indices))
+
+def nanmedian(input: Tensor, dim=None, keepdim: bool = False):
+  """torch.nanmedian: the lower median of the entries that are not NaN (NaN where all are)."""
+  if dim is None: return nanmedian(input.flatten(), 0).values
+  if not input.dtype.is_float: return median(input, dim, keepdim)
+  d = norm_axis(dim, max(input.ndim, 1))
+  if input.ndim == 0 or input.shape[d] == 0: return median(input, dim, keepdim)
+  values, indices = sort(input, d)   # NaN last: the median of the rest is at (valid - 1) // 2
+  valid = (input == input).cast(dt.int64).sum(d, keepdim=True)
+  at = ((valid - 1) // 2).maximum(0)
+  picked, where_at = values.gather(d, at), indices.gather(d, at)
+  if not keepdim: picked, where_at = picked.squeeze(d), where_at.squeeze(d)
+  return SortResult(picked, where_at)
+
+def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, right: bool = False, side=None, sorter=None) -> Tensor:
+  """torch.searchsorted: for each value, the count of sequence entries below it (right: at most it) along the last
+  dim (a fused compare and count, O(n) per value; NaN as the largest)."""
+  if sorter is not None: raise NotImplementedError("searchsorted: sorter= is not supported; sort the sequence first")
+  if side is not None:
+    if side not in ("left", "right"): raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    right = side == "right"
+  v = values if isinstance(values, Tensor) else Tensor.full((), values, dtype=sorted_sequence.dtype, device=sorted_sequence.device)
+  seq = sorted_sequence
+  if seq.ndim > 1 and seq.shape[:-1] != v.shape[:-1]:
+    raise ValueError(f"searchsorted: the leading dims of the sequence {seq.shape} and the values {v.shape} must match")
+  n = seq.shape[-1]
+  s = seq.unsqueeze(-2) if seq.ndim > 1 else seq
+  below = (s <= v.unsqueeze(-1)) if right else (s < v.unsqueeze(-1))
+  if seq.dtype.is_float: below = below | ((v.unsqueeze(-1) != v.unsqueeze(-1)) & (s == s))   # a NaN value goes past every number
+  count = below.cast(dt.int32 if out_int32 else dt.int64).sum(-1)
+  return count.cast(dt.int32 if out_int32 else dt.int64) if n else Tensor.zeros(*v.shape, dtype=dt.int32 if out_int32 else dt.int64, device=v.device)
+
+def bucketize(input: Tensor, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
+  """torch.bucketize: the bucket of each input among the 1-D boundaries (right: a value equal to a boundary goes past it)."""
+  if boundaries.ndim != 1: raise ValueError(f"bucketize: boundaries must be 1-D, got shape {boundaries.shape}")
+  return searchsorted(boundaries, input, out_int32=out_int32, right=right)

@@ -1,6 +1,7 @@
 """Parts of a tensor and its dims rearranged, with PyTorch's signatures: narrow, select, unbind, tensor_split (slices),
 roll (a cyclic shift), Tensor.unfold (sliding windows as a new last dimension), movedim, swapaxes, t, unflatten,
-broadcast_to, broadcast_tensors, tile, repeat_interleave, diff, fliplr, flipud, rot90. All are views or concatenations of views: lazy, no kernel of
+broadcast_to, broadcast_tensors, tile, repeat_interleave, diff, fliplr, flipud, rot90, meshgrid, atleast_1d/2d/3d,
+hstack, vstack, dstack, column_stack. All are views or concatenations of views: lazy, no kernel of
 their own, and their gradients come from those of shrink, cat and the window view."""
 from __future__ import annotations
 import numbers
@@ -153,3 +154,46 @@ def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
   if k == 2: return input.flip((a, b))
   if k == 3: return input.transpose(a, b).flip(b)
   return input
+
+def meshgrid(*tensors, indexing: str = "ij") -> tuple:
+  """torch.meshgrid: 1-D tensors expanded to a grid of their lengths ('ij'; 'xy' swaps the first two axes of the grid)."""
+  if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)): tensors = tuple(tensors[0])
+  if indexing not in ("ij", "xy"): raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+  if any(x.ndim > 1 for x in tensors): raise ValueError(f"meshgrid: expects 0-D or 1-D tensors, got shapes {[x.shape for x in tensors]}")
+  vecs = [x.reshape(-1) for x in tensors]
+  order = list(range(len(vecs)))
+  if indexing == "xy" and len(vecs) > 1: order[0], order[1] = 1, 0
+  shape = tuple(vecs[k].shape[0] for k in order)
+  return tuple(v.reshape(tuple(-1 if order[a] == k else 1 for a in range(len(vecs)))).expand(*shape) for k, v in enumerate(vecs))
+
+def atleast_1d(*tensors):
+  out = tuple(x.reshape(1) if x.ndim == 0 else x for x in _listed(tensors))
+  return out[0] if len(out) == 1 else out
+
+def atleast_2d(*tensors):
+  out = tuple(x.reshape((1,) * (2 - x.ndim) + x.shape) if x.ndim < 2 else x for x in _listed(tensors))
+  return out[0] if len(out) == 1 else out
+
+def atleast_3d(*tensors):
+  """A 0-D tensor becomes (1, 1, 1), a vector (1, n, 1), a matrix (m, n, 1), as NumPy and PyTorch."""
+  def up(x): return x.reshape(1, 1, 1) if x.ndim == 0 else x.reshape(1, -1, 1) if x.ndim == 1 else x.unsqueeze(-1) if x.ndim == 2 else x
+  out = tuple(up(x) for x in _listed(tensors))
+  return out[0] if len(out) == 1 else out
+
+def _listed(tensors) -> tuple: return tuple(tensors[0]) if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)) else tensors
+
+def hstack(tensors) -> Tensor:
+  ts = atleast_1d(*tensors) if len(tensors) > 1 else (atleast_1d(*tensors),)
+  return cat(list(ts), 0 if ts[0].ndim == 1 else 1)
+
+def vstack(tensors) -> Tensor:
+  ts = atleast_2d(*tensors) if len(tensors) > 1 else (atleast_2d(*tensors),)
+  return cat(list(ts), 0)
+
+def dstack(tensors) -> Tensor:
+  ts = atleast_3d(*tensors) if len(tensors) > 1 else (atleast_3d(*tensors),)
+  return cat(list(ts), 2)
+
+def column_stack(tensors) -> Tensor:
+  """Vectors (and 0-D tensors) as columns, matrices as they are, side by side."""
+  return cat([x.reshape(-1, 1) if x.ndim < 2 else x for x in tensors], 1)

@@ -38,6 +38,19 @@ ONE = {   # x: (3, 4, 5) float32
   "fn_reduce": lambda x: (_lib(x).sum(x, 1), _lib(x).mean(x, (0, 2)), _lib(x).argmax(x, 2), _lib(x).logsumexp(x, 0)),
   "fn_shape": lambda x: (_lib(x).flatten(x, 1), _lib(x).transpose(x, 0, 1), _lib(x).squeeze(x[:1], 0), _lib(x).permute(x, (2, 0, 1))),
   "fn_softmax": lambda x: _lib(x).softmax(x, 1), "fn_clamp": lambda x: _lib(x).clamp(x, -0.5, 0.5),
+  "kthvalue": lambda x: tuple(x.kthvalue(2, 1)), "kthvalue_keepdim": lambda x: tuple(x.kthvalue(5, -1, True)),
+  "median_dim": lambda x: tuple(x.median(1)), "median_all": lambda x: x.median(),
+  "median_nan": lambda x: tuple(x.log().median(2)),
+  "nanmedian": lambda x: tuple(x.masked_fill(x < -1, float("nan")).nanmedian(2)),   # no row all NaN (its index is PyTorch's choice)
+  "searchsorted": lambda x: _lib(x).searchsorted(x[0, 0].sort().values, x[1]),
+  "searchsorted_right_nd": lambda x: _lib(x).searchsorted(x[0].sort(-1).values, x[1] * 2, side="right"),
+  "bucketize": lambda x: _lib(x).bucketize(x.log(), x[0, 0].sort().values, right=True),
+  "meshgrid": lambda x: _lib(x).meshgrid(x[0, 0], x[0, :, 0], indexing="ij"),
+  "meshgrid_xy": lambda x: _lib(x).meshgrid(x[0, 0], x[0, :, 0], x[1, 1, :2], indexing="xy"),
+  "stacks": lambda x: tuple(getattr(_lib(x), f)([x[0], x[1]]) for f in ("hstack", "vstack", "dstack", "column_stack")),
+  "stacks_1d": lambda x: tuple(getattr(_lib(x), f)([x[0, 0], x[1, 0]]) for f in ("hstack", "vstack", "dstack", "column_stack")),
+  "atleast": lambda x: tuple(getattr(_lib(x), f)(x[0, 0, 0]) for f in ("atleast_1d", "atleast_2d", "atleast_3d")),
+  **{f"cdist_{p}": (lambda p: lambda x: _lib(x).cdist(x[:2], x[1:], p))(p) for p in (0, 1, 2, 3.5, float("inf"))},
 }
 
 def _compare(name, ours, theirs):
@@ -74,3 +87,6 @@ def test_gradients_flow(device, rng):
   check_grads(lambda a: (a.diag_embed() * weights(a, 4, 4, 4)).sum(), [x], device)
   check_grads(lambda a: (a.repeat_interleave(2, 0) * weights(a, 8, 4)).sum() + (a.rot90() * weights(a, 4, 4)).sum(), [x], device)
   check_grads(lambda a: (a.kron(a[:2, :2]) * weights(a, 8, 8)).sum(), [x], device)
+  check_grads(lambda a: (a.median(1).values * weights(a, 4)).sum() + a.kthvalue(2, 0).values.sum(), [x], device)
+  check_grads(lambda a: (alloy.cdist(a[None], a[None, :2]) * weights(a, 1, 4, 2)).sum() if isinstance(a, Tensor) else
+              (torch.cdist(a[None], a[None, :2]) * weights(a, 1, 4, 2)).sum(), [x], device)   # equal rows: gradient 0, not nan
