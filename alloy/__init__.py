@@ -13,7 +13,8 @@ from alloy.state import save, load
 from alloy.autograd import no_grad, enable_grad, grad, value_and_grad, is_grad_enabled, set_grad_enabled
 # ops in their own modules, bound below as Tensor methods where PyTorch has them (alloy.nn.functional re-exports one_hot, embedding)
 from alloy.gathering import gather, take_along_dim, index_select
-from alloy.ordering import sort, argsort, topk, kthvalue, median, nanmedian, searchsorted, bucketize
+from alloy.ordering import sort, argsort, topk, kthvalue, median, nanmedian, searchsorted, bucketize, unique, unique_consecutive
+from alloy.trig import atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh
 from alloy.scans import cumprod, cummax, cummin
 from alloy.contraction import einsum
 from alloy.triangular import tril, triu
@@ -24,7 +25,7 @@ from alloy.rearrange import (narrow, roll, movedim, unfold as _unfold, swapaxes,
                              atleast_1d, atleast_2d, atleast_3d, hstack, vstack, dstack, column_stack)
 from alloy.matrices import (mm, bmm, mv, outer, inner, addmm, baddbmm, addmv, tensordot, kron, cdist, diagonal, trace as _trace, diag,
                             diag_embed)
-from alloy.mathfuncs import (log10, logit, xlogy, frac, signbit, nan_to_num, logical_and, logical_or, logical_xor, bitwise_and,
+from alloy.mathfuncs import (log10, logit, xlogy, frac, fmod, signbit, nan_to_num, logical_and, logical_or, logical_xor, bitwise_and,
                              bitwise_or, bitwise_xor, bitwise_not, true_divide, negative, absolute, isclose, allclose, equal,
                              count_nonzero, nansum, nanmean, aminmax)
 from alloy.sampling import multinomial, bernoulli, randperm, normal
@@ -53,9 +54,12 @@ for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, 
             broadcast_to, tile, tensor_split, repeat_interleave, diff, fliplr, flipud, rot90, mm, bmm, mv, outer, inner, addmm,
             baddbmm, addmv, kron, diagonal, _trace, diag, diag_embed, log10, logit, xlogy, frac, signbit, nan_to_num, logical_and,
             logical_or, logical_xor, bitwise_and, bitwise_or, bitwise_xor, bitwise_not, true_divide, negative, absolute, isclose,
-            allclose, equal, count_nonzero, nansum, nanmean, aminmax, bernoulli, kthvalue, median, nanmedian):
+            allclose, equal, count_nonzero, nansum, nanmean, aminmax, bernoulli, kthvalue, median, nanmedian, unique,
+            unique_consecutive, atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh, fmod):
   setattr(Tensor, _op.__name__, _op)   # _unfold is Tensor.unfold (nn.functional.unfold is im2col), _trace Tensor.trace (alloy.trace the tracer)
 Tensor.moveaxis, Tensor.swapdims = movedim, swapaxes
 moveaxis, swapdims = movedim, swapaxes
 # torch.<op>(x, ...) for the Tensor methods that have no function of their own above
 globals().update({name: fn for name, fn in _FUNCTIONS.items() if name not in globals()})
+arctan, arctan2, arcsin, arccos, arcsinh, arccosh, arctanh = atan, atan2, asin, acos, asinh, acosh, atanh   # NumPy's names, PyTorch's aliases
+for _alias in ("arctan", "arctan2", "arcsin", "arccos", "arcsinh", "arccosh", "arctanh"): setattr(Tensor, _alias, globals()[_alias])

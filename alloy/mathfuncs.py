@@ -1,5 +1,5 @@
 """PyTorch's remaining elementwise functions, comparisons and nan-aware reductions, composed from the primitives:
-log10, logit, xlogy, frac, signbit, nan_to_num, the logical_* and bitwise_* names, isclose, allclose, equal,
+log10, logit, xlogy, frac, fmod, signbit, nan_to_num, the logical_* and bitwise_* names, isclose, allclose, equal,
 count_nonzero, nansum, nanmean, aminmax, and the other names of ops alloy has (true_divide, negative, absolute)."""
 from __future__ import annotations
 import collections, math
@@ -29,6 +29,15 @@ def xlogy(input: Tensor, other) -> Tensor:
   return where((x == 0) & (other == other), 0.0, x * other.log())
 
 def frac(input: Tensor) -> Tensor: return input - input.trunc()
+
+def fmod(input: Tensor, other) -> Tensor:
+  """C's fmod: the remainder with the dividend's sign, |input| mod |other| (remainder of non-negative operands, exact)
+  given input's sign."""
+  if isinstance(other, Tensor): b = other.abs()
+  else: b = abs(other)
+  r = input.abs().remainder(b)
+  neg = signbit(input) if r.dtype.is_float else input < 0
+  return where(neg, -r, r)
 
 def signbit(input: Tensor) -> Tensor:
   """True where the sign bit is set: negative numbers and -0.0 (1 / -0.0 is -inf), nan by its bit as PyTorch."""

@@ -1,5 +1,6 @@
 """sort, argsort and topk (PyTorch's signatures and tie rules), forward and backward; kthvalue, median and
-nanmedian through sort; searchsorted and bucketize (a compare and count against the sorted sequence).
+nanmedian through sort; searchsorted and bucketize (a compare and count against the sorted sequence); unique and
+unique_consecutive (on the host: their size depends on the values).
 
 Every sort here is stable: elements compare by (value, original index), a total order, so the result is the one
 stable order whatever the network. NaN sorts as the largest value (last ascending, first descending) and -0.0 ties
@@ -201,3 +202,40 @@ def bucketize(input: Tensor, boundaries: Tensor, *, out_int32: bool = False, rig
   """torch.bucketize: the bucket of each input among the 1-D boundaries (right: a value equal to a boundary goes past it)."""
   if boundaries.ndim != 1: raise ValueError(f"bucketize: boundaries must be 1-D, got shape {boundaries.shape}")
   return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim=None):
+  """torch.unique: the distinct values (or slices along dim), sorted; with the inverse (each entry's place among
+  them) and the counts when asked. The result's size depends on the values: they are read on the host (a sync),
+  as in PyTorch. NaNs are each distinct, as PyTorch's."""
+  import numpy as np
+  vals = input.numpy()
+  d = None if dim is None else norm_axis(dim, input.ndim)
+  host = vals if input.dtype is not dt.bfloat16 else dt.bfloat16_bits_to_float32(vals)
+  kw = {"equal_nan": False} if host.dtype.kind == "f" else {}
+  out, inverse, counts = np.unique(host, return_inverse=True, return_counts=True, axis=d, **kw)
+  result = Tensor(out, dtype=input.dtype, device=input.device)
+  extra = []
+  if return_inverse: extra.append(Tensor(inverse.reshape(input.shape if d is None else (-1,)).astype(np.int64), device=input.device))
+  if return_counts: extra.append(Tensor(counts.astype(np.int64), device=input.device))
+  return (result, *extra) if extra else result
+
+def unique_consecutive(input: Tensor, return_inverse: bool = False, return_counts: bool = False, dim=None):
+  """torch.unique_consecutive: each run of equal consecutive values (or slices along dim) kept once; read on the
+  host as unique is."""
+  import numpy as np
+  vals = input.numpy()
+  d = None if dim is None else norm_axis(dim, input.ndim)
+  x = vals.reshape(-1) if d is None else np.moveaxis(vals, d, 0)
+  n = x.shape[0]
+  if n == 0: starts = np.zeros(0, bool)
+  else:
+    differs = (x[1:] != x[:-1]).reshape(n - 1, -1).any(1) if x.ndim > 1 else x[1:] != x[:-1]
+    starts = np.concatenate([[True], differs])
+  kept = x[starts]
+  out = Tensor(np.ascontiguousarray(kept if d is None else np.moveaxis(kept, 0, d)), dtype=input.dtype, device=input.device)
+  extra = []
+  if return_inverse:
+    inverse = np.cumsum(starts) - 1
+    extra.append(Tensor(inverse.reshape(input.shape if d is None else (-1,)).astype(np.int64), device=input.device))
+  if return_counts: extra.append(Tensor(np.diff(np.append(np.flatnonzero(starts), n)).astype(np.int64), device=input.device))
+  return (out, *extra) if extra else out

@@ -53,6 +53,47 @@ ONE = {   # x: (3, 4, 5) float32
   **{f"cdist_{p}": (lambda p: lambda x: _lib(x).cdist(x[:2], x[1:], p))(p) for p in (0, 1, 2, 3.5, float("inf"))},
 }
 
+TRIG = ("atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh")
+SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, 1e-20, 1e-7, 0.3, -0.41, 0.999, 1.0, -1.0, 1.0000001, 2.42, -10.0, 88.0,
+                    89.0, 1e19, 3.4e38], np.float32)
+
+@pytest.mark.parametrize("name", TRIG)
+def test_inverse_trig_and_hyperbolic_match_torch(device, rng, name):
+  # the special values (signed zeros, infinities, the ends of each branch and of the float range) and random ones
+  x = np.concatenate([SPECIAL, rng.uniform(-5, 5, 200).astype(np.float32), rng.uniform(-1, 1, 200).astype(np.float32)])
+  ours, theirs = getattr(Tensor(x, device=device), name)(), getattr(torch.from_numpy(x), name)()
+  assert ours.dtype.name == "float32"
+  np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=3e-6, atol=1e-30, equal_nan=True, err_msg=name)
+  if device == "CPU":   # float64 through Cephes' rational atan and the same compositions: to 1e-14
+    ours64, theirs64 = getattr(Tensor(x.astype(np.float64)), name)(), getattr(torch.from_numpy(x.astype(np.float64)), name)()
+    np.testing.assert_allclose(ours64.numpy(), theirs64.numpy(), rtol=1e-14, atol=1e-300, equal_nan=True, err_msg=name)
+
+def test_atan2_and_fmod_match_torch_at_every_sign(device):
+  v = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-30, 3.0, -2.5], np.float32)
+  y, x = (a.ravel() for a in np.meshgrid(v, v, indexing="ij"))
+  got = Tensor(y, device=device).atan2(Tensor(x, device=device)).numpy()
+  want = torch.from_numpy(y).atan2(torch.from_numpy(x)).numpy()
+  np.testing.assert_allclose(got, want, rtol=3e-7, equal_nan=True)
+  assert np.array_equal(np.signbit(got)[~np.isnan(want)], np.signbit(want)[~np.isnan(want)]), "the signs of zero angles"
+  got, want = alloy.fmod(Tensor(y, device=device), Tensor(x, device=device)).numpy(), torch.fmod(torch.from_numpy(y), torch.from_numpy(x)).numpy()
+  np.testing.assert_array_equal(got, want)   # exact, nan where torch has nan
+  real = ~np.isnan(want)
+  assert np.array_equal(np.signbit(got)[real], np.signbit(want)[real]), "fmod keeps the dividend's sign"
+  a, b = np.array([7, -7, 7, -7, 0, 13]), np.array([3, 3, -3, -3, 5, -4])
+  np.testing.assert_array_equal(Tensor(a, device=device).fmod(Tensor(b, device=device)).numpy(), np.fmod(a, b))
+
+def test_unique_matches_torch(device):
+  x = np.array([3.0, np.nan, 1.0, 3.0, np.nan, 2.0, 1.0], np.float32)
+  for kw in ({}, {"return_inverse": True, "return_counts": True}):
+    _compare("unique", alloy.unique(Tensor(x, device=device), **kw), torch.unique(torch.from_numpy(x), **kw))
+  m = np.array([[1, 2], [1, 2], [0, 5], [1, 2]])
+  for fn in ("unique", "unique_consecutive"):
+    _compare(fn, getattr(alloy, fn)(Tensor(m, device=device), return_inverse=True, return_counts=True, dim=0),
+             getattr(torch, fn)(torch.from_numpy(m), return_inverse=True, return_counts=True, dim=0))
+  r = np.array([1, 1, 2, 2, 3, 1, 1, 2])
+  _compare("unique_consecutive", Tensor(r, device=device).unique_consecutive(return_counts=True),
+           torch.from_numpy(r).unique_consecutive(return_counts=True))
+
 def _compare(name, ours, theirs):
   if isinstance(theirs, (tuple, list)):
     assert len(ours) == len(theirs), f"{name}: {len(ours)} results, torch {len(theirs)}"
@@ -88,5 +129,8 @@ def test_gradients_flow(device, rng):
   check_grads(lambda a: (a.repeat_interleave(2, 0) * weights(a, 8, 4)).sum() + (a.rot90() * weights(a, 4, 4)).sum(), [x], device)
   check_grads(lambda a: (a.kron(a[:2, :2]) * weights(a, 8, 8)).sum(), [x], device)
   check_grads(lambda a: (a.median(1).values * weights(a, 4)).sum() + a.kthvalue(2, 0).values.sum(), [x], device)
+  check_grads(lambda a: (a.atan2(a.T + 0.5) * weights(a, 4, 4)).sum() + (a * 0.3).asin().sum() + (a * 0.3).acos().sum(), [x], device)
+  check_grads(lambda a: (a.sinh() * weights(a, 4, 4)).sum() + a.cosh().sum() + a.asinh().sum() + (a.abs() + 1.5).acosh().sum()
+              + (a * 0.3).atanh().sum() + a.atan().sum(), [x], device)
   check_grads(lambda a: (alloy.cdist(a[None], a[None, :2]) * weights(a, 1, 4, 2)).sum() if isinstance(a, Tensor) else
               (torch.cdist(a[None], a[None, :2]) * weights(a, 1, 4, 2)).sum(), [x], device)   # equal rows: gradient 0, not nan
