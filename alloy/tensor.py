@@ -157,6 +157,9 @@ class Tensor:
       raise RuntimeError("grad can be set only on a leaf tensor that requires grad")
     if g is not None and (not isinstance(g, Tensor) or g.shape != self.shape):
       raise RuntimeError(f"grad: expected a Tensor of shape {self.shape}, got {getattr(g, 'shape', type(g).__name__)}")
+    if watchers.on_changed:   # as backward tells it, a @jit capture carries the .grad over; told with None first, since a
+      self._ag.grad = None    # set replaces the .grad and does not depend on the one the call began with
+      watchers.changed(self._ag)
     self._ag.grad = g
   def backward(self, gradient=None, retain_graph=None, create_graph=False) -> None: autograd.backward(self, gradient, retain_graph, create_graph)
   def register_hook(self, hook): return autograd.register_hook(self, hook)

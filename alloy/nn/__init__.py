@@ -16,4 +16,4 @@ from alloy.nn.pooling import MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, Adaptiv
 from alloy.nn.attention import MultiheadAttention
 from alloy.nn.loss import (CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, SmoothL1Loss, HuberLoss, BCELoss, BCEWithLogitsLoss,
                            KLDivLoss)
-from alloy.nn import init
+from alloy.nn import init, utils

@@ -1,8 +1,10 @@
-"""Learning-rate schedules with torch.optim.lr_scheduler's recursive formulas (each step scales the group's current
-lr, as PyTorch's get_lr does, so the values match its to the last bit). The lr is a Python number the update's
+"""Learning-rate schedules (StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, CosineAnnealingWarmRestarts,
+LinearLR, ConstantLR, PolynomialLR, LambdaLR, MultiplicativeLR, ReduceLROnPlateau) with torch.optim.lr_scheduler's
+recursive formulas (each step scales the group's current lr, as PyTorch's get_lr does, so the values match its to
+the last bit). The lr is a Python number the update's
 kernels take as an argument: a schedule compiles nothing."""
 from __future__ import annotations
-import math
+import collections, math
 from alloy.optim.optimizer import Optimizer
 
 class LRScheduler:
@@ -61,3 +63,122 @@ class LinearLR(LRScheduler):
     if e == 0: return [lr * a for lr in self._lrs()]
     if e > n: return self._lrs()
     return [lr * (1.0 + (b - a) / (n * a + (e - 1) * (b - a))) for lr in self._lrs()]
+
+class MultiStepLR(LRScheduler):
+  """lr * gamma at each milestone (a milestone given twice: gamma squared)."""
+  def __init__(self, optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1):
+    self.milestones, self.gamma = collections.Counter(milestones), gamma
+    super().__init__(optimizer, last_epoch)
+  def get_lr(self):
+    if self.last_epoch not in self.milestones: return self._lrs()
+    return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._lrs()]
+
+class ExponentialLR(LRScheduler):
+  """lr * gamma every step."""
+  def __init__(self, optimizer, gamma: float, last_epoch: int = -1):
+    self.gamma = gamma
+    super().__init__(optimizer, last_epoch)
+  def get_lr(self): return self._lrs() if self.last_epoch == 0 else [lr * self.gamma for lr in self._lrs()]
+
+class ConstantLR(LRScheduler):
+  """lr * factor for the first total_iters steps, then lr."""
+  def __init__(self, optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1):
+    if not 0 <= factor <= 1: raise ValueError(f"ConstantLR: factor must be in [0, 1], got {factor}")
+    self.factor, self.total_iters = factor, total_iters
+    super().__init__(optimizer, last_epoch)
+  def get_lr(self):
+    if self.last_epoch == 0: return [lr * self.factor for lr in self._lrs()]
+    if self.last_epoch != self.total_iters: return self._lrs()
+    return [lr * (1.0 / self.factor) for lr in self._lrs()]
+
+class PolynomialLR(LRScheduler):
+  """lr decayed by (1 - epoch / total_iters) ** power over total_iters steps, step to step."""
+  def __init__(self, optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1):
+    self.total_iters, self.power = total_iters, power
+    super().__init__(optimizer, last_epoch)
+  def get_lr(self):
+    e, n = self.last_epoch, self.total_iters
+    if e == 0 or e > n: return self._lrs()
+    factor = ((1.0 - e / n) / (1.0 - (e - 1) / n)) ** self.power
+    return [lr * factor for lr in self._lrs()]
+
+class LambdaLR(LRScheduler):
+  """base_lr * lr_lambda(epoch): one function, or one per parameter group."""
+  def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
+    n = len(optimizer.param_groups)
+    self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
+    if len(self.lr_lambdas) != n: raise ValueError(f"LambdaLR: expected {n} lr_lambdas, got {len(self.lr_lambdas)}")
+    super().__init__(optimizer, last_epoch)
+  def get_lr(self): return [base * f(self.last_epoch) for f, base in zip(self.lr_lambdas, self.base_lrs)]
+  def state_dict(self) -> dict: return {k: v for k, v in super().state_dict().items() if k != "lr_lambdas"}   # functions are not state
+
+class MultiplicativeLR(LambdaLR):
+  """lr * lr_lambda(epoch) every step after the first."""
+  def get_lr(self):
+    if self.last_epoch == 0: return self._lrs()
+    return [lr * f(self.last_epoch) for f, lr in zip(self.lr_lambdas, self._lrs())]
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+  """Cosine annealing from base_lr to eta_min over T_i steps, restarting with T_i = T_0, T_0 * T_mult, ..."""
+  def __init__(self, optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0, last_epoch: int = -1):
+    if not isinstance(T_0, int) or T_0 <= 0: raise ValueError(f"CosineAnnealingWarmRestarts: T_0 must be a positive int, got {T_0!r}")
+    if not isinstance(T_mult, int) or T_mult < 1: raise ValueError(f"CosineAnnealingWarmRestarts: T_mult must be an int >= 1, got {T_mult!r}")
+    self.T_0, self.T_i, self.T_mult, self.eta_min, self.T_cur = T_0, T_0, T_mult, eta_min, last_epoch
+    super().__init__(optimizer, last_epoch)
+  def get_lr(self):
+    return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2 for base in self.base_lrs]
+  def step(self, epoch=None) -> None:
+    if epoch is None and self.last_epoch < 0: epoch = 0
+    if epoch is None:
+      epoch = self.last_epoch + 1
+      self.T_cur += 1
+      if self.T_cur >= self.T_i: self.T_cur, self.T_i = self.T_cur - self.T_i, self.T_i * self.T_mult
+    elif epoch >= self.T_0:
+      if self.T_mult == 1: self.T_cur = epoch % self.T_0
+      else:
+        n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+        self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+        self.T_i = self.T_0 * self.T_mult ** n
+    else: self.T_i, self.T_cur = self.T_0, epoch
+    self.last_epoch = math.floor(epoch)
+    for g, lr in zip(self.optimizer.param_groups, self.get_lr()): g["lr"] = lr
+    self._last_lr = self._lrs()
+
+class ReduceLROnPlateau:
+  """lr * factor (at least min_lr) once a metric passed to step() has not improved for more than patience steps, then
+  cooldown steps of rest; improvement is relative or absolute to the best by threshold, as PyTorch's. A metric given
+  as a Tensor is read on the host."""
+  def __init__(self, optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10, threshold: float = 1e-4,
+               threshold_mode: str = "rel", cooldown: int = 0, min_lr=0.0, eps: float = 1e-8):
+    if not isinstance(optimizer, Optimizer): raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+    if factor >= 1.0: raise ValueError("ReduceLROnPlateau: factor should be < 1.0")
+    if mode not in ("min", "max"): raise ValueError(f"ReduceLROnPlateau: mode {mode!r} is unknown")
+    if threshold_mode not in ("rel", "abs"): raise ValueError(f"ReduceLROnPlateau: threshold mode {threshold_mode!r} is unknown")
+    n = len(optimizer.param_groups)
+    self.min_lrs = list(min_lr) if isinstance(min_lr, (list, tuple)) else [min_lr] * n
+    if len(self.min_lrs) != n: raise ValueError(f"ReduceLROnPlateau: expected {n} min_lrs, got {len(self.min_lrs)}")
+    self.optimizer, self.mode, self.factor, self.patience = optimizer, mode, factor, patience
+    self.threshold, self.threshold_mode, self.cooldown, self.eps = threshold, threshold_mode, cooldown, eps
+    self.best = math.inf if mode == "min" else -math.inf
+    self.num_bad_epochs, self.cooldown_counter, self.last_epoch = 0, 0, 0
+    self._last_lr = self._lrs()
+  def _lrs(self): return [g["lr"] for g in self.optimizer.param_groups]
+  def get_last_lr(self) -> list: return list(self._last_lr)
+  def is_better(self, a: float, best: float) -> bool:
+    if self.mode == "min": return a < best * (1.0 - self.threshold) if self.threshold_mode == "rel" else a < best - self.threshold
+    return a > best * (self.threshold + 1.0) if self.threshold_mode == "rel" else a > best + self.threshold
+  def step(self, metrics) -> None:
+    current = float(metrics.item() if hasattr(metrics, "item") else metrics)
+    self.last_epoch += 1
+    if self.is_better(current, self.best): self.best, self.num_bad_epochs = current, 0
+    else: self.num_bad_epochs += 1
+    if self.cooldown_counter > 0: self.cooldown_counter, self.num_bad_epochs = self.cooldown_counter - 1, 0
+    if self.num_bad_epochs > self.patience:
+      for g, low in zip(self.optimizer.param_groups, self.min_lrs):
+        old = float(g["lr"])
+        new = max(old * self.factor, low)
+        if old - new > self.eps: g["lr"] = new
+      self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+    self._last_lr = self._lrs()
+  def state_dict(self) -> dict: return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+  def load_state_dict(self, state: dict) -> None: self.__dict__.update(state)

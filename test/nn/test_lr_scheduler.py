@@ -12,6 +12,15 @@ CASES = [
   ("CosineAnnealingLR", dict(T_max=7, eta_min=0.001)),   # past T_max it rises again, as torch's does
   ("LinearLR", dict()),
   ("LinearLR", dict(start_factor=0.1, end_factor=0.8, total_iters=6)),
+  ("MultiStepLR", dict(milestones=[2, 5, 5, 9], gamma=0.5)),
+  ("ExponentialLR", dict(gamma=0.93)),
+  ("ConstantLR", dict()),
+  ("ConstantLR", dict(factor=0.25, total_iters=7)),
+  ("PolynomialLR", dict(total_iters=8, power=2.0)),
+  ("LambdaLR", dict(lr_lambda=lambda e: 0.95 ** e + 0.01 * (e % 3))),
+  ("MultiplicativeLR", dict(lr_lambda=lambda e: 0.9 if e % 2 else 0.99)),
+  ("CosineAnnealingWarmRestarts", dict(T_0=4)),
+  ("CosineAnnealingWarmRestarts", dict(T_0=3, T_mult=2, eta_min=0.001)),
 ]
 
 @pytest.mark.parametrize("name,kw", CASES)
@@ -49,3 +58,16 @@ def test_state_dict_resumes():
   opt.param_groups[0]["lr"] = lr
   s2.step()
   assert opt.param_groups[0]["lr"] == want
+
+def test_reduce_on_plateau_matches_torch():
+  losses = [1.0, 0.9, 0.95, 0.95, 0.96, 0.97, 0.5, 0.5, 0.5, 0.5, 0.5, 0.49999, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6]
+  for kw in (dict(patience=2), dict(mode="max", factor=0.5, patience=1, threshold=0.01, threshold_mode="abs", cooldown=2, min_lr=[0.02, 0.001])):
+    mine = [Tensor(np.ones(2, np.float32), requires_grad=True) for _ in range(2)]
+    theirs = [torch.ones(2, requires_grad=True) for _ in range(2)]
+    a_opt = optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(mine, (0.1, 0.03))], lr=1.0)
+    t_opt = torch.optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(theirs, (0.1, 0.03))], lr=1.0)
+    a_s, t_s = optim.lr_scheduler.ReduceLROnPlateau(a_opt, **kw), torch.optim.lr_scheduler.ReduceLROnPlateau(t_opt, **kw)
+    for loss in losses:
+      a_s.step(Tensor(np.float32(loss))); t_s.step(loss)
+      assert [g["lr"] for g in a_opt.param_groups] == [g["lr"] for g in t_opt.param_groups], kw
+  with pytest.raises(ValueError, match="factor should be < 1.0"): optim.lr_scheduler.ReduceLROnPlateau(a_opt, factor=1.5)

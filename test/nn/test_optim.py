@@ -29,6 +29,13 @@ CONFIGS = [
   ("Adam", dict(lr=0.02, amsgrad=True)),
   ("AdamW", dict(lr=0.02)),
   ("AdamW", dict(lr=0.02, weight_decay=0.1, amsgrad=True, maximize=True)),
+  ("RMSprop", dict(lr=0.01)),
+  ("RMSprop", dict(lr=0.01, alpha=0.9, eps=1e-6, weight_decay=0.05, momentum=0.8, centered=True)),
+  ("RMSprop", dict(lr=0.002, momentum=0.5, maximize=True)),
+  ("Adagrad", dict(lr=0.1)),
+  ("Adagrad", dict(lr=0.1, lr_decay=0.01, weight_decay=0.02, initial_accumulator_value=0.1, eps=1e-6)),
+  ("Adamax", dict(lr=0.02)),
+  ("Adamax", dict(lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.05, maximize=True)),
 ]
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
