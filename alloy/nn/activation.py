@@ -1,9 +1,12 @@
-"""The activation modules: GELU, Sigmoid, Tanh, Softmax, LogSoftmax over the Tensor methods, and ReLU, SiLU,
-LeakyReLU, ELU, SELU, CELU, Softplus, Hardtanh, ReLU6, Threshold, Mish, Hardswish, Hardsigmoid over nn.functional.
+"""The activation modules: GELU, Sigmoid, Tanh, Softmax, LogSoftmax over the Tensor methods, PReLU (a learned slope),
+and ReLU, SiLU, LeakyReLU, ELU, SELU, CELU, Softplus, Hardtanh, ReLU6, Threshold, Mish, Hardswish, Hardsigmoid,
+Softmin, Softsign, Tanhshrink, GLU over nn.functional.
 `inplace=True` is PyTorch's: the input itself takes the result and is returned (nn.functional's maybe_in_place),
 refused on a leaf that requires grad while grad mode is on."""
 from __future__ import annotations
+from alloy.tensor import Tensor, where
 from alloy.nn.module import Module
+from alloy.nn.parameter import Parameter
 from alloy.nn import functional as F
 
 class InPlaceActivation(Module):
@@ -100,3 +103,34 @@ class Hardswish(InPlaceActivation):
 class Hardsigmoid(InPlaceActivation):
   def forward(self, x): return F.hardsigmoid(x, self.inplace)
   def extra_repr(self): return ""
+
+class PReLU(Module):
+  """max(0, x) + weight * min(0, x), one learned slope or one per channel (dim 1), initialized to init."""
+  def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None):
+    super().__init__()
+    self.num_parameters = num_parameters
+    self.weight = Parameter(Tensor.full((num_parameters,), init, dtype=dtype, device=device))
+  def forward(self, x):
+    w = self.weight
+    if self.num_parameters > 1:
+      if x.ndim < 2 or x.shape[1] != self.num_parameters:
+        raise ValueError(f"PReLU: {self.num_parameters} slopes need an input with {self.num_parameters} channels (dim 1), got shape {tuple(x.shape)}")
+      w = w.reshape((1, -1) + (1,) * (x.ndim - 2))
+    return where(x >= 0, x, x * w)
+  def extra_repr(self): return f"num_parameters={self.num_parameters}"
+
+class Softmin(Softmax):
+  def forward(self, x): return F.softmin(x, self.dim)
+
+class Softsign(Module):
+  def forward(self, x): return F.softsign(x)
+
+class Tanhshrink(Module):
+  def forward(self, x): return F.tanhshrink(x)
+
+class GLU(Module):
+  def __init__(self, dim: int = -1):
+    super().__init__()
+    self.dim = dim
+  def forward(self, x): return F.glu(x, self.dim)
+  def extra_repr(self): return f"dim={self.dim}"

@@ -81,3 +81,42 @@ class ModuleDict(Module):
     return m
   def update(self, modules):
     for k, m in (modules.items() if hasattr(modules, "items") else modules): self[k] = m
+
+class ParameterList(Module):
+  """A list of parameters, registered by position ("0", "1", ...); a Tensor appended becomes a Parameter."""
+  def __init__(self, values=None):
+    super().__init__()
+    if values is not None: self.extend(values)
+  def __len__(self): return len(self._parameters)
+  def __iter__(self): return iter(self._parameters.values())
+  def __getitem__(self, i):
+    if isinstance(i, slice): return ParameterList(list(self._parameters.values())[i])
+    return self._parameters[str(_index(i, len(self), "ParameterList"))]
+  def __setitem__(self, i, p): self.register_parameter(str(_index(i, len(self), "ParameterList")), _parameter(p))
+  def append(self, p):
+    self.register_parameter(str(len(self)), _parameter(p))
+    return self
+  def extend(self, values):
+    for p in values: self.append(p)
+    return self
+
+class ParameterDict(Module):
+  """A dict of parameters under string keys, in insertion order; a Tensor stored becomes a Parameter."""
+  def __init__(self, parameters=None):
+    super().__init__()
+    if parameters is not None: self.update(parameters)
+  def __len__(self): return len(self._parameters)
+  def __iter__(self): return iter(self._parameters)
+  def __contains__(self, key): return key in self._parameters
+  def __getitem__(self, key): return self._parameters[key]
+  def __setitem__(self, key, p): self.register_parameter(key, _parameter(p))
+  def __delitem__(self, key): del self._parameters[key]
+  def keys(self): return self._parameters.keys()
+  def values(self): return self._parameters.values()
+  def items(self): return self._parameters.items()
+  def update(self, parameters):
+    for k, p in (parameters.items() if hasattr(parameters, "items") else parameters): self[k] = p
+
+def _parameter(p):
+  from alloy.nn.parameter import Parameter
+  return p if isinstance(p, Parameter) or p is None else Parameter(p)

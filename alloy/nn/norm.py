@@ -68,3 +68,26 @@ class GroupNorm(Module):
     self.bias = Parameter(Tensor.zeros(num_channels, dtype=dtype, device=device)) if affine else None
   def forward(self, x): return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
   def extra_repr(self): return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+class _InstanceNorm(Module):
+  """Each sample's channels normalized over their own positions (nn.functional.instance_norm); affine adds a learned
+  scale and shift per channel. track_running_stats is not supported yet."""
+  dims: tuple
+  def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, affine: bool = False,
+               track_running_stats: bool = False, device=None, dtype=None):
+    super().__init__()
+    if track_running_stats: raise NotImplementedError(f"{type(self).__name__}: track_running_stats=True is not supported yet")
+    self.num_features, self.eps, self.momentum, self.affine, self.track_running_stats = num_features, eps, momentum, affine, False
+    self.weight = Parameter(Tensor.ones(num_features, dtype=dtype, device=device)) if affine else None
+    self.bias = Parameter(Tensor.zeros(num_features, dtype=dtype, device=device)) if affine else None
+  def forward(self, x):
+    if x.ndim not in self.dims:
+      raise ValueError(f"{type(self).__name__}: expected a {' or '.join(f'{d}D' for d in self.dims)} input, got shape {tuple(x.shape)}")
+    unbatched = x.ndim == self.dims[0]
+    y = F.instance_norm(x.unsqueeze(0) if unbatched else x, weight=self.weight, bias=self.bias, eps=self.eps)
+    return y.squeeze(0) if unbatched else y
+  def extra_repr(self): return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, track_running_stats=False"
+
+class InstanceNorm1d(_InstanceNorm): dims = (2, 3)
+class InstanceNorm2d(_InstanceNorm): dims = (3, 4)
+class InstanceNorm3d(_InstanceNorm): dims = (4, 5)

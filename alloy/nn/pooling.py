@@ -1,4 +1,4 @@
-"""The pooling layers over nn.functional: MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d."""
+"""The pooling layers over nn.functional: MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d."""
 from __future__ import annotations
 from alloy.nn.module import Module
 from alloy.nn import functional as F
@@ -14,6 +14,9 @@ class MaxPool1d(_MaxPool):
   def forward(self, x): return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode, self.return_indices)
 class MaxPool2d(_MaxPool):
   def forward(self, x): return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode, self.return_indices)
+
+class MaxPool3d(_MaxPool):
+  def forward(self, x): return F.max_pool3d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode, self.return_indices)
 
 class AvgPool1d(Module):
   def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True):
@@ -37,3 +40,6 @@ class AdaptiveAvgPool1d(Module):
   def extra_repr(self): return f"output_size={self.output_size}"
 class AdaptiveAvgPool2d(AdaptiveAvgPool1d):
   def forward(self, x): return F.adaptive_avg_pool2d(x, self.output_size)
+class AvgPool3d(AvgPool2d):
+  def forward(self, x):
+    return F.avg_pool3d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad, self.divisor_override)

@@ -1,0 +1,78 @@
+"""The layers added to alloy.nn beside torch.nn's: each built in both, torch's state dict loaded into alloy's, the
+same input through both in eval mode (dropout off), on each device; and what differs in training mode."""
+import numpy as np, pytest
+import alloy
+from alloy import Tensor, nn
+
+torch = pytest.importorskip("torch")
+
+def _layers():
+  return {
+    "PReLU": (lambda m: m.PReLU(), (2, 3, 4)), "PReLU_channels": (lambda m: m.PReLU(3, 0.1), (2, 3, 4)),
+    "Softmin": (lambda m: m.Softmin(1), (2, 5)), "Softsign": (lambda m: m.Softsign(), (2, 5)), "Tanhshrink": (lambda m: m.Tanhshrink(), (2, 5)),
+    "GLU": (lambda m: m.GLU(1), (2, 6)), "MaxPool3d": (lambda m: m.MaxPool3d(2), (1, 2, 4, 4, 4)),
+    "AvgPool3d": (lambda m: m.AvgPool3d(2, 1), (1, 2, 3, 4, 4)), "InstanceNorm1d": (lambda m: m.InstanceNorm1d(3), (2, 3, 7)),
+    "InstanceNorm2d_affine": (lambda m: m.InstanceNorm2d(3, affine=True), (2, 3, 4, 5)),
+    "Bilinear": (lambda m: m.Bilinear(4, 3, 5), [(6, 4), (6, 3)]),
+    "Upsample": (lambda m: m.Upsample(scale_factor=2, mode="nearest"), (1, 2, 3, 3)),
+    "Upsample_bilinear": (lambda m: m.Upsample(size=(5, 7), mode="bilinear", align_corners=False), (1, 2, 3, 3)),
+    "PixelShuffle": (lambda m: m.PixelShuffle(2), (1, 8, 3, 3)), "PixelUnshuffle": (lambda m: m.PixelUnshuffle(2), (1, 2, 4, 6)),
+    "CosineSimilarity": (lambda m: m.CosineSimilarity(1), [(4, 6), (4, 6)]), "PairwiseDistance": (lambda m: m.PairwiseDistance(), [(4, 6), (4, 6)]),
+    "Unfold": (lambda m: m.Unfold(2), (1, 2, 4, 4)), "Fold": (lambda m: m.Fold((4, 4), 2), (1, 8, 9)),
+    "ZeroPad2d": (lambda m: m.ZeroPad2d((1, 2, 0, 1)), (1, 2, 3, 3)), "ConstantPad1d": (lambda m: m.ConstantPad1d(2, 3.5), (1, 2, 3)),
+    "ReflectionPad2d": (lambda m: m.ReflectionPad2d(1), (1, 2, 3, 3)), "ReplicationPad1d": (lambda m: m.ReplicationPad1d((2, 1)), (1, 2, 4)),
+    "CircularPad2d": (lambda m: m.CircularPad2d(1), (1, 2, 3, 3)),
+    "EncoderLayer": (lambda m: m.TransformerEncoderLayer(8, 2, 16, batch_first=True), (2, 5, 8)),
+    "EncoderLayer_norm_first_gelu": (lambda m: m.TransformerEncoderLayer(8, 2, 16, activation="gelu", norm_first=True), (5, 2, 8)),
+    "Encoder": (lambda m: m.TransformerEncoder(m.TransformerEncoderLayer(8, 4, 12, batch_first=True), 2, m.LayerNorm(8)), (2, 5, 8)),
+    "DecoderLayer": (lambda m: m.TransformerDecoderLayer(8, 2, 16, batch_first=True), [(2, 4, 8), (2, 6, 8)]),
+    "Transformer": (lambda m: m.Transformer(8, 2, 1, 2, 16, batch_first=True), [(2, 6, 8), (2, 4, 8)]),
+  }
+
+@pytest.mark.parametrize("name", sorted(_layers()))
+def test_layer_matches_torch(device, name):
+  make, shapes = _layers()[name]
+  torch.manual_seed(0)
+  theirs = make(torch.nn).eval()
+  mine = make(nn).to(device).eval()
+  mine.load_state_dict({k: Tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+  rng = np.random.default_rng(1)
+  xs = [rng.standard_normal(s).astype(np.float32) for s in (shapes if isinstance(shapes, list) else [shapes])]
+  got = mine(*[Tensor(x, device=device) for x in xs]).numpy()
+  with torch.no_grad(): want = theirs(*[torch.from_numpy(x) for x in xs]).numpy()
+  assert got.shape == want.shape
+  np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5, err_msg=name)
+
+def test_channel_dropout_and_causal_masks(device):
+  alloy.manual_seed(0)
+  x = Tensor(np.ones((4, 16, 5, 5), np.float32), device=device)
+  y = nn.Dropout2d(0.5)(x).numpy()
+  per_channel = y.reshape(4, 16, -1)
+  assert set(np.unique(per_channel)) <= {0.0, 2.0} and all(len(np.unique(c)) == 1 for row in per_channel for c in row)   # whole channels
+  assert 0.2 < (per_channel[:, :, 0] == 0).mean() < 0.8
+  np.testing.assert_array_equal(nn.Dropout1d(0.3).eval()(x[:, :, 0]).numpy(), x[:, :, 0].numpy())
+  mask = nn.Transformer.generate_square_subsequent_mask(4).numpy()
+  np.testing.assert_array_equal(mask, torch.nn.Transformer.generate_square_subsequent_mask(4).numpy())
+  torch.manual_seed(0)
+  theirs = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True).eval()
+  mine = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True).to(device).eval()
+  mine.load_state_dict({k: Tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+  src = np.random.default_rng(2).standard_normal((2, 4, 8)).astype(np.float32)
+  pad = np.array([[False, False, False, True], [False, False, False, False]])
+  mask = np.isinf(mask)   # a bool mask like the padding mask (torch deprecates mixing the two kinds)
+  got = mine(Tensor(src, device=device), src_mask=Tensor(mask, device=device), src_key_padding_mask=Tensor(pad, device=device)).numpy()
+  with torch.no_grad(): want = theirs(torch.from_numpy(src), src_mask=torch.from_numpy(mask), src_key_padding_mask=torch.from_numpy(pad)).numpy()
+  np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+def test_parameter_containers():
+  ps = nn.ParameterList([nn.Parameter(Tensor(np.ones(2, np.float32))) for _ in range(3)])
+  ps.append(nn.Parameter(Tensor(np.zeros(1, np.float32))))
+  assert len(ps) == 4 and [n for n, _ in ps.named_parameters()] == ["0", "1", "2", "3"]
+  pd = nn.ParameterDict({"a": nn.Parameter(Tensor(np.ones(2, np.float32)))})
+  pd["b"] = nn.Parameter(Tensor(np.ones(3, np.float32)))
+  assert list(pd.keys()) == ["a", "b"] and sorted(pd.state_dict()) == ["a", "b"] and "b" in pd
+  class M(nn.Module):
+    def __init__(self):
+      super().__init__()
+      self.ws = nn.ParameterList([nn.Parameter(Tensor(np.ones(2, np.float32)))])
+  assert list(M().state_dict()) == ["ws.0"]
