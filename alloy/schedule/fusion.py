@@ -24,6 +24,7 @@ from alloy.ir.ops import Op
 from alloy.ir.view import ShapeTracker
 from alloy.ir.kernel import KernelAST
 from alloy.schedule import split
+from alloy.schedule.wide import split_wide
 from alloy.schedule.contractions import is_contraction, product
 
 def _pure_expand_dims(view_node: Node) -> list[bool] | None:
@@ -312,6 +313,7 @@ def _kernels(targets: list[Node], whole: tuple = ()) -> tuple[list[tuple[Node, K
           else: consumers.append(red)
     for red_id, roots in users.items():
       if len(roots) > 1 and red_id not in cut: cut.add(red_id); changed = True
+  split_wide(nodes, cut)   # no kernel reads more buffers than devices bind (wide.py)
   # 2. build an AST per cut node, children first
   order = [n for n in _structure(targets)[0] if id(n) in cut]
   out, pinned = [], []
