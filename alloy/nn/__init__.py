@@ -19,6 +19,7 @@ from alloy.nn.padding import (ConstantPad1d, ConstantPad2d, ConstantPad3d, ZeroP
                               CircularPad2d, CircularPad3d)
 from alloy.nn.resample import Upsample, PixelShuffle, PixelUnshuffle, CosineSimilarity, PairwiseDistance, Fold, Unfold
 from alloy.nn.attention import MultiheadAttention
+from alloy.nn.rnn import RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell
 from alloy.nn.transformer import (TransformerEncoderLayer, TransformerDecoderLayer, TransformerEncoder, TransformerDecoder,
                                   Transformer)
 from alloy.nn.loss import (CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, SmoothL1Loss, HuberLoss, BCELoss, BCEWithLogitsLoss,
