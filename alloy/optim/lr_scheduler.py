@@ -1,5 +1,5 @@
 """Learning-rate schedules (StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, CosineAnnealingWarmRestarts,
-LinearLR, ConstantLR, PolynomialLR, LambdaLR, MultiplicativeLR, ReduceLROnPlateau) with torch.optim.lr_scheduler's
+LinearLR, ConstantLR, PolynomialLR, LambdaLR, MultiplicativeLR, OneCycleLR, ReduceLROnPlateau) with torch.optim.lr_scheduler's
 recursive formulas (each step scales the group's current lr, as PyTorch's get_lr does, so the values match its to
 the last bit). The lr is a Python number the update's
 kernels take as an argument: a schedule compiles nothing."""
@@ -143,6 +143,64 @@ class CosineAnnealingWarmRestarts(LRScheduler):
     self.last_epoch = math.floor(epoch)
     for g, lr in zip(self.optimizer.param_groups, self.get_lr()): g["lr"] = lr
     self._last_lr = self._lrs()
+
+class OneCycleLR(LRScheduler):
+  """The 1cycle policy: the lr rises from max_lr / div_factor to max_lr over pct_start of total_steps, then anneals to
+  initial_lr / final_div_factor (three_phase: back to initial_lr first), by cosine or linearly; the momentum (or Adam's
+  beta1) cycles the other way between max_momentum and base_momentum. Computed from the step, not step to step."""
+  def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start: float = 0.3,
+               anneal_strategy: str = "cos", cycle_momentum: bool = True, base_momentum=0.85, max_momentum=0.95,
+               div_factor: float = 25.0, final_div_factor: float = 1e4, three_phase: bool = False, last_epoch: int = -1):
+    if not isinstance(optimizer, Optimizer): raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+    if total_steps is None:
+      if epochs is None or steps_per_epoch is None: raise ValueError("OneCycleLR: give total_steps, or epochs and steps_per_epoch")
+      total_steps = epochs * steps_per_epoch
+    if not isinstance(total_steps, int) or total_steps <= 0: raise ValueError(f"OneCycleLR: total_steps must be a positive int, got {total_steps!r}")
+    if not 0 <= pct_start <= 1: raise ValueError(f"OneCycleLR: pct_start must be in [0, 1], got {pct_start}")
+    if anneal_strategy not in ("cos", "linear"): raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
+    self.total_steps, self.anneal_strategy, self.cycle_momentum = total_steps, anneal_strategy, cycle_momentum
+    s = float(pct_start * total_steps)
+    ends = [s - 1, 2 * s - 2, total_steps - 1] if three_phase else [s - 1, total_steps - 1]
+    keys = ([("initial_lr", "max_lr", "max_momentum", "base_momentum"), ("max_lr", "initial_lr", "base_momentum", "max_momentum"),
+             ("initial_lr", "min_lr", "max_momentum", "max_momentum")] if three_phase else
+            [("initial_lr", "max_lr", "max_momentum", "base_momentum"), ("max_lr", "min_lr", "base_momentum", "max_momentum")])
+    self._phases = list(zip(ends, keys))
+    n = len(optimizer.param_groups)
+    def per_group(v): return list(v) if isinstance(v, (list, tuple)) else [v] * n
+    self.use_beta1 = "betas" in optimizer.defaults
+    if cycle_momentum and not self.use_beta1 and "momentum" not in optimizer.defaults:
+      raise ValueError("OneCycleLR: optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+    for g, top, base, peak in zip(optimizer.param_groups, per_group(max_lr), per_group(base_momentum), per_group(max_momentum)):
+      if last_epoch == -1:
+        g["initial_lr"], g["max_lr"], g["min_lr"] = top / div_factor, top, top / div_factor / final_div_factor
+      if cycle_momentum:
+        if last_epoch == -1:
+          if self.use_beta1: g["betas"] = (peak, *g["betas"][1:])
+          else: g["momentum"] = peak
+        g["max_momentum"], g["base_momentum"] = peak, base
+    super().__init__(optimizer, last_epoch)
+
+  def _anneal(self, start: float, end: float, pct: float) -> float:
+    if self.anneal_strategy == "cos": return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+    return (end - start) * pct + start
+
+  def get_lr(self):
+    step = self.last_epoch
+    if step > self.total_steps: raise ValueError(f"OneCycleLR: tried to step {step} times, more than total_steps ({self.total_steps})")
+    lrs = []
+    for g in self.optimizer.param_groups:
+      start = 0.0
+      for i, (end, (lr0, lr1, m0, m1)) in enumerate(self._phases):
+        if step <= end or i == len(self._phases) - 1:
+          pct = (step - start) / (end - start)
+          lr, momentum = self._anneal(g[lr0], g[lr1], pct), self._anneal(g[m0], g[m1], pct) if self.cycle_momentum else None
+          break
+        start = end
+      lrs.append(lr)
+      if self.cycle_momentum:
+        if self.use_beta1: g["betas"] = (momentum, *g["betas"][1:])
+        else: g["momentum"] = momentum
+    return lrs
 
 class ReduceLROnPlateau:
   """lr * factor (at least min_lr) once a metric passed to step() has not improved for more than patience steps, then

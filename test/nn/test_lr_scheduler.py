@@ -71,3 +71,22 @@ def test_reduce_on_plateau_matches_torch():
       a_s.step(Tensor(np.float32(loss))); t_s.step(loss)
       assert [g["lr"] for g in a_opt.param_groups] == [g["lr"] for g in t_opt.param_groups], kw
   with pytest.raises(ValueError, match="factor should be < 1.0"): optim.lr_scheduler.ReduceLROnPlateau(a_opt, factor=1.5)
+
+@pytest.mark.parametrize("opt_name,kw", [("SGD", dict(max_lr=0.5, total_steps=20)),
+                                         ("Adam", dict(max_lr=[0.1, 0.2], epochs=3, steps_per_epoch=8, anneal_strategy="linear")),
+                                         ("AdamW", dict(max_lr=0.05, total_steps=25, three_phase=True, pct_start=0.25, div_factor=10))])
+def test_one_cycle_matches_torch(opt_name, kw):
+  mine = [Tensor(np.ones(2, np.float32), requires_grad=True) for _ in range(2)]
+  theirs = [torch.ones(2, requires_grad=True) for _ in range(2)]
+  extra = {"momentum": 0.9} if opt_name == "SGD" else {}
+  a_opt = getattr(optim, opt_name)([{"params": [p]} for p in mine], lr=1.0, **extra)
+  t_opt = getattr(torch.optim, opt_name)([{"params": [p]} for p in theirs], lr=1.0, **extra)
+  a_s, t_s = optim.lr_scheduler.OneCycleLR(a_opt, **kw), torch.optim.lr_scheduler.OneCycleLR(t_opt, **kw)
+  total = kw.get("total_steps") or kw["epochs"] * kw["steps_per_epoch"]
+  for _ in range(total):
+    assert a_s.get_last_lr() == t_s.get_last_lr()
+    key = "betas" if opt_name != "SGD" else "momentum"
+    assert [g[key] for g in a_opt.param_groups] == [tuple(g[key]) if key == "betas" else g[key] for g in t_opt.param_groups]
+    t_opt.step(); a_opt.step()
+    a_s.step(); t_s.step()
+  with pytest.raises(ValueError, match="more than total_steps"): a_s.step()   # as torch's, past total_steps
