@@ -23,5 +23,6 @@ from alloy.nn.rnn import RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell
 from alloy.nn.transformer import (TransformerEncoderLayer, TransformerDecoderLayer, TransformerEncoder, TransformerDecoder,
                                   Transformer)
 from alloy.nn.loss import (CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, SmoothL1Loss, HuberLoss, BCELoss, BCEWithLogitsLoss,
-                           KLDivLoss)
+                           KLDivLoss, PoissonNLLLoss, GaussianNLLLoss, MarginRankingLoss, HingeEmbeddingLoss, SoftMarginLoss,
+                           MultiLabelSoftMarginLoss, CosineEmbeddingLoss, TripletMarginLoss, MultiMarginLoss)
 from alloy.nn import init, utils

@@ -1,5 +1,5 @@
 """The loss modules over nn.functional: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, SmoothL1Loss, HuberLoss, BCELoss,
-BCEWithLogitsLoss, KLDivLoss."""
+BCEWithLogitsLoss, KLDivLoss, PoissonNLLLoss, GaussianNLLLoss and the margin and embedding losses."""
 from __future__ import annotations
 from alloy.nn.module import Module
 from alloy.nn import functional as F
@@ -46,3 +46,36 @@ class BCEWithLogitsLoss(_Loss):
 class KLDivLoss(_Loss):
   def __init__(self, reduction: str = "mean", log_target: bool = False): super().__init__(reduction, log_target=log_target)
   def forward(self, input, target): return F.kl_div(input, target, reduction=self.reduction, **self.options)
+class PoissonNLLLoss(_Loss):
+  def __init__(self, log_input: bool = True, full: bool = False, size_average=None, eps: float = 1e-8, reduce=None, reduction: str = "mean"):
+    super().__init__(reduction, log_input=log_input, full=full, eps=eps)
+  def forward(self, log_input, target): return F.poisson_nll_loss(log_input, target, reduction=self.reduction, **self.options)
+class GaussianNLLLoss(_Loss):
+  def __init__(self, *, full: bool = False, eps: float = 1e-6, reduction: str = "mean"): super().__init__(reduction, full=full, eps=eps)
+  def forward(self, input, target, var): return F.gaussian_nll_loss(input, target, var, reduction=self.reduction, **self.options)
+class MarginRankingLoss(_Loss):
+  def __init__(self, margin: float = 0.0, reduction: str = "mean"): super().__init__(reduction, margin=margin)
+  def forward(self, input1, input2, target): return F.margin_ranking_loss(input1, input2, target, reduction=self.reduction, **self.options)
+class HingeEmbeddingLoss(_Loss):
+  def __init__(self, margin: float = 1.0, reduction: str = "mean"): super().__init__(reduction, margin=margin)
+  def forward(self, input, target): return F.hinge_embedding_loss(input, target, reduction=self.reduction, **self.options)
+class SoftMarginLoss(_Loss):
+  def forward(self, input, target): return F.soft_margin_loss(input, target, reduction=self.reduction)
+class MultiLabelSoftMarginLoss(_Loss):
+  def __init__(self, weight=None, reduction: str = "mean"):
+    super().__init__(reduction)
+    self.weight = weight
+  def forward(self, input, target): return F.multilabel_soft_margin_loss(input, target, self.weight, reduction=self.reduction)
+class CosineEmbeddingLoss(_Loss):
+  def __init__(self, margin: float = 0.0, reduction: str = "mean"): super().__init__(reduction, margin=margin)
+  def forward(self, input1, input2, target): return F.cosine_embedding_loss(input1, input2, target, reduction=self.reduction, **self.options)
+class TripletMarginLoss(_Loss):
+  def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6, swap: bool = False, reduction: str = "mean"):
+    super().__init__(reduction, margin=margin, p=p, eps=eps, swap=swap)
+  def forward(self, anchor, positive, negative):
+    return F.triplet_margin_loss(anchor, positive, negative, reduction=self.reduction, **self.options)
+class MultiMarginLoss(_Loss):
+  def __init__(self, p: int = 1, margin: float = 1.0, weight=None, reduction: str = "mean"):
+    super().__init__(reduction, p=p, margin=margin)
+    self.weight = weight
+  def forward(self, input, target): return F.multi_margin_loss(input, target, weight=self.weight, reduction=self.reduction, **self.options)
