@@ -17,7 +17,7 @@ def reduction_arg(size_average, reduce, reduction: str, op: str) -> str:
   if reduction not in REDUCTIONS: raise ValueError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
   return reduction
 
-def _reduce(loss, reduction: str):
+def reduce_loss(loss, reduction: str):
   return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.mean()
 
 def _where(c, a, b):
@@ -30,7 +30,7 @@ def _same_shape(input, target, op: str):
   if input.shape != target.shape:
     raise ValueError(f"{op}: target size {target.shape} must be the same as input size {input.shape}")
 
-def _class_axis_view(t, ndim: int):
+def class_axis_view(t, ndim: int):
   """A per-class (C,) tensor shaped to broadcast along axis 1 of an (N, C, d1, ...) input."""
   return t.reshape((1, t.shape[0]) + (1,) * (ndim - 2))
 
@@ -42,10 +42,10 @@ def _check_class_input(input, target, weight, op: str):
   if weight is not None and weight.shape != (c,): raise ValueError(f"{op}: weight must have shape ({c},), got {weight.shape}")
   return c
 
-def _picked(logp, target, c: int):
+def picked_class(logp, target, c: int):
   """logp (N, C, ...) at each target class, (N, ...): a select against the class index, summed over the classes."""
   from alloy.tensor import Tensor
-  classes = _class_axis_view(Tensor.arange(c, device=logp.device), logp.ndim)
+  classes = class_axis_view(Tensor.arange(c, device=logp.device), logp.ndim)
   return _where(target.unsqueeze(1) == classes, logp, 0).sum(1)
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
@@ -68,9 +68,9 @@ def _check_target(input, target, op: str):
 def _nll_parts(logp, target, weight, ignore_index: int, c: int):
   """(per-element loss -w[t] * logp[t], 0 where ignored; the per-element weight w[t], 0 where ignored)."""
   keep = target != ignore_index
-  picked = _picked(logp, target, c)
+  picked = picked_class(logp, target, c)
   if weight is None: w = keep.cast(logp.dtype)
-  else: w = _where(keep, _picked(_class_axis_view(weight, logp.ndim).expand(logp.shape), target, c), 0)
+  else: w = _where(keep, picked_class(class_axis_view(weight, logp.ndim).expand(logp.shape), target, c), 0)
   return -(picked * w), w
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
@@ -86,7 +86,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
   if target.dtype.is_float:   # class probabilities, the input's shape
     _same_shape(input, target, "cross_entropy")
     t = target * (1 - label_smoothing) + label_smoothing / c if label_smoothing else target
-    lw = logp * _class_axis_view(weight, input.ndim) if weight is not None else logp
+    lw = logp * class_axis_view(weight, input.ndim) if weight is not None else logp
     loss = -(lw * t).sum(1)
     if reduction == "none": return loss
     return loss.sum() if reduction == "sum" else loss.sum() / (input.numel() // c)
@@ -96,7 +96,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if reduction == "none": return nll
     return nll.sum() if reduction == "sum" else nll.sum() / w.sum()
   # PyTorch's smoothing: (1 - eps) * nll + eps / C * (-sum over classes of w[c] * logp[c]), 0 where ignored
-  lw = logp * _class_axis_view(weight, input.ndim) if weight is not None else logp
+  lw = logp * class_axis_view(weight, input.ndim) if weight is not None else logp
   smooth = _where(target != ignore_index, -lw.sum(1), 0)
   if reduction == "none": return nll * (1 - label_smoothing) + smooth * (label_smoothing / c)
   if reduction == "sum": return nll.sum() * (1 - label_smoothing) + smooth.sum() * (label_smoothing / c)
@@ -106,10 +106,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 def _weighted(loss, weight, reduction: str, op: str, mean_by_weight=True):
   """PyTorch's optional elementwise weight of the regression losses: mse's and l1's mean divides by the weights'
   sum, huber's by the element count."""
-  if weight is None: return _reduce(loss, reduction)
+  if weight is None: return reduce_loss(loss, reduction)
   if weight.shape != loss.shape: raise ValueError(f"{op}: weights and input must have the same size, got {weight.shape} and {loss.shape}")
   loss = loss * weight
-  if reduction != "mean" or not mean_by_weight: return _reduce(loss, reduction)
+  if reduction != "mean" or not mean_by_weight: return reduce_loss(loss, reduction)
   return loss.sum() / weight.sum()
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
@@ -128,8 +128,8 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
   _same_shape(input, target, "smooth_l1_loss")
   if beta < 0: raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
   d = (input - target).abs()
-  if beta == 0: return _reduce(d, reduction)
-  return _reduce(_where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction)
+  if beta == 0: return reduce_loss(d, reduction)
+  return reduce_loss(_where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction)
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
   reduction = reduction_arg(None, None, reduction, "huber_loss")
@@ -144,7 +144,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
   # PyTorch clamps each log at -100, so a probability of exactly 0 or 1 gives a finite loss
   loss = -(target * input.log().maximum(-100) + (1 - target) * (1 - input).log().maximum(-100))
   if weight is not None: loss = loss * weight
-  return _reduce(loss, reduction)
+  return reduce_loss(loss, reduction)
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
   reduction = reduction_arg(size_average, reduce, reduction, "binary_cross_entropy_with_logits")
@@ -154,14 +154,14 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
   if pos_weight is None: loss = (1 - target) * input + log_sig_neg
   else: loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * log_sig_neg
   if weight is not None: loss = loss * weight
-  return _reduce(loss, reduction)
+  return reduce_loss(loss, reduction)
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
   reduction = reduction_arg(size_average, reduce, reduction, "kl_div") if reduction != "batchmean" else "batchmean"
   _same_shape(input, target, "kl_div")
   loss = target.exp() * (target - input) if log_target else _xlogy(target) - target * input
   if reduction == "batchmean": return loss.sum() / (input.shape[0] if input.ndim else 1)
-  return _reduce(loss, reduction)
+  return reduce_loss(loss, reduction)
 
 def _xlogy(t):
   """t * log(t), 0 where t == 0 (PyTorch's xlogy)."""

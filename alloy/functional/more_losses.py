@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 from alloy.functional.activation import logsigmoid
 from alloy.functional.linear import pairwise_distance
-from alloy.functional.loss import _class_axis_view, _picked, _reduce, _where, reduction_arg
+from alloy.functional.loss import class_axis_view, picked_class, reduce_loss, reduction_arg
+from alloy.tensor import Tensor, where
 
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None, reduction="mean"):
   """exp(input) - target * input (log_input), or input - target * log(input + eps); full adds Stirling's term
@@ -15,15 +16,14 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
   loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
   if full:
     big = target > 1
-    t = _where(big, target, 2.0)   # the term's logs never see the targets it leaves out
-    loss = loss + _where(big, t * t.log() - t + 0.5 * (2 * math.pi * t).log(), 0.0)
-  return _reduce(loss, reduction)
+    t = where(big, target, 2.0)   # the term's logs never see the targets it leaves out
+    loss = loss + where(big, t * t.log() - t + 0.5 * (2 * math.pi * t).log(), 0.0)
+  return reduce_loss(loss, reduction)
 
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
   """(log(var) + (input - target)^2 / var) / 2 (+ log(2 pi) / 2 with full); var clamped to eps in value but not in
   gradient, and broadcast from one fewer dim or a last dim of 1, as PyTorch."""
   reduction = reduction_arg(None, None, reduction, "gaussian_nll_loss")
-  from alloy.tensor import Tensor
   if not isinstance(var, Tensor): var = Tensor.full(input.shape, float(var), dtype=input.dtype, device=input.device)
   if var.shape != input.shape:
     if input.shape[:-1] == var.shape: var = var.unsqueeze(-1)
@@ -32,28 +32,28 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
   v = var + (var.clamp(min=eps) - var).detach()   # the clamp's value, the identity's gradient
   loss = 0.5 * (v.log() + (input - target) ** 2 / v)
   if full: loss = loss + 0.5 * math.log(2 * math.pi)
-  return _reduce(loss, reduction)
+  return reduce_loss(loss, reduction)
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
   reduction = reduction_arg(size_average, reduce, reduction, "margin_ranking_loss")
-  return _reduce((-target * (input1 - input2) + margin).clamp(min=0), reduction)
+  return reduce_loss((-target * (input1 - input2) + margin).clamp(min=0), reduction)
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
   """input where target is 1, max(0, margin - input) where it is -1 (both where it is neither, as PyTorch)."""
   reduction = reduction_arg(size_average, reduce, reduction, "hinge_embedding_loss")
-  loss = _where(target != 1, (margin - input).clamp(min=0), 0.0) + _where(target != -1, input, 0.0)
-  return _reduce(loss, reduction)
+  loss = where(target != 1, (margin - input).clamp(min=0), 0.0) + where(target != -1, input, 0.0)
+  return reduce_loss(loss, reduction)
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
   reduction = reduction_arg(size_average, reduce, reduction, "soft_margin_loss")
-  return _reduce(-logsigmoid(target * input), reduction)   # log(1 + exp(-y x)), stable
+  return reduce_loss(-logsigmoid(target * input), reduction)   # log(1 + exp(-y x)), stable
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
   """Per sample, the mean over classes of the binary cross-entropy of sigmoid(input) against target."""
   reduction = reduction_arg(size_average, reduce, reduction, "multilabel_soft_margin_loss")
   loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
   if weight is not None: loss = loss * weight
-  return _reduce(loss.sum(-1) / input.shape[-1], reduction)
+  return reduce_loss(loss.sum(-1) / input.shape[-1], reduction)
 
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
   """1 - cos(x1, x2) where target is 1, max(0, cos - margin) where it is -1 (cos with 1e-12 added to each squared
@@ -61,8 +61,8 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
   reduction = reduction_arg(size_average, reduce, reduction, "cosine_embedding_loss")
   d = 1 if input1.ndim == 2 else 0
   cos = (input1 * input2).sum(d) / (((input1 * input1).sum(d) + 1e-12) * ((input2 * input2).sum(d) + 1e-12)).sqrt()
-  loss = _where(target == 1, 1 - cos, 0.0) + _where(target == -1, (cos - margin).clamp(min=0), 0.0)
-  return _reduce(loss, reduction)
+  loss = where(target == 1, 1 - cos, 0.0) + where(target == -1, (cos - margin).clamp(min=0), 0.0)
+  return reduce_loss(loss, reduction)
 
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None, reduce=None,
                         reduction="mean"):
@@ -70,7 +70,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
   reduction = reduction_arg(size_average, reduce, reduction, "triplet_margin_loss")
   d_ap, d_an = pairwise_distance(anchor, positive, p, eps), pairwise_distance(anchor, negative, p, eps)
   if swap: d_an = d_an.minimum(pairwise_distance(positive, negative, p, eps))
-  return _reduce((margin + d_ap - d_an).clamp(min=0), reduction)
+  return reduce_loss((margin + d_ap - d_an).clamp(min=0), reduction)
 
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
   """Per sample, the sum over classes i other than the target y of max(0, margin - x[y] + x[i]) ** p (times
@@ -82,11 +82,10 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
   x = input if input.ndim > 1 else input.unsqueeze(0)
   t = target if input.ndim > 1 else target.reshape(1)
   c = x.shape[1]
-  picked = _picked(x, t, c)
-  from alloy.tensor import Tensor
-  others = t.unsqueeze(1) != _class_axis_view(Tensor.arange(c, device=x.device), 2)
+  picked = picked_class(x, t, c)
+  others = t.unsqueeze(1) != class_axis_view(Tensor.arange(c, device=x.device), 2)
   z = (margin - picked.unsqueeze(1) + x).clamp(min=0)
   z = z * z if p == 2 else z
-  if weight is not None: z = z * _picked(_class_axis_view(weight, 2).expand(x.shape), t, c).unsqueeze(1)
-  loss = _where(others, z, 0.0).sum(1) / c
-  return _reduce(loss if input.ndim > 1 else loss.squeeze(0), reduction)
+  if weight is not None: z = z * picked_class(class_axis_view(weight, 2).expand(x.shape), t, c).unsqueeze(1)
+  loss = where(others, z, 0.0).sum(1) / c
+  return reduce_loss(loss if input.ndim > 1 else loss.squeeze(0), reduction)
