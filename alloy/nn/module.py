@@ -6,6 +6,7 @@ a registered buffer's name (or through register_buffer) to `_buffers`. state_dic
 parameter.rebind (see there), so the optimizer and the caller keep their handles on the same tensors.
 """
 from __future__ import annotations
+import itertools
 from collections import OrderedDict, namedtuple
 from alloy.tensor import Tensor
 from alloy.realize_tensors import realize
@@ -14,6 +15,21 @@ from alloy.runtime.registry import canonical_device
 from alloy import dtype as dt
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+_hook_ids = itertools.count()
+
+class RemovableHandle:
+  """What register_forward_hook returns: remove() takes the hook out (also on leaving a with block)."""
+  def __init__(self, table: OrderedDict, key: int): self.table, self.id = table, key
+  def remove(self) -> None: self.table.pop(self.id, None)
+  def __enter__(self): return self
+  def __exit__(self, *exc) -> None: self.remove()
+
+def _register(table: OrderedDict, hook, prepend: bool, with_kwargs: bool) -> RemovableHandle:
+  key = next(_hook_ids)
+  table[key] = (hook, with_kwargs)
+  if prepend: table.move_to_end(key, last=False)
+  return RemovableHandle(table, key)
 
 class Module:
   training: bool
@@ -24,10 +40,29 @@ class Module:
     object.__setattr__(self, "_buffers", OrderedDict())
     object.__setattr__(self, "_non_persistent", set())
     object.__setattr__(self, "_modules", OrderedDict())
+    object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+    object.__setattr__(self, "_forward_hooks", OrderedDict())
 
   def forward(self, *args, **kwargs):
     raise NotImplementedError(f"{type(self).__name__} has no forward(): define one in the subclass")
-  def __call__(self, *args, **kwargs): return self.forward(*args, **kwargs)
+  def __call__(self, *args, **kwargs):
+    if not (self._forward_pre_hooks or self._forward_hooks): return self.forward(*args, **kwargs)
+    for hook, with_kwargs in list(self._forward_pre_hooks.values()):
+      if with_kwargs:
+        if (got := hook(self, args, kwargs)) is not None: args, kwargs = got
+      elif (got := hook(self, args)) is not None: args = got if isinstance(got, tuple) else (got,)
+    out = self.forward(*args, **kwargs)
+    for hook, with_kwargs in list(self._forward_hooks.values()):
+      got = hook(self, args, kwargs, out) if with_kwargs else hook(self, args, out)
+      if got is not None: out = got
+    return out
+
+  # ---- hooks (PyTorch's: a pre-hook may replace the arguments, a hook the output; prepend runs one first)
+  def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False) -> RemovableHandle:
+    return _register(self._forward_pre_hooks, hook, prepend, with_kwargs)
+  def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False, always_call: bool = False) -> RemovableHandle:
+    if always_call: raise NotImplementedError("register_forward_hook: always_call=True (a hook run when forward raises) is not supported yet")
+    return _register(self._forward_hooks, hook, prepend, with_kwargs)
 
   # ---- attributes
   def _check_init(self, name):
