@@ -15,6 +15,7 @@ from alloy.autograd import no_grad, enable_grad, grad, value_and_grad, is_grad_e
 from alloy.gathering import gather, take_along_dim, index_select
 from alloy.ordering import sort, argsort, topk, kthvalue, median, nanmedian, searchsorted, bucketize, unique, unique_consecutive
 from alloy.trig import atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh
+from alloy.special import lgamma, digamma, erfinv
 from alloy.scans import cumprod, cummax, cummin
 from alloy.contraction import einsum
 from alloy.triangular import tril, triu
@@ -55,7 +56,7 @@ for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, 
             baddbmm, addmv, kron, diagonal, _trace, diag, diag_embed, log10, logit, xlogy, frac, signbit, nan_to_num, logical_and,
             logical_or, logical_xor, bitwise_and, bitwise_or, bitwise_xor, bitwise_not, true_divide, negative, absolute, isclose,
             allclose, equal, count_nonzero, nansum, nanmean, aminmax, bernoulli, kthvalue, median, nanmedian, unique,
-            unique_consecutive, atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh, fmod):
+            unique_consecutive, atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh, fmod, lgamma, digamma, erfinv):
   setattr(Tensor, _op.__name__, _op)   # _unfold is Tensor.unfold (nn.functional.unfold is im2col), _trace Tensor.trace (alloy.trace the tracer)
 Tensor.moveaxis, Tensor.swapdims = movedim, swapaxes
 moveaxis, swapdims = movedim, swapaxes

@@ -68,6 +68,18 @@ def test_inverse_trig_and_hyperbolic_match_torch(device, rng, name):
     ours64, theirs64 = getattr(Tensor(x.astype(np.float64)), name)(), getattr(torch.from_numpy(x.astype(np.float64)), name)()
     np.testing.assert_allclose(ours64.numpy(), theirs64.numpy(), rtol=1e-14, atol=1e-300, equal_nan=True, err_msg=name)
 
+@pytest.mark.parametrize("name", ["lgamma", "digamma", "erfinv"])
+def test_special_functions_match_torch(device, rng, name):
+  # poles and their neighbourhoods (lgamma, digamma), the ends of erfinv's domain, large and tiny arguments
+  if name == "erfinv": x = np.concatenate([rng.uniform(-1, 1, 300), [0.0, 1.0, -1.0, 1.5, 0.999999, -0.9999, 1e-8, np.nan]])
+  else: x = np.concatenate([rng.uniform(-10, 10, 300), rng.uniform(0, 1e4, 50), [0.0, -1.0, -2.5, -4.0001, 1.0, 2.0, 0.5, 1e-8, np.inf, np.nan]])
+  x = x.astype(np.float32)
+  got, want = getattr(Tensor(x, device=device), name)().numpy(), getattr(torch.from_numpy(x), name)().numpy()
+  np.testing.assert_allclose(got, want, rtol=5e-6, atol=5e-6, equal_nan=True, err_msg=name)
+  if device == "CPU":   # float64: the series and Newton steps to 1e-13
+    got64, want64 = getattr(Tensor(x.astype(np.float64)), name)().numpy(), getattr(torch.from_numpy(x.astype(np.float64)), name)().numpy()
+    np.testing.assert_allclose(got64, want64, rtol=1e-12, atol=1e-12, equal_nan=True, err_msg=name)
+
 def test_atan2_and_fmod_match_torch_at_every_sign(device):
   v = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-30, 3.0, -2.5], np.float32)
   y, x = (a.ravel() for a in np.meshgrid(v, v, indexing="ij"))
@@ -130,6 +142,8 @@ def test_gradients_flow(device, rng):
   check_grads(lambda a: (a.kron(a[:2, :2]) * weights(a, 8, 8)).sum(), [x], device)
   check_grads(lambda a: (a.median(1).values * weights(a, 4)).sum() + a.kthvalue(2, 0).values.sum(), [x], device)
   check_grads(lambda a: (a.atan2(a.T + 0.5) * weights(a, 4, 4)).sum() + (a * 0.3).asin().sum() + (a * 0.3).acos().sum(), [x], device)
+  check_grads(lambda a: (a.abs() + 0.5).lgamma().sum() + ((a.abs() + 0.5).digamma() * weights(a, 4, 4)).sum() + (a * 0.2).erfinv().sum(),
+              [x], device)
   check_grads(lambda a: (a.sinh() * weights(a, 4, 4)).sum() + a.cosh().sum() + a.asinh().sum() + (a.abs() + 1.5).acosh().sum()
               + (a * 0.3).atanh().sum() + a.atan().sum(), [x], device)
   check_grads(lambda a: (alloy.cdist(a[None], a[None, :2]) * weights(a, 1, 4, 2)).sum() if isinstance(a, Tensor) else

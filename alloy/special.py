@@ -1,0 +1,82 @@
+"""Special functions with PyTorch's names, composed from the primitives: lgamma (Lanczos' approximation, g = 7, with
+the reflection formula below 1/2), digamma (the recurrence up past 6, then the asymptotic series; reflection below
+1/2) and erfinv (Giles' single-precision polynomials, then Newton steps on erf for float64). 16-bit floats compute
+in float32. Branches a where() leaves out get safe inputs, so no NaN from them reaches a value or a gradient."""
+from __future__ import annotations
+import math
+from alloy import dtype as dt
+from alloy.tensor import Tensor, where
+
+LANCZOS_G = 7.0
+LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059,
+           12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7)
+HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+# digamma's asymptotic series: log y - 1/(2y) - sum of B_2k / (2k y^2k), the Bernoulli-number terms from y^-2
+DIGAMMA_SERIES = (1 / 12, -1 / 120, 1 / 252, -1 / 240, 1 / 132, -691 / 32760, 1 / 12)
+GILES_SMALL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164,
+               0.246640727, 1.50140941)
+GILES_LARGE = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
+               1.00167406, 2.83297682)
+
+def _float(x: Tensor) -> tuple:
+  if not isinstance(x, Tensor): raise TypeError(f"expected a Tensor, got {type(x).__name__}")
+  out = x.dtype if x.dtype.is_float else dt.default_float
+  return x.cast(dt.float32 if out.itemsize < 4 else out), out
+
+def _poles(x: Tensor) -> Tensor: return (x <= 0) & (x == x.floor())
+
+def _off_integer(x: Tensor) -> Tensor:
+  """x minus its nearest integer (exact): sin(pi x) and tan(pi x) up to sign from it keep their precision near the
+  poles, where pi * x itself would lose it."""
+  return x - x.round()
+
+def _lgamma_right(x: Tensor) -> Tensor:
+  """log Gamma(x) for x >= 1/2."""
+  z = x - 1.0
+  a = LANCZOS[0] + sum(c / (z + k) for k, c in enumerate(LANCZOS[1:], 1))
+  t = z + LANCZOS_G + 0.5
+  return HALF_LOG_2PI + (z + 0.5) * t.log() - t + a.log()
+
+def lgamma(input: Tensor) -> Tensor:
+  """log |Gamma(x)|: +inf at the poles (0, -1, -2, ...)."""
+  x, out = _float(input)
+  left = x < 0.5
+  right = _lgamma_right(where(left, 1.0 - x, x))   # reflected where x < 1/2: log Gamma(1 - x)
+  sin = (math.pi * _off_integer(where(left, x, 0.25))).sin().abs()
+  reflected = math.log(math.pi) - where(_poles(x), 1.0, sin).log() - right
+  return where(_poles(x) | (x.abs() == float("inf")), float("inf"), where(left, reflected, right)).cast(out)
+
+def digamma(input: Tensor) -> Tensor:
+  """d/dx log Gamma(x): -inf at 0, nan at the negative integers, as PyTorch."""
+  x, out = _float(input)
+  left = x < 0.5
+  y = where(left, 1.0 - x, x)   # reflected where x < 1/2: psi(x) = psi(1 - x) - pi / tan(pi x)
+  shift = 6 if x.dtype is not dt.float64 else 10
+  acc = sum(1.0 / (y + k) for k in range(shift))
+  y = y + shift
+  inv2 = 1.0 / (y * y)
+  series, power = 0.0, inv2
+  for c in DIGAMMA_SERIES[:4 if x.dtype is not dt.float64 else 7]:
+    series, power = series + c * power, power * inv2
+  psi = y.log() - 0.5 / y - series - acc
+  tan = (math.pi * _off_integer(where(left & ~_poles(x), x, 0.25))).tan()
+  psi = where(left, psi - math.pi / tan, psi)
+  return where(x == 0, float("-inf"), where(_poles(x), float("nan"), psi)).cast(out)
+
+def _poly(w: Tensor, coeffs) -> Tensor:
+  p = w * 0.0 + coeffs[0]
+  for c in coeffs[1:]: p = c + p * w
+  return p
+
+def erfinv(input: Tensor) -> Tensor:
+  """The inverse of erf on [-1, 1]: +-inf at +-1, nan beyond."""
+  x, out = _float(input)
+  inside = x.abs() < 1
+  s = where(inside, x, 0.0)
+  w = -((1.0 - s) * (1.0 + s)).log()
+  small = w < 5.0
+  y = where(small, _poly(where(small, w, 5.0) - 2.5, GILES_SMALL), _poly(where(small, 5.0, w).sqrt() - 3.0, GILES_LARGE)) * s
+  for _ in range(2 if x.dtype is dt.float64 else 0):   # Newton on erf(y) = s: float32's polynomial is within its rounding already
+    y = y - (y.erf() - s) / ((2.0 / math.sqrt(math.pi)) * (-(y * y)).exp())
+  edge = where(x > 0, float("inf"), float("-inf"))
+  return where(inside, y, where(x.abs() == 1, edge, float("nan"))).cast(out)
