@@ -94,3 +94,19 @@ def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Te
 def aminmax(input: Tensor, *, dim=None, keepdim: bool = False):
   """(min, max) over dim (all entries when None), PyTorch's named pair."""
   return MinMax(input.amin(dim, keepdim), input.amax(dim, keepdim))
+
+def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
+  """torch.histc: counts in bins equal-width bins over [min, max] (the data's own range when both are 0, widened by 1
+  each way when that is a single value); values outside are left out, max goes to the last bin. Each value is
+  compared with every bin (O(n * bins), one fused reduction); no host read."""
+  if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1: raise ValueError(f"histc: bins must be a positive int, got {bins!r}")
+  if min > max: raise ValueError(f"histc: min ({min}) must not be greater than max ({max})")
+  x = (input if input.dtype.is_float else input.cast(dt.default_float)).reshape(-1)
+  if min == max == 0: lo, hi = x.amin(), x.amax()
+  else: lo, hi = Tensor.full((), float(min), dtype=x.dtype, device=x.device), Tensor.full((), float(max), dtype=x.dtype, device=x.device)
+  same = lo == hi
+  lo, hi = where(same, lo - 1, lo), where(same, hi + 1, hi)
+  inside = (x >= lo) & (x <= hi)
+  at = ((x - lo) * bins / (hi - lo)).floor().cast(dt.int32).minimum(bins - 1)
+  hits = (at.unsqueeze(-1) == Tensor.arange(bins, dtype=dt.int32, device=x.device)) & inside.unsqueeze(-1)
+  return hits.cast(x.dtype).sum(0)

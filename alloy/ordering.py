@@ -1,6 +1,6 @@
 """sort, argsort and topk (PyTorch's signatures and tie rules), forward and backward; kthvalue, median and
 nanmedian through sort; searchsorted and bucketize (a compare and count against the sorted sequence); unique and
-unique_consecutive (on the host: their size depends on the values).
+unique_consecutive (on the host: their size depends on the values); mode (a count of each value in its row).
 
 Every sort here is stable: elements compare by (value, original index), a total order, so the result is the one
 stable order whatever the network. NaN sorts as the largest value (last ascending, first descending) and -0.0 ties
@@ -239,3 +239,21 @@ def unique_consecutive(input: Tensor, return_inverse: bool = False, return_count
     extra.append(Tensor(inverse.reshape(input.shape if d is None else (-1,)).astype(np.int64), device=input.device))
   if return_counts: extra.append(Tensor(np.diff(np.append(np.flatnonzero(starts), n)).astype(np.int64), device=input.device))
   return (out, *extra) if extra else out
+
+def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> SortResult:
+  """torch.mode: the most frequent value along dim (the smallest of equally frequent ones) and the index of its last
+  occurrence. Each value's count compares the row with itself: O(n^2) per row, in one fused reduction."""
+  d = norm_axis(dim, max(input.ndim, 1))
+  x = input.reshape(1) if input.ndim == 0 else input
+  rows = x.movedim(d, -1)
+  n = rows.shape[-1]
+  if n == 0: raise ValueError(f"mode: dimension {d} is empty")
+  counts = (rows.unsqueeze(-1) == rows.unsqueeze(-2)).cast(dt.int32).sum(-1)
+  best = counts == counts.amax(-1, keepdim=True)
+  beyond = float("inf") if rows.dtype.is_float else dt.max_value(rows.dtype)
+  values = where(best, rows, beyond).amin(-1)
+  positions = Tensor.arange(n, device=rows.device)
+  indices = where(best & (rows == values.unsqueeze(-1)), positions, -1).amax(-1).cast(dt.int64)
+  if keepdim: values, indices = values.unsqueeze(d), indices.unsqueeze(d)
+  if input.ndim == 0: values, indices = values.reshape(()), indices.reshape(())
+  return SortResult(values, indices)

@@ -51,6 +51,8 @@ ONE = {   # x: (3, 4, 5) float32
   "stacks_1d": lambda x: tuple(getattr(_lib(x), f)([x[0, 0], x[1, 0]]) for f in ("hstack", "vstack", "dstack", "column_stack")),
   "atleast": lambda x: tuple(getattr(_lib(x), f)(x[0, 0, 0]) for f in ("atleast_1d", "atleast_2d", "atleast_3d")),
   **{f"cdist_{p}": (lambda p: lambda x: _lib(x).cdist(x[:2], x[1:], p))(p) for p in (0, 1, 2, 3.5, float("inf"))},
+  "mode": lambda x: tuple((x * 2).round().mode(1)), "mode_keepdim": lambda x: tuple((x * 2).round().int().mode(-1, True)),
+  "histc": lambda x: _lib(x).histc(x, bins=7), "histc_range": lambda x: _lib(x).histc(x, bins=5, min=-1, max=1.5),
 }
 
 TRIG = ("atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh")
