@@ -11,12 +11,6 @@ class Adagrad(Optimizer):
                eps: float = 1e-10, maximize: bool = False):
     super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                                   initial_accumulator_value=initial_accumulator_value, eps=eps, maximize=maximize))
-  def check_hyperparameters(self, g):
-    super().check_hyperparameters(g)
-    if g["lr_decay"] < 0: raise ValueError(f"Invalid lr_decay value: {g['lr_decay']}")
-    if g["weight_decay"] < 0: raise ValueError(f"Invalid weight_decay value: {g['weight_decay']}")
-    if g["initial_accumulator_value"] < 0: raise ValueError(f"Invalid initial_accumulator_value value: {g['initial_accumulator_value']}")
-    if g["eps"] < 0: raise ValueError(f"Invalid epsilon value: {g['eps']}")
 
   def update(self, group, h, step, values, grads, state, first):
     g = -grads if group["maximize"] else grads

@@ -9,12 +9,6 @@ class Adam(Optimizer):
   def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
                amsgrad: bool = False, maximize: bool = False):
     super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize))
-  def check_hyperparameters(self, g):
-    super().check_hyperparameters(g)
-    if g["eps"] < 0: raise ValueError(f"Invalid epsilon value: {g['eps']}")
-    for i, b in enumerate(g["betas"]):
-      if not 0.0 <= b < 1.0: raise ValueError(f"Invalid beta parameter at index {i}: {b}")
-    if g["weight_decay"] < 0: raise ValueError(f"Invalid weight_decay value: {g['weight_decay']}")
   @property
   def state_names(self):
     return ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if any(g["amsgrad"] for g in self.param_groups) else ())

@@ -9,12 +9,6 @@ class Adamax(Optimizer):
 
   def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0, maximize: bool = False):
     super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize))
-  def check_hyperparameters(self, g):
-    super().check_hyperparameters(g)
-    if g["eps"] < 0: raise ValueError(f"Invalid epsilon value: {g['eps']}")
-    for i, b in enumerate(g["betas"]):
-      if not 0.0 <= b < 1.0: raise ValueError(f"Invalid beta parameter at index {i}: {b}")
-    if g["weight_decay"] < 0: raise ValueError(f"Invalid weight_decay value: {g['weight_decay']}")
 
   def update(self, group, h, step, values, grads, state, first):
     (beta1, beta2), eps = h["betas"], h["eps"]

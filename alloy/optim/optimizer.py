@@ -56,6 +56,10 @@ def unflat(vector: Tensor, like: list[Tensor]) -> list[Tensor]:
     start += n
   return out
 
+# hyper-parameters that may not be negative, with torch.optim's names for them in its errors
+NON_NEGATIVE = {"eps": "epsilon", "weight_decay": "weight_decay", "momentum": "momentum", "alpha": "alpha", "lr_decay": "lr_decay",
+                "initial_accumulator_value": "initial_accumulator_value"}
+
 def _number(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 def _numbers(v) -> bool: return _number(v) or (type(v) in (tuple, list) and len(v) > 0 and all(_number(x) for x in v))
@@ -106,7 +110,12 @@ class Optimizer:
     self.generation += 1
 
   def check_hyperparameters(self, group: dict) -> None:
+    """torch.optim's checks of the hyper-parameters a group has (a subclass adds its own): none negative, betas in [0, 1)."""
     if group.get("lr", 0) < 0: raise ValueError(f"Invalid learning rate: {group['lr']}")
+    for key, name in NON_NEGATIVE.items():
+      if key in group and group[key] < 0: raise ValueError(f"Invalid {name} value: {group[key]}")
+    for i, b in enumerate(group.get("betas", ())):
+      if not 0.0 <= b < 1.0: raise ValueError(f"Invalid beta parameter at index {i}: {b}")
 
   def zero_grad(self, set_to_none: bool = True) -> None:
     for g in self.param_groups:

@@ -8,12 +8,6 @@ class RMSprop(Optimizer):
                centered: bool = False, maximize: bool = False):
     super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum, centered=centered,
                                   maximize=maximize))
-  def check_hyperparameters(self, g):
-    super().check_hyperparameters(g)
-    if g["eps"] < 0: raise ValueError(f"Invalid epsilon value: {g['eps']}")
-    if g["momentum"] < 0: raise ValueError(f"Invalid momentum value: {g['momentum']}")
-    if g["weight_decay"] < 0: raise ValueError(f"Invalid weight_decay value: {g['weight_decay']}")
-    if g["alpha"] < 0: raise ValueError(f"Invalid alpha value: {g['alpha']}")
   @property
   def state_names(self):
     groups = self.param_groups

@@ -10,8 +10,6 @@ class SGD(Optimizer):
                                   nesterov=nesterov, maximize=maximize))
   def check_hyperparameters(self, g):
     super().check_hyperparameters(g)
-    if g["momentum"] < 0: raise ValueError(f"Invalid momentum value: {g['momentum']}")
-    if g["weight_decay"] < 0: raise ValueError(f"Invalid weight_decay value: {g['weight_decay']}")
     if g["nesterov"] and (g["momentum"] <= 0 or g["dampening"] != 0): raise ValueError("Nesterov momentum requires a momentum and zero dampening")
   @property
   def state_names(self): return ("momentum_buffer",) if any(g["momentum"] != 0 for g in self.param_groups) else ()
