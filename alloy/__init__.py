@@ -25,11 +25,12 @@ from alloy.vector_norm import norm
 from alloy.rearrange import (narrow, roll, movedim, unfold as _unfold, swapaxes, t, select, unbind, unflatten, broadcast_to,
                              broadcast_tensors, tile, tensor_split, repeat_interleave, diff, fliplr, flipud, rot90, meshgrid,
                              atleast_1d, atleast_2d, atleast_3d, hstack, vstack, dstack, column_stack)
-from alloy.matrices import (mm, bmm, mv, outer, inner, addmm, baddbmm, addmv, tensordot, kron, cdist, diagonal, trace as _trace, diag,
+from alloy.matrices import (cross, mm, bmm, mv, outer, inner, addmm, baddbmm, addmv, tensordot, kron, cdist, diagonal, trace as _trace, diag,
                             diag_embed)
 from alloy.mathfuncs import (log10, logit, xlogy, frac, fmod, signbit, nan_to_num, logical_and, logical_or, logical_xor, bitwise_and,
                              bitwise_or, bitwise_xor, bitwise_not, true_divide, negative, absolute, isclose, allclose, equal,
-                             count_nonzero, nansum, nanmean, aminmax, histc)
+                             count_nonzero, nansum, nanmean, aminmax, histc, sgn, positive, deg2rad,
+                             rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside, float_power, hardshrink)
 from alloy.sampling import multinomial, bernoulli, randperm, normal
 from alloy.torch_functions import FUNCTIONS as _FUNCTIONS
 from alloy.multi import ShardedTensor, shard   # several devices: Tensor.shard, collectives in alloy.collectives
@@ -58,7 +59,8 @@ for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, 
             logical_or, logical_xor, bitwise_and, bitwise_or, bitwise_xor, bitwise_not, true_divide, negative, absolute, isclose,
             allclose, equal, count_nonzero, nansum, nanmean, aminmax, bernoulli, kthvalue, median, nanmedian, unique,
             unique_consecutive, atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh, fmod, lgamma, digamma, erfinv, mode,
-            histc):
+            histc, sgn, positive, deg2rad, rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside, float_power, hardshrink,
+            cross):
   setattr(Tensor, _op.__name__, _op)   # _unfold is Tensor.unfold (nn.functional.unfold is im2col), _trace Tensor.trace (alloy.trace the tracer)
 Tensor.moveaxis, Tensor.swapdims = movedim, swapaxes
 moveaxis, swapdims = movedim, swapaxes
@@ -66,3 +68,4 @@ moveaxis, swapdims = movedim, swapaxes
 globals().update({name: fn for name, fn in _FUNCTIONS.items() if name not in globals()})
 arctan, arctan2, arcsin, arccos, arcsinh, arccosh, arctanh = atan, atan2, asin, acos, asinh, acosh, atanh   # NumPy's names, PyTorch's aliases
 for _alias in ("arctan", "arctan2", "arcsin", "arccos", "arcsinh", "arccosh", "arctanh"): setattr(Tensor, _alias, globals()[_alias])
+Tensor.byte, Tensor.short, Tensor.char = (lambda t: t.cast(uint8)), (lambda t: t.cast(int16)), (lambda t: t.cast(int8))

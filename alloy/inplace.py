@@ -3,7 +3,8 @@
 (and their out-of-place forms), addcmul/addcdiv, uniform_/normal_, detach_ and `.data`. Each computes the
 out-of-place result from the tensor's current value and hands it to assign.assign (see alloy/assign.py)."""
 from __future__ import annotations
-from alloy import autograd
+import math
+from alloy import autograd, dtype as dt
 from alloy.assign import assign, current, setitem_value, check_leaf
 
 def apply_in_place(t, fn, name: str, cast_any: bool = False):
@@ -114,5 +115,34 @@ def install(Tensor) -> None:
   for name in METHODS: setattr(Tensor, name + "_", _inplace(name + "_", getattr(Tensor, name), name.startswith(("index", "masked"))))
   for name, out_of_place in ALIASES.items(): setattr(Tensor, name, _inplace(name, getattr(Tensor, out_of_place)))
   Tensor.__setitem__ = setitem
-  for fn in (fill_, zero_, copy_, uniform_, normal_, clamp_min_, clamp_max_, detach_): setattr(Tensor, fn.__name__, fn)
+  for fn in (fill_, zero_, copy_, uniform_, normal_, clamp_min_, clamp_max_, detach_, exponential_, geometric_, random_, fill_diagonal_):
+    setattr(Tensor, fn.__name__, fn)
   Tensor.data = property(_data_get, _data_set)
+
+def exponential_(self, lambd: float = 1.0):
+  """Draws from the exponential distribution of rate lambd: -log(1 - U) / lambd."""
+  if lambd <= 0: raise ValueError(f"exponential_: lambd must be positive, got {lambd}")
+  return assign(self, ((1.0 - self.rand_like()).log() * (-1.0 / lambd)).cast(self.dtype), "exponential_")
+def geometric_(self, p: float):
+  """Draws from the geometric distribution of success probability p (trials to the first success, from 1)."""
+  if not 0 < p <= 1: raise ValueError(f"geometric_: p must be in (0, 1], got {p}")
+  u = 1.0 - self.rand_like(dtype=dt.float32)   # in (0, 1]: its log is finite
+  draws = (u.log() / math.log1p(-p)).ceil().maximum(1.0) if p < 1 else self.ones_like(dtype=dt.float32)
+  return assign(self, draws.cast(self.dtype), "geometric_", cast_any=True)
+def random_(self, from_=0, to=None):
+  """Integers drawn uniformly from [from_, to) (to None: [0, the dtype's largest + 1), floats up to 2^mantissa)."""
+  if to is None: from_, to = 0, (from_ if from_ else _random_top(self.dtype))
+  return assign(self, self.randint(from_, to, self.shape, device=self.device).cast(self.dtype), "random_", cast_any=True)
+def _random_top(d) -> int:
+  if d.is_float: return 1 << {2: 11, 4: 24, 8: 53}[d.itemsize]
+  return int(dt.max_value(d)) + 1 if not d.is_bool else 2
+def fill_diagonal_(self, fill_value, wrap: bool = False):
+  """The main diagonal (entries whose indices are all equal) set to fill_value; every dim of one size past 2-D."""
+  if wrap: raise NotImplementedError("fill_diagonal_: wrap=True is not supported yet")
+  if self.ndim < 2 or (self.ndim > 2 and len(set(self.shape)) != 1):
+    raise ValueError(f"fill_diagonal_: expects a matrix, or dims all of one size, got shape {self.shape}")
+  from alloy.tensor import Tensor, where
+  idx = [Tensor.arange(n, device=self.device).reshape(tuple(n if a == k else 1 for a in range(self.ndim))) for k, n in enumerate(self.shape)]
+  on = idx[0] == idx[1]
+  for i in idx[2:]: on = on & (i == idx[0])
+  return assign(self, where(on, fill_value, current(self)).cast(self.dtype), "fill_diagonal_", cast_any=True)

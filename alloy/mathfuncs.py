@@ -110,3 +110,48 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
   at = ((x - lo) * bins / (hi - lo)).floor().cast(dt.int32).minimum(bins - 1)
   hits = (at.unsqueeze(-1) == Tensor.arange(bins, dtype=dt.int32, device=x.device)) & inside.unsqueeze(-1)
   return hits.cast(x.dtype).sum(0)
+
+def sgn(input: Tensor) -> Tensor: return input.sign()   # PyTorch's sign extended to complex numbers: for reals, sign
+def positive(input: Tensor) -> Tensor: return input
+def deg2rad(input: Tensor) -> Tensor: return input * (math.pi / 180.0)
+def rad2deg(input: Tensor) -> Tensor: return input * (180.0 / math.pi)
+def isposinf(input: Tensor) -> Tensor: return input == float("inf") if input.dtype.is_float else input.zeros_like(dtype=dt.bool_)
+def isneginf(input: Tensor) -> Tensor: return input == float("-inf") if input.dtype.is_float else input.zeros_like(dtype=dt.bool_)
+def isreal(input: Tensor) -> Tensor: return input.ones_like(dtype=dt.bool_)   # alloy has no complex dtypes
+
+def sinc(input: Tensor) -> Tensor:
+  """sin(pi x) / (pi x), 1 at 0."""
+  x = input if input.dtype.is_float else input.cast(dt.default_float)
+  zero = x == 0
+  px = math.pi * where(zero, 1.0, x)
+  return where(zero, 1.0, px.sin() / px)
+
+def hypot(input: Tensor, other) -> Tensor:
+  """sqrt(a^2 + b^2) without overflow or underflow in the squares: the larger magnitude times sqrt(1 + r^2)."""
+  a, b = input.abs(), other.abs() if isinstance(other, Tensor) else abs(other)
+  hi, lo = a.maximum(b), a.minimum(b)
+  r = lo / where(hi == 0, 1.0, hi)
+  return where(hi == float("inf"), float("inf"), hi * (1.0 + r * r).sqrt())
+
+def copysign(input: Tensor, other) -> Tensor:
+  """|input| with the sign (bit) of other: -0.0 and negative nan count as negative, as PyTorch."""
+  from alloy.tensor import Tensor as T
+  o = other if isinstance(other, T) else T.full((), float(other), device=input.device)
+  x = input if input.dtype.is_float else input.cast(dt.default_float)
+  negative = signbit(o.cast(x.dtype)) if o.dtype.is_float else o < 0
+  return where(negative, -x.abs(), x.abs())
+
+def heaviside(input: Tensor, values: Tensor) -> Tensor:
+  """0 below 0, 1 above, values where input is 0."""
+  return where(input == 0, values, (input > 0).cast(input.dtype)).cast(input.dtype)
+
+def float_power(input: Tensor, exponent) -> Tensor:
+  """input ** exponent in float64 (where the device has it), as PyTorch."""
+  e = exponent.cast(dt.float64) if isinstance(exponent, Tensor) else float(exponent)
+  return input.cast(dt.float64) ** e
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor: return where(input.abs() > lambd, input, 0.0)
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+  if lambd < 0: raise ValueError(f"softshrink: lambd must be non-negative, got {lambd}")
+  return where(input > lambd, input - lambd, where(input < -lambd, input + lambd, 0.0))

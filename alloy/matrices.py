@@ -128,3 +128,16 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode=None) -> Tensor:
   zero = s == 0
   root = where(zero, 1.0, s)   # the root's derivative is infinite at 0: it never sees 0
   return where(zero, 0.0, root.sqrt() if p == 2 else root ** (1.0 / p))
+
+def cross(input: Tensor, other: Tensor, dim=None) -> Tensor:
+  """torch.cross: the cross product of 3-vectors along dim (None: the first dim of size 3, as torch.cross; -1 is
+  torch.linalg.cross's), input and other broadcast."""
+  from alloy.tensor import broadcast_shape
+  shape = broadcast_shape(input.shape, other.shape)
+  if dim is None: dim = next((k for k, s in enumerate(shape) if s == 3), None)
+  if dim is None or shape[norm_axis(dim, len(shape))] != 3:
+    raise ValueError(f"cross: expected a dim of size 3, got shapes {input.shape} and {other.shape}")
+  a, b = input.expand(*shape), other.expand(*shape)
+  d = norm_axis(dim, len(shape))
+  # (a1 b2 - a2 b1, a2 b0 - a0 b2, a0 b1 - a1 b0): a rolled by -1 times b rolled by -2, minus the other way
+  return a.roll(-1, d) * b.roll(-2, d) - a.roll(-2, d) * b.roll(-1, d)

@@ -13,6 +13,7 @@ from alloy.functional.norm import layer_norm, rms_norm, group_norm, batch_norm, 
 from alloy.functional.attention import scaled_dot_product_attention
 from alloy.functional.linear import linear, pad, pixel_shuffle, pixel_unshuffle, cosine_similarity, pairwise_distance
 from alloy.gathering import one_hot, embedding
+from alloy.mathfuncs import hardshrink, softshrink
 from alloy.functional.more_losses import (poisson_nll_loss, gaussian_nll_loss, margin_ranking_loss, hinge_embedding_loss, soft_margin_loss,
                                           multilabel_soft_margin_loss, cosine_embedding_loss, triplet_margin_loss, multi_margin_loss)
 
@@ -27,4 +28,4 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "cosine_similarity", "pairwise_distance", "unfold", "fold", "relu_", "leaky_relu_", "elu_", "selu_", "celu_",
            "hardtanh_", "threshold_", "one_hot", "embedding", "poisson_nll_loss", "gaussian_nll_loss", "margin_ranking_loss",
            "hinge_embedding_loss", "soft_margin_loss", "multilabel_soft_margin_loss", "cosine_embedding_loss", "triplet_margin_loss",
-           "multi_margin_loss"]
+           "multi_margin_loss", "hardshrink", "softshrink"]

@@ -61,3 +61,20 @@ def test_bernoulli_randperm_normal(device):
   np.testing.assert_allclose(m, [-5, 5], atol=0.1)
   with pytest.raises(ValueError, match="randperm: n must be a non-negative int, got -1"): alloy.randperm(-1)
   with pytest.raises(ValueError, match="normal: with a number mean and std, give size"): alloy.normal(0.0, 1.0)
+
+def test_in_place_draws_and_fill_diagonal(device):
+  alloy.manual_seed(4)
+  e = Tensor(np.zeros(20000, np.float32), device=device).exponential_(2.0).numpy()
+  assert e.min() >= 0 and abs(e.mean() - 0.5) < 0.02 and abs(e.std() - 0.5) < 0.02
+  g = Tensor(np.zeros(20000, np.float32), device=device).geometric_(0.25).numpy()
+  assert g.min() == 1 and np.all(g == np.round(g)) and abs(g.mean() - 4.0) < 0.15
+  r = Tensor(np.zeros(20000, np.int32), device=device).random_(3, 9).numpy()
+  assert r.dtype == np.int32 and set(np.unique(r)) == set(range(3, 9))
+  m = Tensor(np.ones((3, 5), np.float32), device=device)
+  m.fill_diagonal_(7.0)
+  want = np.ones((3, 5), np.float32)
+  np.fill_diagonal(want, 7.0)
+  np.testing.assert_array_equal(m.numpy(), want)
+  cube = Tensor(np.zeros((3, 3, 3), np.float32), device=device).fill_diagonal_(1.0).numpy()
+  assert cube.sum() == 3 and cube[1, 1, 1] == 1
+  with pytest.raises(ValueError, match="exponential_: lambd must be positive"): Tensor(np.zeros(2, np.float32)).exponential_(0)

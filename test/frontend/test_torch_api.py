@@ -4,6 +4,7 @@ dtype and values; method and function forms both."""
 import numpy as np, pytest
 import alloy
 from alloy import Tensor
+import alloy.nn.functional as AF
 from conftest import rand_np
 
 torch = pytest.importorskip("torch")
@@ -53,6 +54,11 @@ ONE = {   # x: (3, 4, 5) float32
   **{f"cdist_{p}": (lambda p: lambda x: _lib(x).cdist(x[:2], x[1:], p))(p) for p in (0, 1, 2, 3.5, float("inf"))},
   "mode": lambda x: tuple((x * 2).round().mode(1)), "mode_keepdim": lambda x: tuple((x * 2).round().int().mode(-1, True)),
   "histc": lambda x: _lib(x).histc(x, bins=7), "histc_range": lambda x: _lib(x).histc(x, bins=5, min=-1, max=1.5),
+  "small_elementwise": lambda x: (x.sgn(), x.positive(), x.deg2rad(), x.rad2deg(), x.sinc(), (x / 0).isposinf(), (x / 0).isneginf(), x.isreal()),
+  "hypot_copysign_heaviside": lambda x: (x.hypot(x[0] * 1e20), x.copysign(-x[1]), x.heaviside(x[2].round())),
+  "shrink": lambda x: (x.hardshrink(0.3), (AF if isinstance(x, Tensor) else torch.nn.functional).softshrink(x, 0.4)),
+  "cross": lambda x: _lib(x).cross(x[:, :3], x[:, 1:4], dim=1), "cross_last": lambda x: x[..., :3].cross(x[..., 2:], dim=-1),
+  "int_casts": lambda x: ((x * 9).byte(), (x * 9).short(), (x * 9).char()),
 }
 
 TRIG = ("atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh")
