@@ -17,7 +17,7 @@ from alloy.ordering import (sort, argsort, topk, kthvalue, median, nanmedian, se
                             mode)
 from alloy.trig import atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh
 from alloy.special import lgamma, digamma, erfinv
-from alloy.scans import cumprod, cummax, cummin
+from alloy.scans import cumprod, cummax, cummin, logcumsumexp
 from alloy.contraction import einsum
 from alloy.triangular import tril, triu
 from alloy.logexp import log1p, expm1, logaddexp, logaddexp2
@@ -59,8 +59,8 @@ for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, 
             logical_or, logical_xor, bitwise_and, bitwise_or, bitwise_xor, bitwise_not, true_divide, negative, absolute, isclose,
             allclose, equal, count_nonzero, nansum, nanmean, aminmax, bernoulli, kthvalue, median, nanmedian, unique,
             unique_consecutive, atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh, fmod, lgamma, digamma, erfinv, mode,
-            histc, sgn, positive, deg2rad, rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside, float_power, hardshrink,
-            cross):
+            histc, logcumsumexp, sgn, positive, deg2rad, rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside,
+            float_power, hardshrink, cross):
   setattr(Tensor, _op.__name__, _op)   # _unfold is Tensor.unfold (nn.functional.unfold is im2col), _trace Tensor.trace (alloy.trace the tracer)
 Tensor.moveaxis, Tensor.swapdims = movedim, swapaxes
 moveaxis, swapdims = movedim, swapaxes

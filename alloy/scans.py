@@ -1,4 +1,5 @@
-"""cumprod, cummax and cummin (PyTorch's signatures and tie rules), forward and backward, over one running scan.
+"""cumprod, cummax, cummin and logcumsumexp (PyTorch's signatures and tie rules), forward and backward, over one
+running scan.
 
 A scan along the last axis is, for rows of at most TRIANGLE_MAX_LENGTH, one fused reduction over a lazy (n, n)
 triangle (out[j] reduces x[k] for k <= j, the rest the identity; n^2 work, one kernel); for longer rows a log-step
@@ -10,6 +11,9 @@ as key * 2^32 + index (cummin: the key's complement, NaN kept largest), so one r
 extreme with the latest index among ties, and NaN propagating with its own index (PyTorch's rules). int64 and
 float64 keys do not fit; they take the triangle at every length. The gradient goes to that index alone (a scatter-add,
 scatter_sum.scatter_add_rows).
+logcumsumexp: the triangle's reduction is a logsumexp (its row maximum subtracted), a log-step stage a logaddexp, so
+no prefix underflows where its terms are far below the row's largest. Its gradient, sum over t >= k of
+g[t] exp(x[k] - out[t]), is taken in log space, g's positive and negative parts apart, as PyTorch does.
 cumprod's gradient is right at zeros: with z the first zero of a row, positions before z get
 rev_cumsum(g * out) / x (x is non-zero there), z itself gets rev_cumsum(g * cumprod(x with x[z] = 1)), and the
 positions after z get 0 (every product they enter holds x[z]).
@@ -20,9 +24,10 @@ from alloy.gathering import positions_along, take
 from alloy.scatter_sum import scatter_add_rows
 from alloy.ordering import sort_key
 from alloy.tensor import MaxResult, Tensor, where, norm_axis
+from alloy.logexp import logaddexp
 
 TRIANGLE_MAX_LENGTH = 64
-_COMBINE = {"prod": Tensor.mul, "sum": Tensor.add, "amax": Tensor.maximum, "amin": Tensor.minimum}
+_COMBINE = {"prod": Tensor.mul, "sum": Tensor.add, "amax": Tensor.maximum, "amin": Tensor.minimum, "logsumexp": logaddexp}
 
 def _triangle(n: int, device: str) -> Tensor:
   """(n, n) bool, [j, k] = k <= j."""
@@ -30,7 +35,8 @@ def _triangle(n: int, device: str) -> Tensor:
   return pos.reshape(1, n) <= pos.reshape(n, 1)
 
 def running(t: Tensor, reduce: str, identity, log_step: bool | None = None) -> Tensor:
-  """out[..., j] = reduce(t[..., k] for k <= j) along the last axis; reduce is 'prod', 'sum', 'amax' or 'amin'."""
+  """out[..., j] = reduce(t[..., k] for k <= j) along the last axis; reduce is 'prod', 'sum', 'amax', 'amin' or
+  'logsumexp'."""
   n = t.shape[-1]
   if not (n > TRIANGLE_MAX_LENGTH if log_step is None else log_step):
     return getattr(where(_triangle(n, t.device), t.unsqueeze(-2), identity), reduce)(-1)
@@ -108,3 +114,18 @@ def cummax(input: Tensor, dim: int) -> MaxResult:
 def cummin(input: Tensor, dim: int) -> MaxResult:
   """torch.cummin: (running minima, int64 index of each: the latest among ties) along dim."""
   return _cum_extreme(input, dim, False)
+
+def _logcumsumexp_rule(out, g, x):
+  """d out[t] / d x[k] = exp(x[k] - out[t]) for k <= t: the sum over t >= k, g's signs apart, each a reverse
+  logcumsumexp of log|g| - out (a zero part is -inf, exp 0)."""
+  def part(h): return running((h.log() - out).flip(-1), "logsumexp", float("-inf")).flip(-1)
+  return ((x + part(g.maximum(0))).exp() - (x + part((-g).maximum(0))).exp(),)
+
+def logcumsumexp(input: Tensor, dim: int) -> Tensor:
+  """torch.logcumsumexp: log of the running sum of exp along dim, without overflow or underflow."""
+  t, d = _moved(input, dim, "logcumsumexp")
+  if not t.dtype.is_float: t = t.cast(dt.default_float)
+  if t.shape[-1] == 0: return input.cast(t.dtype)
+  out = running(t.detach(), "logsumexp", float("-inf"))
+  if t._ag is not None: out = autograd.record(out, _logcumsumexp_rule, (t,), t.detach())
+  return _back(out, input, d)

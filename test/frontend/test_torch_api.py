@@ -59,6 +59,7 @@ ONE = {   # x: (3, 4, 5) float32
   "shrink": lambda x: (x.hardshrink(0.3), (AF if isinstance(x, Tensor) else torch.nn.functional).softshrink(x, 0.4)),
   "cross": lambda x: _lib(x).cross(x[:, :3], x[:, 1:4], dim=1), "cross_last": lambda x: x[..., :3].cross(x[..., 2:], dim=-1),
   "int_casts": lambda x: ((x * 9).byte(), (x * 9).short(), (x * 9).char()),
+  "logcumsumexp": lambda x: (x * 30).logcumsumexp(2), "logcumsumexp_long": lambda x: (x * 30).reshape(60).repeat(2).logcumsumexp(0),
 }
 
 TRIG = ("atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh")
@@ -152,6 +153,8 @@ def test_gradients_flow(device, rng):
   check_grads(lambda a: (a.atan2(a.T + 0.5) * weights(a, 4, 4)).sum() + (a * 0.3).asin().sum() + (a * 0.3).acos().sum(), [x], device)
   check_grads(lambda a: (a.abs() + 0.5).lgamma().sum() + ((a.abs() + 0.5).digamma() * weights(a, 4, 4)).sum() + (a * 0.2).erfinv().sum(),
               [x], device)
+  check_grads(lambda a: (a.logcumsumexp(1) * weights(a, 4, 4)).sum() + (a.reshape(16).repeat(5).logcumsumexp(0) * weights(a, 80)).sum(),
+              [x], device)   # the triangle and, past 64, the log-step scan
   check_grads(lambda a: (a.sinh() * weights(a, 4, 4)).sum() + a.cosh().sum() + a.asinh().sum() + (a.abs() + 1.5).acosh().sum()
               + (a * 0.3).atanh().sum() + a.atan().sum(), [x], device)
   check_grads(lambda a: (alloy.cdist(a[None], a[None, :2]) * weights(a, 1, 4, 2)).sum() if isinstance(a, Tensor) else
