@@ -12,7 +12,7 @@ from alloy.engine.search import beam
 from alloy.state import save, load
 from alloy.autograd import no_grad, enable_grad, grad, value_and_grad, is_grad_enabled, set_grad_enabled
 # ops in their own modules, bound below as Tensor methods where PyTorch has them (alloy.nn.functional re-exports one_hot, embedding)
-from alloy.gathering import gather, take_along_dim, index_select
+from alloy.gathering import gather, take_along_dim, index_select, masked_scatter
 from alloy.ordering import (sort, argsort, topk, kthvalue, median, nanmedian, searchsorted, bucketize, unique, unique_consecutive,
                             mode)
 from alloy.trig import atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh
@@ -30,7 +30,7 @@ from alloy.matrices import (cross, mm, bmm, mv, outer, inner, addmm, baddbmm, ad
 from alloy.mathfuncs import (log10, logit, xlogy, frac, fmod, signbit, nan_to_num, logical_and, logical_or, logical_xor, bitwise_and,
                              bitwise_or, bitwise_xor, bitwise_not, true_divide, negative, absolute, isclose, allclose, equal,
                              count_nonzero, nansum, nanmean, aminmax, histc, sgn, positive, deg2rad,
-                             rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside, float_power, hardshrink)
+                             rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside, float_power, hardshrink, renorm)
 from alloy.sampling import multinomial, bernoulli, randperm, normal
 from alloy.torch_functions import FUNCTIONS as _FUNCTIONS
 from alloy.multi import ShardedTensor, shard   # several devices: Tensor.shard, collectives in alloy.collectives
@@ -60,7 +60,7 @@ for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, 
             allclose, equal, count_nonzero, nansum, nanmean, aminmax, bernoulli, kthvalue, median, nanmedian, unique,
             unique_consecutive, atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh, fmod, lgamma, digamma, erfinv, mode,
             histc, logcumsumexp, sgn, positive, deg2rad, rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside,
-            float_power, hardshrink, cross):
+            float_power, hardshrink, cross, renorm, masked_scatter):
   setattr(Tensor, _op.__name__, _op)   # _unfold is Tensor.unfold (nn.functional.unfold is im2col), _trace Tensor.trace (alloy.trace the tracer)
 Tensor.moveaxis, Tensor.swapdims = movedim, swapaxes
 moveaxis, swapdims = movedim, swapaxes

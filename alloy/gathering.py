@@ -1,5 +1,5 @@
-"""Reading at indices along one dimension: gather, take_along_dim, index_select, one_hot, embedding (PyTorch's
-signatures). Each forward is one GATHER node (a lazy read at computed addresses: no copy of the input).
+"""Reading at indices along one dimension: gather, take_along_dim, index_select, one_hot, embedding, masked_scatter
+(PyTorch's signatures). Each forward is one GATHER node (a lazy read at computed addresses: no copy of the input).
 
 Indices given by the user are checked as getitem checks its own (alloy/bounds.py: on the host, or under a @jit capture
 on the device). Internal callers whose indices are in range by construction (sort, topk) use `take` and skip that.
@@ -135,3 +135,22 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, no
   rows = index_select(weight, 0, input.reshape(-1)).reshape(input.shape + (weight.shape[1],))
   if padding_idx is None or weight._ag is None: return rows
   return where((input == padding_idx).unsqueeze(-1), rows.detach(), rows)   # the same values; no gradient at padding
+
+def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+  """torch.masked_scatter: input with the positions where mask (broadcast) is True taken, in order, from source's
+  leading elements. Each position's place in source is the running count of Trues before it (on the device); a source
+  with fewer elements than Trues is an IndexError, checked as an index (alloy/bounds.py: on the host, or on the device
+  under @jit). Gradients go to input where mask is False and to the source elements taken."""
+  if not mask.dtype.is_bool: raise TypeError(f"masked_scatter: mask must be a bool tensor, got {mask.dtype.name}")
+  if source.dtype != input.dtype: raise TypeError(f"masked_scatter: source has dtype {source.dtype.name}, input {input.dtype.name}")
+  shape = broadcast_shape(input.shape, mask.shape)
+  m = mask.expand(*shape).reshape(-1)
+  flat = source.reshape(-1)
+  count = m.cast(dt.int32).sum().reshape(1)
+  def error(bad): return IndexError(f"masked_scatter: the mask has {bad} True entries, the source only {flat.numel()} elements")
+  in_bounds(count, 0, flat.numel() + 1, error)
+  if flat.numel() == 0: return input.expand(*shape) + 0
+  at = (m.cast(dt.int32).cumsum(0) - 1).maximum(0).minimum(flat.numel() - 1)
+  picked = take(flat.detach(), 0, at)
+  if flat._ag is not None: picked = autograd.record(picked, _take_rule, (flat,), 0, at, flat.shape)
+  return where(m.reshape(shape), picked.reshape(shape), input.expand(*shape))

@@ -155,3 +155,11 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor: return where(input.
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
   if lambd < 0: raise ValueError(f"softshrink: lambd must be non-negative, got {lambd}")
   return where(input > lambd, input - lambd, where(input < -lambd, input + lambd, 0.0))
+
+def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
+  """Each slice along dim whose p-norm exceeds maxnorm scaled down to it (by maxnorm / (norm + 1e-7), as PyTorch)."""
+  from alloy.tensor import norm_axis
+  d = norm_axis(dim, input.ndim)
+  others = tuple(a for a in range(input.ndim) if a != d)
+  norms = input.norm(p, others, keepdim=True) if others else input.abs()
+  return input * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)

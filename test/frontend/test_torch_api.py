@@ -59,6 +59,8 @@ ONE = {   # x: (3, 4, 5) float32
   "shrink": lambda x: (x.hardshrink(0.3), (AF if isinstance(x, Tensor) else torch.nn.functional).softshrink(x, 0.4)),
   "cross": lambda x: _lib(x).cross(x[:, :3], x[:, 1:4], dim=1), "cross_last": lambda x: x[..., :3].cross(x[..., 2:], dim=-1),
   "int_casts": lambda x: ((x * 9).byte(), (x * 9).short(), (x * 9).char()),
+  "masked_scatter": lambda x: x.masked_scatter(x > 0.3, x.flip(0) * 10), "masked_scatter_bcast": lambda x: x.masked_scatter(x[0, 0] > 0, x * 2),
+  "renorm": lambda x: (x.renorm(2, 0, 3.0), x.renorm(1, 2, 2.0), x.renorm(float("inf"), 1, 1.0)),
   "logcumsumexp": lambda x: (x * 30).logcumsumexp(2), "logcumsumexp_long": lambda x: (x * 30).reshape(60).repeat(2).logcumsumexp(0),
 }
 
@@ -152,6 +154,8 @@ def test_gradients_flow(device, rng):
   check_grads(lambda a: (a.median(1).values * weights(a, 4)).sum() + a.kthvalue(2, 0).values.sum(), [x], device)
   check_grads(lambda a: (a.atan2(a.T + 0.5) * weights(a, 4, 4)).sum() + (a * 0.3).asin().sum() + (a * 0.3).acos().sum(), [x], device)
   check_grads(lambda a: (a.abs() + 0.5).lgamma().sum() + ((a.abs() + 0.5).digamma() * weights(a, 4, 4)).sum() + (a * 0.2).erfinv().sum(),
+              [x], device)
+  check_grads(lambda a: (a.masked_scatter(a > 0, a.T * 3) * weights(a, 4, 4)).sum() + (a.renorm(2, 0, 1.0) * weights(a, 4, 4)).sum(),
               [x], device)
   check_grads(lambda a: (a.logcumsumexp(1) * weights(a, 4, 4)).sum() + (a.reshape(16).repeat(5).logcumsumexp(0) * weights(a, 80)).sum(),
               [x], device)   # the triangle and, past 64, the log-step scan
