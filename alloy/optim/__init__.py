@@ -1,9 +1,10 @@
-"""alloy.optim: SGD, Adam, AdamW, RMSprop, Adagrad and Adamax with torch.optim's updates, each step a few fused
-kernels; lr_scheduler."""
+"""alloy.optim: SGD, Adam, AdamW, RMSprop, Adagrad, Adamax and RAdam with torch.optim's updates, each step a few
+fused kernels; lr_scheduler."""
 from alloy.optim.optimizer import Optimizer
 from alloy.optim.sgd import SGD
 from alloy.optim.adam import Adam, AdamW
 from alloy.optim.rmsprop import RMSprop
 from alloy.optim.adagrad import Adagrad
 from alloy.optim.adamax import Adamax
+from alloy.optim.radam import RAdam
 from alloy.optim import lr_scheduler

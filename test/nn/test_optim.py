@@ -36,6 +36,8 @@ CONFIGS = [
   ("Adagrad", dict(lr=0.1, lr_decay=0.01, weight_decay=0.02, initial_accumulator_value=0.1, eps=1e-6)),
   ("Adamax", dict(lr=0.02)),
   ("Adamax", dict(lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.05, maximize=True)),
+  ("RAdam", dict(lr=0.02)),   # rho_t passes 5 at the 6th step: both of its updates run
+  ("RAdam", dict(lr=0.02, betas=(0.5, 0.9), weight_decay=0.05, decoupled_weight_decay=True)),
 ]
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
