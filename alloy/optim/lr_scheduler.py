@@ -1,10 +1,10 @@
 """Learning-rate schedules (StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, CosineAnnealingWarmRestarts,
-LinearLR, ConstantLR, PolynomialLR, LambdaLR, MultiplicativeLR, OneCycleLR, ReduceLROnPlateau) with torch.optim.lr_scheduler's
+LinearLR, ConstantLR, PolynomialLR, LambdaLR, MultiplicativeLR, OneCycleLR, SequentialLR, ReduceLROnPlateau) with torch.optim.lr_scheduler's
 recursive formulas (each step scales the group's current lr, as PyTorch's get_lr does, so the values match its to
 the last bit). The lr is a Python number the update's
 kernels take as an argument: a schedule compiles nothing."""
 from __future__ import annotations
-import collections, math
+import bisect, collections, math
 from alloy.optim.optimizer import Optimizer
 
 class LRScheduler:
@@ -20,9 +20,19 @@ class LRScheduler:
 
   def get_lr(self) -> list: raise NotImplementedError
   def get_last_lr(self) -> list: return list(self._last_lr)
-  def step(self) -> None:
-    self.last_epoch += 1
-    for g, lr in zip(self.optimizer.param_groups, self.get_lr()): g["lr"] = lr
+  def closed_form(self) -> list | None:
+    """The lrs at last_epoch computed from the base lrs rather than step to step (torch's _get_closed_form_lr), or
+    None where a schedule has none; step(epoch) uses it."""
+    return None
+  def step(self, epoch: int | None = None) -> None:
+    """One step on; step(epoch) (deprecated in PyTorch, used by SequentialLR) jumps to epoch."""
+    if epoch is None:
+      self.last_epoch += 1
+      lrs = self.get_lr()
+    else:
+      self.last_epoch = epoch
+      lrs = self.closed_form() or self.get_lr()
+    for g, lr in zip(self.optimizer.param_groups, lrs): g["lr"] = lr
     self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
   def state_dict(self) -> dict: return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
   def load_state_dict(self, state: dict) -> None: self.__dict__.update(state)
@@ -37,6 +47,7 @@ class StepLR(LRScheduler):
   def get_lr(self):
     if self.last_epoch == 0 or self.last_epoch % self.step_size != 0: return self._lrs()
     return [lr * self.gamma for lr in self._lrs()]
+  def closed_form(self): return [base * self.gamma ** (self.last_epoch // self.step_size) for base in self.base_lrs]
 
 class CosineAnnealingLR(LRScheduler):
   """eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2, computed step to step."""
@@ -50,6 +61,8 @@ class CosineAnnealingLR(LRScheduler):
     if (e - 1 - T) % (2 * T) == 0:
       return [lr + (base - lo) * (1 - math.cos(math.pi / T)) / 2 for lr, base in zip(self._lrs(), self.base_lrs)]
     return [(1 + math.cos(math.pi * e / T)) / (1 + math.cos(math.pi * (e - 1) / T)) * (lr - lo) + lo for lr in self._lrs()]
+  def closed_form(self):
+    return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2 for base in self.base_lrs]
 
 class LinearLR(LRScheduler):
   """Scales the lr linearly from start_factor to end_factor over total_iters steps, then keeps it."""
@@ -63,6 +76,9 @@ class LinearLR(LRScheduler):
     if e == 0: return [lr * a for lr in self._lrs()]
     if e > n: return self._lrs()
     return [lr * (1.0 + (b - a) / (n * a + (e - 1) * (b - a))) for lr in self._lrs()]
+  def closed_form(self):
+    a, b, n = self.start_factor, self.end_factor, self.total_iters
+    return [base * (a + (b - a) * min(n, self.last_epoch) / n) for base in self.base_lrs]
 
 class MultiStepLR(LRScheduler):
   """lr * gamma at each milestone (a milestone given twice: gamma squared)."""
@@ -72,6 +88,9 @@ class MultiStepLR(LRScheduler):
   def get_lr(self):
     if self.last_epoch not in self.milestones: return self._lrs()
     return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._lrs()]
+  def closed_form(self):
+    passed = sum(c for m, c in self.milestones.items() if m <= self.last_epoch)
+    return [base * self.gamma ** passed for base in self.base_lrs]
 
 class ExponentialLR(LRScheduler):
   """lr * gamma every step."""
@@ -79,6 +98,7 @@ class ExponentialLR(LRScheduler):
     self.gamma = gamma
     super().__init__(optimizer, last_epoch)
   def get_lr(self): return self._lrs() if self.last_epoch == 0 else [lr * self.gamma for lr in self._lrs()]
+  def closed_form(self): return [base * self.gamma ** self.last_epoch for base in self.base_lrs]
 
 class ConstantLR(LRScheduler):
   """lr * factor for the first total_iters steps, then lr."""
@@ -90,6 +110,8 @@ class ConstantLR(LRScheduler):
     if self.last_epoch == 0: return [lr * self.factor for lr in self._lrs()]
     if self.last_epoch != self.total_iters: return self._lrs()
     return [lr * (1.0 / self.factor) for lr in self._lrs()]
+  def closed_form(self):
+    return [base * (self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor)) for base in self.base_lrs]
 
 class PolynomialLR(LRScheduler):
   """lr decayed by (1 - epoch / total_iters) ** power over total_iters steps, step to step."""
@@ -101,6 +123,8 @@ class PolynomialLR(LRScheduler):
     if e == 0 or e > n: return self._lrs()
     factor = ((1.0 - e / n) / (1.0 - (e - 1) / n)) ** self.power
     return [lr * factor for lr in self._lrs()]
+  def closed_form(self):
+    return [base * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power for base in self.base_lrs]
 
 class LambdaLR(LRScheduler):
   """base_lr * lr_lambda(epoch): one function, or one per parameter group."""
@@ -201,6 +225,33 @@ class OneCycleLR(LRScheduler):
         if self.use_beta1: g["betas"] = (momentum, *g["betas"][1:])
         else: g["momentum"] = momentum
     return lrs
+
+class SequentialLR(LRScheduler):
+  """Schedules one after another: schedulers[i] runs from milestones[i - 1] on, each starting at its epoch 0, as
+  torch's SequentialLR (which restarts one with step(0), its closed form)."""
+  def __init__(self, optimizer, schedulers: list, milestones: list, last_epoch: int = -1):
+    if not isinstance(optimizer, Optimizer): raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+    if len(schedulers) < 1 or any(s.optimizer is not optimizer for s in schedulers):
+      raise ValueError("SequentialLR: expects at least one scheduler, each of this optimizer")
+    if len(milestones) != len(schedulers) - 1:
+      raise ValueError(f"SequentialLR: expects {len(schedulers) - 1} milestones for {len(schedulers)} schedulers, got {len(milestones)}")
+    self.optimizer, self._schedulers, self._milestones, self.last_epoch = optimizer, list(schedulers), list(milestones), last_epoch + 1
+    for g in optimizer.param_groups: g["lr"] = g["initial_lr"]   # undo what constructing the schedulers did
+    for s in self._schedulers: s.last_epoch -= 1
+    self._schedulers[0].step()
+    self._last_lr = self._schedulers[0].get_last_lr()
+  def step(self, epoch=None) -> None:
+    self.last_epoch += 1
+    i = bisect.bisect_right(self._milestones, self.last_epoch)
+    if i > 0 and self._milestones[i - 1] == self.last_epoch: self._schedulers[i].step(0)
+    else: self._schedulers[i].step()
+    self._last_lr = self._schedulers[i].get_last_lr()
+  def state_dict(self) -> dict:
+    own = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+    return own | {"_schedulers": [s.state_dict() for s in self._schedulers]}
+  def load_state_dict(self, state: dict) -> None:
+    for s, st in zip(self._schedulers, state["_schedulers"]): s.load_state_dict(st)
+    self.__dict__.update({k: v for k, v in state.items() if k != "_schedulers"})
 
 class ReduceLROnPlateau:
   """lr * factor (at least min_lr) once a metric passed to step() has not improved for more than patience steps, then

@@ -90,3 +90,25 @@ def test_one_cycle_matches_torch(opt_name, kw):
     t_opt.step(); a_opt.step()
     a_s.step(); t_s.step()
   with pytest.raises(ValueError, match="more than total_steps"): a_s.step()   # as torch's, past total_steps
+
+@pytest.mark.filterwarnings("ignore::UserWarning")   # torch's SequentialLR calls step(0), which it deprecates
+@pytest.mark.parametrize("parts", [
+  [("LinearLR", dict(start_factor=0.1, total_iters=5)), ("CosineAnnealingLR", dict(T_max=15, eta_min=0.001))],
+  [("ConstantLR", dict(factor=0.5, total_iters=3)), ("ExponentialLR", dict(gamma=0.9)), ("StepLR", dict(step_size=2, gamma=0.5))],
+  [("PolynomialLR", dict(total_iters=4, power=2.0)), ("MultiStepLR", dict(milestones=[2, 4], gamma=0.3))],
+], ids=["warmup-cosine", "constant-exp-step", "poly-multistep"])
+def test_sequential_matches_torch(parts):
+  lrs = (0.1, 0.03)
+  mine = [Tensor(np.ones(2, np.float32), requires_grad=True) for _ in lrs]
+  theirs = [torch.ones(2, requires_grad=True) for _ in lrs]
+  a_opt = optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(mine, lrs)], lr=1.0)
+  t_opt = torch.optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(theirs, lrs)], lr=1.0)
+  milestones = [5, 9][:len(parts) - 1]
+  a_s = optim.lr_scheduler.SequentialLR(a_opt, [getattr(optim.lr_scheduler, n)(a_opt, **kw) for n, kw in parts], milestones)
+  t_s = torch.optim.lr_scheduler.SequentialLR(t_opt, [getattr(torch.optim.lr_scheduler, n)(t_opt, **kw) for n, kw in parts], milestones)
+  assert a_s.get_last_lr() == t_s.get_last_lr()
+  for _ in range(25):
+    t_opt.step(); a_opt.step()
+    a_s.step(); t_s.step()
+    assert a_s.get_last_lr() == t_s.get_last_lr()
+    assert [g["lr"] for g in a_opt.param_groups] == [g["lr"] for g in t_opt.param_groups]
