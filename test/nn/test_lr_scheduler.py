@@ -23,20 +23,26 @@ CASES = [
   ("CosineAnnealingWarmRestarts", dict(T_0=3, T_mult=2, eta_min=0.001)),
 ]
 
-@pytest.mark.parametrize("name,kw", CASES)
-def test_schedule_matches_torch(name, kw):
-  lrs = (0.1, 0.03)
+def _optimizers(lrs=(0.1, 0.03)):
+  """alloy's and torch's SGD over one parameter group per lr."""
   mine = [Tensor(np.ones(2, np.float32), requires_grad=True) for _ in lrs]
   theirs = [torch.ones(2, requires_grad=True) for _ in lrs]
-  a_opt = optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(mine, lrs)], lr=1.0)
-  t_opt = torch.optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(theirs, lrs)], lr=1.0)
-  a_s, t_s = getattr(optim.lr_scheduler, name)(a_opt, **kw), getattr(torch.optim.lr_scheduler, name)(t_opt, **kw)
+  return (optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(mine, lrs)], lr=1.0),
+          torch.optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(theirs, lrs)], lr=1.0))
+
+def _same_steps(a_opt, t_opt, a_s, t_s, steps: int = 25):
+  """Both schedules give the same lrs, to the last bit, at the start and after every step."""
   assert a_s.get_last_lr() == t_s.get_last_lr()
-  for _ in range(25):
+  for _ in range(steps):
     t_opt.step(); a_opt.step()
     a_s.step(); t_s.step()
     assert a_s.get_last_lr() == t_s.get_last_lr()
     assert [g["lr"] for g in a_opt.param_groups] == [g["lr"] for g in t_opt.param_groups]
+
+@pytest.mark.parametrize("name,kw", CASES)
+def test_schedule_matches_torch(name, kw):
+  a_opt, t_opt = _optimizers()
+  _same_steps(a_opt, t_opt, getattr(optim.lr_scheduler, name)(a_opt, **kw), getattr(torch.optim.lr_scheduler, name)(t_opt, **kw))
 
 def test_scheduler_errors():
   opt = optim.SGD([Tensor(np.ones(1, np.float32), requires_grad=True)], lr=0.1)
@@ -98,17 +104,8 @@ def test_one_cycle_matches_torch(opt_name, kw):
   [("PolynomialLR", dict(total_iters=4, power=2.0)), ("MultiStepLR", dict(milestones=[2, 4], gamma=0.3))],
 ], ids=["warmup-cosine", "constant-exp-step", "poly-multistep"])
 def test_sequential_matches_torch(parts):
-  lrs = (0.1, 0.03)
-  mine = [Tensor(np.ones(2, np.float32), requires_grad=True) for _ in lrs]
-  theirs = [torch.ones(2, requires_grad=True) for _ in lrs]
-  a_opt = optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(mine, lrs)], lr=1.0)
-  t_opt = torch.optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(theirs, lrs)], lr=1.0)
+  a_opt, t_opt = _optimizers()
   milestones = [5, 9][:len(parts) - 1]
   a_s = optim.lr_scheduler.SequentialLR(a_opt, [getattr(optim.lr_scheduler, n)(a_opt, **kw) for n, kw in parts], milestones)
   t_s = torch.optim.lr_scheduler.SequentialLR(t_opt, [getattr(torch.optim.lr_scheduler, n)(t_opt, **kw) for n, kw in parts], milestones)
-  assert a_s.get_last_lr() == t_s.get_last_lr()
-  for _ in range(25):
-    t_opt.step(); a_opt.step()
-    a_s.step(); t_s.step()
-    assert a_s.get_last_lr() == t_s.get_last_lr()
-    assert [g["lr"] for g in a_opt.param_groups] == [g["lr"] for g in t_opt.param_groups]
+  _same_steps(a_opt, t_opt, a_s, t_s)
