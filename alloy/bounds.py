@@ -33,3 +33,8 @@ def in_bounds(index, low: int, size: int, error):
   # a bound the index's dtype cannot hold is one it never passes (and as a constant of that dtype it would wrap)
   lo, hi = low > dt.min_value(index.dtype), size - 1 < dt.max_value(index.dtype)
   return index.clamp(low if lo else None, size - 1 if hi else None) if lo or hi else index
+
+def check_index(index, size: int, what: str, dim: int):
+  """in_bounds for an op's index into dimension dim of size `size` ([0, size)), with the error PyTorch's gather,
+  index_select and scatter give."""
+  return in_bounds(index, 0, size, lambda bad: IndexError(f"{what}: index {bad} is out of bounds for dimension {dim} with size {size}"))

@@ -10,7 +10,7 @@ Backward: the gradient of a read at indices is a scatter-add of the output gradi
 from __future__ import annotations
 import numpy as np
 from alloy import dtype as dt, autograd
-from alloy.bounds import in_bounds
+from alloy.bounds import check_index, in_bounds
 from alloy.ir.node import Node
 from alloy.ir.ops import Op
 from alloy.ir.symbolic import INT32_MAX
@@ -22,10 +22,6 @@ def _index_arg(index, what: str, device: str) -> Tensor:
     raise TypeError(f"{what}: index must be an integer tensor, got {index.dtype.name}")
   if index.device != device: raise ValueError(f"{what}: index is on {index.device}, the input on {device}")
   return index
-
-def check_bounds(index: Tensor, size: int, what: str, dim: int) -> Tensor:
-  """index checked to lie in [0, size) (alloy/bounds.py); returns the index to read at."""
-  return in_bounds(index, 0, size, lambda bad: IndexError(f"{what}: index {bad} is out of bounds for dimension {dim} with size {size}"))
 
 def _positions(n: int, device: str) -> Tensor: return Tensor.arange(n, dtype=dt.int32, device=device)
 
@@ -66,7 +62,7 @@ def gather(input: Tensor, dim: int, index, *, sparse_grad: bool = False) -> Tens
   d = norm_axis(dim, x.ndim)
   for a, (n, s) in enumerate(zip(idx.shape, x.shape)):
     if a != d and n > s: raise ValueError(f"gather: index {tuple(index.shape)} is larger than the input {tuple(input.shape)} in dim {a}")
-  idx = check_bounds(idx, x.shape[d], "gather", d)
+  idx = check_index(idx, x.shape[d], "gather", d)
   out = take(x.detach(), d, idx)
   if input._ag is not None: out = autograd.record(out, _take_rule, (x,), d, idx, x.shape)
   return out.reshape(index.shape) if index.ndim == 0 else out
@@ -96,7 +92,7 @@ def index_select(input: Tensor, dim: int, index) -> Tensor:
   x = input.reshape(1) if input.ndim == 0 else input
   d = norm_axis(dim, x.ndim)
   idx = index.reshape(-1)
-  idx = check_bounds(idx, x.shape[d], "index_select", d)
+  idx = check_index(idx, x.shape[d], "index_select", d)
   if idx.numel() == 0: out = Tensor.zeros(*(0 if a == d else s for a, s in enumerate(x.shape)), dtype=x.dtype, device=x.device)
   else:
     moved = x.detach().transpose(0, d) if d else x.detach()

@@ -11,7 +11,7 @@ on the host, or under a @jit capture on the device).
 from __future__ import annotations
 import numpy as np
 from alloy import dtype as dt, autograd
-from alloy.bounds import in_bounds
+from alloy.bounds import check_index
 from alloy.inplace import norm_dim
 from alloy.assign import assign, current, setitem_value
 from alloy.scatter_sum import scatter_add_rows, scatter_rows
@@ -36,9 +36,7 @@ def _args(self, dim, index, src, what: str):
       raise RuntimeError(f"{what}: index of shape {index.shape} is larger than src {src.shape} (or of another rank)")
     if src.shape != index.shape: src = src.shrink(tuple((0, n) for n in index.shape))
   elif src is None: raise TypeError(f"{what}: expected src (a Tensor) or value (a number)")
-  size = self.shape[d]
-  index = in_bounds(index, 0, size, lambda bad: IndexError(f"{what}: index {bad} is out of bounds for dimension {d} with size {size}"))
-  return d, index, src
+  return d, check_index(index, self.shape[d], what, d), src
 
 def _combined(sub, d: int, index, vals, reduce: str, include_self: bool, written=None):
   """The new value of sub from the values combined at index (no autograd)."""
