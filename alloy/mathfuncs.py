@@ -15,6 +15,19 @@ def finite_max(d: dt.DType) -> float:
   if d is dt.bfloat16: return float(np.array([0x7F7F0000], np.uint32).view(np.float32)[0])
   return float(np.finfo(d.np).max)
 
+def float_operand(x: Tensor) -> tuple:
+  """x in the dtype a composed float function computes in (16-bit floats in float32), and the dtype it returns (an
+  integer input's: the default float)."""
+  if not isinstance(x, Tensor): raise TypeError(f"expected a Tensor, got {type(x).__name__}")
+  out = x.dtype if x.dtype.is_float else dt.default_float
+  return x.cast(dt.float32 if out.itemsize < 4 else out), out
+
+def horner(z: Tensor, coeffs) -> Tensor:
+  """The polynomial coeffs[0] z^(n-1) + ... + coeffs[-1] at z (at least two coefficients)."""
+  acc = z * coeffs[0] + coeffs[1]
+  for c in coeffs[2:]: acc = acc * z + c
+  return acc
+
 def log10(input: Tensor) -> Tensor: return input.log2() * LOG10_2
 
 def logit(input: Tensor, eps=None) -> Tensor:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from alloy import dtype as dt
 from alloy.tensor import Tensor, where
+from alloy.mathfuncs import float_operand, horner
 
 LANCZOS_G = 7.0
 LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059,
@@ -17,11 +18,6 @@ GILES_SMALL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 
                0.246640727, 1.50140941)
 GILES_LARGE = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
                1.00167406, 2.83297682)
-
-def _float(x: Tensor) -> tuple:
-  if not isinstance(x, Tensor): raise TypeError(f"expected a Tensor, got {type(x).__name__}")
-  out = x.dtype if x.dtype.is_float else dt.default_float
-  return x.cast(dt.float32 if out.itemsize < 4 else out), out
 
 def _poles(x: Tensor) -> Tensor: return (x <= 0) & (x == x.floor())
 
@@ -39,7 +35,7 @@ def _lgamma_right(x: Tensor) -> Tensor:
 
 def lgamma(input: Tensor) -> Tensor:
   """log |Gamma(x)|: +inf at the poles (0, -1, -2, ...)."""
-  x, out = _float(input)
+  x, out = float_operand(input)
   left = x < 0.5
   right = _lgamma_right(where(left, 1.0 - x, x))   # reflected where x < 1/2: log Gamma(1 - x)
   sin = (math.pi * _off_integer(where(left, x, 0.25))).sin().abs()
@@ -48,7 +44,7 @@ def lgamma(input: Tensor) -> Tensor:
 
 def digamma(input: Tensor) -> Tensor:
   """d/dx log Gamma(x): -inf at 0, nan at the negative integers, as PyTorch."""
-  x, out = _float(input)
+  x, out = float_operand(input)
   left = x < 0.5
   y = where(left, 1.0 - x, x)   # reflected where x < 1/2: psi(x) = psi(1 - x) - pi / tan(pi x)
   shift = 6 if x.dtype is not dt.float64 else 10
@@ -63,19 +59,14 @@ def digamma(input: Tensor) -> Tensor:
   psi = where(left, psi - math.pi / tan, psi)
   return where(x == 0, float("-inf"), where(_poles(x), float("nan"), psi)).cast(out)
 
-def _poly(w: Tensor, coeffs) -> Tensor:
-  p = w * 0.0 + coeffs[0]
-  for c in coeffs[1:]: p = c + p * w
-  return p
-
 def erfinv(input: Tensor) -> Tensor:
   """The inverse of erf on [-1, 1]: +-inf at +-1, nan beyond."""
-  x, out = _float(input)
+  x, out = float_operand(input)
   inside = x.abs() < 1
   s = where(inside, x, 0.0)
   w = -((1.0 - s) * (1.0 + s)).log()
   small = w < 5.0
-  y = where(small, _poly(where(small, w, 5.0) - 2.5, GILES_SMALL), _poly(where(small, 5.0, w).sqrt() - 3.0, GILES_LARGE)) * s
+  y = where(small, horner(where(small, w, 5.0) - 2.5, GILES_SMALL), horner(where(small, 5.0, w).sqrt() - 3.0, GILES_LARGE)) * s
   for _ in range(2 if x.dtype is dt.float64 else 0):   # Newton on erf(y) = s: float32's polynomial is within its rounding already
     y = y - (y.erf() - s) / ((2.0 / math.sqrt(math.pi)) * (-(y * y)).exp())
   edge = where(x > 0, float("inf"), float("-inf"))
