@@ -28,6 +28,7 @@ def _reads(root: Node, cut: set) -> tuple:
   the nodes that could be cut: elementwise, not the root, with no reduction below them in the kernel."""
   reads: dict = {}
   has_reduce: dict = {}
+  cuttable: list = []
   start = root.src[0] if root.op is Op.CONTIGUOUS else root
   stack = [(start, False)]
   while stack:   # iterative post-order: a chain of thousands of adds is no recursion
@@ -42,16 +43,6 @@ def _reads(root: Node, cut: set) -> tuple:
       continue
     reads[id(n)] = frozenset().union(*(reads[id(s)] for s in n.src))
     has_reduce[id(n)] = n.op is Op.REDUCE or any(has_reduce[id(s)] for s in n.src)
+    if n is not start and n.op in ELEMENTWISE and not has_reduce[id(n)]: cuttable.append(n)
   reads[id(root)] = reads[id(start)]
-  cuttable = [n for n in _nodes(start, cut) if n is not start and n.op in ELEMENTWISE and not has_reduce[id(n)]]
   return reads, cuttable
-
-def _nodes(start: Node, cut: set) -> list:
-  out, seen, stack = [], set(), [start]
-  while stack:
-    n = stack.pop()
-    if id(n) in seen or (n is not start and (id(n) in cut or n.op is Op.BUFFER)): continue
-    seen.add(id(n))
-    out.append(n)
-    stack.extend(n.src)
-  return out
