@@ -32,8 +32,10 @@ class LRScheduler:
     else:
       self.last_epoch = epoch
       lrs = self.closed_form() or self.get_lr()
+    self._set_lrs(lrs)
+  def _set_lrs(self, lrs: list) -> None:
     for g, lr in zip(self.optimizer.param_groups, lrs): g["lr"] = lr
-    self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+    self._last_lr = self._lrs()
   def state_dict(self) -> dict: return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
   def load_state_dict(self, state: dict) -> None: self.__dict__.update(state)
   def _lrs(self): return [g["lr"] for g in self.optimizer.param_groups]
@@ -165,8 +167,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         self.T_i = self.T_0 * self.T_mult ** n
     else: self.T_i, self.T_cur = self.T_0, epoch
     self.last_epoch = math.floor(epoch)
-    for g, lr in zip(self.optimizer.param_groups, self.get_lr()): g["lr"] = lr
-    self._last_lr = self._lrs()
+    self._set_lrs(self.get_lr())
 
 class OneCycleLR(LRScheduler):
   """The 1cycle policy: the lr rises from max_lr / div_factor to max_lr over pct_start of total_steps, then anneals to
@@ -253,10 +254,11 @@ class SequentialLR(LRScheduler):
     for s, st in zip(self._schedulers, state["_schedulers"]): s.load_state_dict(st)
     self.__dict__.update({k: v for k, v in state.items() if k != "_schedulers"})
 
-class ReduceLROnPlateau:
+class ReduceLROnPlateau(LRScheduler):
   """lr * factor (at least min_lr) once a metric passed to step() has not improved for more than patience steps, then
   cooldown steps of rest; improvement is relative or absolute to the best by threshold, as PyTorch's. A metric given
-  as a Tensor is read on the host."""
+  as a Tensor is read on the host. An LRScheduler for its lrs and state dict, but stepped by metric rather than by
+  schedule (its own __init__, as PyTorch's)."""
   def __init__(self, optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10, threshold: float = 1e-4,
                threshold_mode: str = "rel", cooldown: int = 0, min_lr=0.0, eps: float = 1e-8):
     if not isinstance(optimizer, Optimizer): raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
@@ -271,8 +273,6 @@ class ReduceLROnPlateau:
     self.best = math.inf if mode == "min" else -math.inf
     self.num_bad_epochs, self.cooldown_counter, self.last_epoch = 0, 0, 0
     self._last_lr = self._lrs()
-  def _lrs(self): return [g["lr"] for g in self.optimizer.param_groups]
-  def get_last_lr(self) -> list: return list(self._last_lr)
   def is_better(self, a: float, best: float) -> bool:
     if self.mode == "min": return a < best * (1.0 - self.threshold) if self.threshold_mode == "rel" else a < best - self.threshold
     return a > best * (self.threshold + 1.0) if self.threshold_mode == "rel" else a > best + self.threshold
@@ -289,5 +289,3 @@ class ReduceLROnPlateau:
         if old - new > self.eps: g["lr"] = new
       self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
     self._last_lr = self._lrs()
-  def state_dict(self) -> dict: return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
-  def load_state_dict(self, state: dict) -> None: self.__dict__.update(state)
