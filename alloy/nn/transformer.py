@@ -17,49 +17,43 @@ def _activation(activation):
   if activation == "gelu": return F.gelu
   raise ValueError(f"Transformer: activation must be 'relu', 'gelu' or a callable, got {activation!r}")
 
-class _FeedForward(Module):
-  """The layers' shared parts: the feed-forward block and its dropouts (the attribute names are PyTorch's)."""
-  def _init_ff(self, d_model, dim_feedforward, dropout, activation, bias, kw):
+class _Layer(Module):
+  """What the encoder and decoder layers share, under PyTorch's attribute names: self-attention (and, for the
+  decoder, attention over the memory), the feed-forward block, `norms` LayerNorms and as many dropouts."""
+  def __init__(self, d_model: int, nhead: int, dim_feedforward: int, dropout: float, activation, layer_norm_eps: float,
+               batch_first: bool, norm_first: bool, bias: bool, norms: int, device, dtype):
+    super().__init__()
+    kw = dict(device=device, dtype=dtype)
+    def attention(): return MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw)
+    self.self_attn = attention()
+    if norms == 3: self.multihead_attn = attention()
     self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
     self.dropout = Dropout(dropout)
     self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
     self.activation = _activation(activation)
-  def _ff_block(self, x): return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
-
-class TransformerEncoderLayer(_FeedForward):
-  def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1, activation="relu",
-               layer_norm_eps: float = 1e-5, batch_first: bool = False, norm_first: bool = False, bias: bool = True, device=None, dtype=None):
-    super().__init__()
-    kw = dict(device=device, dtype=dtype)
-    self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw)
-    self._init_ff(d_model, dim_feedforward, dropout, activation, bias, kw)
     self.norm_first = norm_first
-    self.norm1, self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw), LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-    self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
+    for k in range(1, norms + 1): setattr(self, f"norm{k}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw))
+    for k in range(1, norms + 1): setattr(self, f"dropout{k}", Dropout(dropout))
   def _sa_block(self, x, mask, padding, is_causal):
     return self.dropout1(self.self_attn(x, x, x, key_padding_mask=padding, need_weights=False, attn_mask=mask, is_causal=is_causal)[0])
+  def _ff_block(self, x, dropout: Dropout): return dropout(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+class TransformerEncoderLayer(_Layer):
+  def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1, activation="relu",
+               layer_norm_eps: float = 1e-5, batch_first: bool = False, norm_first: bool = False, bias: bool = True, device=None, dtype=None):
+    super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first, bias, 2, device, dtype)
   def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal: bool = False):
     x = src
     if self.norm_first:
       x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
-      return x + self._ff_block(self.norm2(x))
+      return x + self._ff_block(self.norm2(x), self.dropout2)
     x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
-    return self.norm2(x + self._ff_block(x))
+    return self.norm2(x + self._ff_block(x, self.dropout2))
 
-class TransformerDecoderLayer(_FeedForward):
+class TransformerDecoderLayer(_Layer):
   def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1, activation="relu",
                layer_norm_eps: float = 1e-5, batch_first: bool = False, norm_first: bool = False, bias: bool = True, device=None, dtype=None):
-    super().__init__()
-    kw = dict(device=device, dtype=dtype)
-    self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw)
-    self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw)
-    self._init_ff(d_model, dim_feedforward, dropout, activation, bias, kw)
-    self.norm_first = norm_first
-    self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw) for _ in range(3))
-    self.dropout1, self.dropout2, self.dropout3 = Dropout(dropout), Dropout(dropout), Dropout(dropout)
-  def _ff_block(self, x): return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
-  def _sa_block(self, x, mask, padding, is_causal):
-    return self.dropout1(self.self_attn(x, x, x, key_padding_mask=padding, need_weights=False, attn_mask=mask, is_causal=is_causal)[0])
+    super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first, bias, 3, device, dtype)
   def _mha_block(self, x, memory, mask, padding, is_causal):
     out = self.multihead_attn(x, memory, memory, key_padding_mask=padding, need_weights=False, attn_mask=mask, is_causal=is_causal)[0]
     return self.dropout2(out)
@@ -69,10 +63,10 @@ class TransformerDecoderLayer(_FeedForward):
     if self.norm_first:
       x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
       x = x + self._mha_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask, memory_is_causal)
-      return x + self._ff_block(self.norm3(x))
+      return x + self._ff_block(self.norm3(x), self.dropout3)
     x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
     x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal))
-    return self.norm3(x + self._ff_block(x))
+    return self.norm3(x + self._ff_block(x, self.dropout3))
 
 class TransformerEncoder(Module):
   """num_layers copies of encoder_layer (each its own parameters), then norm if given."""
