@@ -142,11 +142,11 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
   shape = broadcast_shape(input.shape, mask.shape)
   m = mask.expand(*shape).reshape(-1)
   flat = source.reshape(-1)
-  count = m.cast(dt.int32).sum().reshape(1)
+  running = m.cast(dt.int32).cumsum(0)   # its last entry is the count of Trues
   def error(bad): return IndexError(f"masked_scatter: the mask has {bad} True entries, the source only {flat.numel()} elements")
-  in_bounds(count, 0, flat.numel() + 1, error)
+  in_bounds(running[-1:], 0, flat.numel() + 1, error)
   if flat.numel() == 0: return input.expand(*shape) + 0
-  at = (m.cast(dt.int32).cumsum(0) - 1).maximum(0).minimum(flat.numel() - 1)
+  at = (running - 1).maximum(0).minimum(flat.numel() - 1)
   picked = take(flat.detach(), 0, at)
   if flat._ag is not None: picked = autograd.record(picked, _take_rule, (flat,), 0, at, flat.shape)
   return where(m.reshape(shape), picked.reshape(shape), input.expand(*shape))
