@@ -166,33 +166,26 @@ def meshgrid(*tensors, indexing: str = "ij") -> tuple:
   shape = tuple(vecs[k].shape[0] for k in order)
   return tuple(v.reshape(tuple(-1 if order[a] == k else 1 for a in range(len(vecs)))).expand(*shape) for k, v in enumerate(vecs))
 
-def atleast_1d(*tensors):
-  out = tuple(x.reshape(1) if x.ndim == 0 else x for x in _listed(tensors))
-  return out[0] if len(out) == 1 else out
-
-def atleast_2d(*tensors):
-  out = tuple(x.reshape((1,) * (2 - x.ndim) + x.shape) if x.ndim < 2 else x for x in _listed(tensors))
-  return out[0] if len(out) == 1 else out
-
-def atleast_3d(*tensors):
+def _rank1(x: Tensor) -> Tensor: return x.reshape(1) if x.ndim == 0 else x
+def _rank2(x: Tensor) -> Tensor: return x.reshape((1,) * (2 - x.ndim) + x.shape) if x.ndim < 2 else x
+def _rank3(x: Tensor) -> Tensor:
   """A 0-D tensor becomes (1, 1, 1), a vector (1, n, 1), a matrix (m, n, 1), as NumPy and PyTorch."""
-  def up(x): return x.reshape(1, 1, 1) if x.ndim == 0 else x.reshape(1, -1, 1) if x.ndim == 1 else x.unsqueeze(-1) if x.ndim == 2 else x
-  out = tuple(up(x) for x in _listed(tensors))
+  return x.reshape(1, 1, 1) if x.ndim == 0 else x.reshape(1, -1, 1) if x.ndim == 1 else x.unsqueeze(-1) if x.ndim == 2 else x
+
+def _each(up, tensors: tuple):
+  """up applied to each tensor (given as arguments or as one list); one tensor comes back alone, as PyTorch."""
+  out = tuple(up(x) for x in (tuple(tensors[0]) if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)) else tensors))
   return out[0] if len(out) == 1 else out
 
-def _listed(tensors) -> tuple: return tuple(tensors[0]) if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)) else tensors
+def atleast_1d(*tensors): return _each(_rank1, tensors)
+def atleast_2d(*tensors): return _each(_rank2, tensors)
+def atleast_3d(*tensors): return _each(_rank3, tensors)
 
 def hstack(tensors) -> Tensor:
-  ts = atleast_1d(*tensors) if len(tensors) > 1 else (atleast_1d(*tensors),)
-  return cat(list(ts), 0 if ts[0].ndim == 1 else 1)
-
-def vstack(tensors) -> Tensor:
-  ts = atleast_2d(*tensors) if len(tensors) > 1 else (atleast_2d(*tensors),)
-  return cat(list(ts), 0)
-
-def dstack(tensors) -> Tensor:
-  ts = atleast_3d(*tensors) if len(tensors) > 1 else (atleast_3d(*tensors),)
-  return cat(list(ts), 2)
+  ts = [_rank1(x) for x in tensors]
+  return cat(ts, 0 if ts[0].ndim == 1 else 1)
+def vstack(tensors) -> Tensor: return cat([_rank2(x) for x in tensors], 0)
+def dstack(tensors) -> Tensor: return cat([_rank3(x) for x in tensors], 2)
 
 def column_stack(tensors) -> Tensor:
   """Vectors (and 0-D tensors) as columns, matrices as they are, side by side."""
