@@ -148,8 +148,7 @@ def hypot(input: Tensor, other) -> Tensor:
 
 def copysign(input: Tensor, other) -> Tensor:
   """|input| with the sign (bit) of other: -0.0 and negative nan count as negative, as PyTorch."""
-  from alloy.tensor import Tensor as T
-  o = other if isinstance(other, T) else T.full((), float(other), device=input.device)
+  o = other if isinstance(other, Tensor) else Tensor.full((), float(other), device=input.device)
   x = input if input.dtype.is_float else input.cast(dt.default_float)
   negative = signbit(o.cast(x.dtype)) if o.dtype.is_float else o < 0
   return where(negative, -x.abs(), x.abs())
