@@ -22,6 +22,7 @@ Backward: sort's gradient is the output gradient read at the inverse permutation
 only computed when backward runs); topk's is scattered to its k indices (alloy/scatter_sum.py).
 """
 from __future__ import annotations
+import numpy as np
 from alloy import dtype as dt, autograd
 from alloy.gathering import positions_along, take
 from alloy.tensor import MaxResult, Tensor, where, norm_axis
@@ -207,7 +208,6 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, ret
   """torch.unique: the distinct values (or slices along dim), sorted; with the inverse (each entry's place among
   them) and the counts when asked. The result's size depends on the values: they are read on the host (a sync),
   as in PyTorch. NaNs are each distinct, as PyTorch's."""
-  import numpy as np
   vals = input.numpy()
   d = None if dim is None else norm_axis(dim, input.ndim)
   host = vals if input.dtype is not dt.bfloat16 else dt.bfloat16_bits_to_float32(vals)
@@ -222,7 +222,6 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, ret
 def unique_consecutive(input: Tensor, return_inverse: bool = False, return_counts: bool = False, dim=None):
   """torch.unique_consecutive: each run of equal consecutive values (or slices along dim) kept once; read on the
   host as unique is."""
-  import numpy as np
   vals = input.numpy()
   d = None if dim is None else norm_axis(dim, input.ndim)
   x = vals.reshape(-1) if d is None else np.moveaxis(vals, d, 0)
