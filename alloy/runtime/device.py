@@ -191,6 +191,7 @@ class Device:
   graph_unavailable: str = ""    # why graph is None
   launch_list: type[LaunchList] = LaunchList   # replays captured launches one by one (see LaunchList)
   encoder: CommandEncoder                      # the open command buffer launches go into (see CommandEncoder)
+  queue_bytes: int = 64 << 20                  # backpressure's budget of queued output bytes (engine/backpressure.py)
   def __init__(self, name: str):
     self.name = name
     self.allocator: Allocator

@@ -49,3 +49,21 @@ def test_ctrl_c_ends_within_about_a_second(mode):
   assert took < 6, f"the process took {took:.1f} s to end after Ctrl-C"
   if mode == "raise": assert proc.returncode != 0 and "KeyboardInterrupt" in err
   else: assert proc.returncode == 0 and "next op after the interrupt" in out, err
+
+def test_the_budget_is_the_devices_own_unless_the_environment_sets_one(monkeypatch):
+  class Device:   # counts fences; its budget is 3 launches of 100 bytes
+    queue_bytes, fences = 300, 0
+    def fence(self):
+      self.fences += 1
+      return self.fences
+    def wait_fence(self, fence): pass
+  monkeypatch.setattr(backpressure, "QUEUE_BYTES", 0)
+  t = backpressure.Throttle(dev := Device())
+  for _ in range(9): t.launched(100)
+  assert dev.fences == 3
+  monkeypatch.setattr(backpressure, "QUEUE_BYTES", 900)
+  t = backpressure.Throttle(dev := Device())
+  for _ in range(9): t.launched(100)
+  assert dev.fences == 1
+  from alloy.runtime.cuda import CUDADevice
+  assert CUDADevice.queue_bytes == 1 << 30 and alloy.get_device("CPU").queue_bytes == 64 << 20

@@ -50,6 +50,7 @@ class CUDADevice(Device):
                     vector_dtypes=frozenset({"float32", "int32", "uint32", "float16", "bfloat16"}))
   graph = CUDAGraph
   launch_list = CUDALaunchList
+  queue_bytes = 1 << 30   # 64 MiB is 13 us of an H200's bandwidth: the host waited too often (engine/backpressure.py)
 
   def __init__(self, name: str = "CUDA"):
     super().__init__(name)
