@@ -5,7 +5,8 @@ Floors (H200): dense fp16/bf16 tensor cores ~989 TFLOP/s (cuBLAS reaches 750-800
 sm_80 instruction, issues at about half of wgmma's rate on sm_90, so ~0.5x cuBLAS is its ceiling in practice.
 fp32 without TF32: ~67 TFLOP/s of FMA.
 
-Each figure is the median of ROUNDS turns, the columns of a row timed in turn.
+Each figure is the median of ROUNDS turns, the columns of a row timed in turn; each turn times 10 calls back to back
+behind a spacer on both sides (common.back_to_back_seconds), so the figures are the kernels' device time.
 
 python bench/matmul.py [--quick] [--fp32 (the float32 rows only)]
 """
@@ -17,7 +18,7 @@ import numpy as np
 import alloy
 from alloy import Tensor
 import alloy.nn.functional as F
-from common import device_seconds, print_table, torch_compiled, torch_time
+from common import back_to_back_seconds, print_table, torch_back_to_back_seconds, torch_compiled
 import torch
 
 ROUNDS = 5   # alternated turns of each row's columns (see run's row)
@@ -40,10 +41,11 @@ def run(quick: bool = False, fp32_only: bool = False):
     if dtype is not None:
       ours_in = [t.cast(dtype).realize() for t in ours_in]
       torch_in = [t.to(getattr(torch, dtype.name)) for t in torch_in]
-    timed = {"alloy": lambda: device_seconds(lambda: fn(*ours_in), dev), "torch": lambda: torch_time(lambda: (torch_fn or fn)(*torch_in))}
+    timed = {"alloy": lambda: back_to_back_seconds(lambda: fn(*ours_in), dev),
+             "torch": lambda: torch_back_to_back_seconds(lambda: (torch_fn or fn)(*torch_in))}
     if compile_too:
       compiled, why_not = torch_compiled(torch_fn or fn, *torch_in)
-      if compiled is not None: timed["compile"] = lambda: torch_time(lambda: compiled(*torch_in))
+      if compiled is not None: timed["compile"] = lambda: torch_back_to_back_seconds(lambda: compiled(*torch_in))
       else: notes.add(why_not)
     # the columns in turns, ROUNDS times, each the median of its turns: the clocks and the host's other tenants drift
     # over a run, and a figure taken minutes apart from its peer's can be off by 5%
@@ -82,7 +84,7 @@ def run(quick: bool = False, fp32_only: bool = False):
   row("fp32 gelu(x@W + b) 8192x768x3072", 2 * 8192 * 768 * 3072, h, lambda a, b, c: (a @ b + c).gelu(),
       torch_fn=lambda a, b, c: torch.nn.functional.gelu(torch.addmm(c, a, b)), compile_too=True)
   attention_rows(row, rng, np.float32)
-  print(f"matmul benchmark on {dev.device_name} ({dev.target}); alloy device time from CUDA events")
+  print(f"matmul benchmark on {dev.device_name} ({dev.target}); device time of 10 calls back to back behind a spacer (CUDA events), each side")
   print_table(rows, ["alloy", "torch"] + (["compile"] if any("compile" in r for r in rows) else []), {})
   print("torch: cuBLAS (eager; gelu row: addmm then gelu, two kernels; compile: torch.compile of the same function); "
         "conv2d: cuDNN with benchmark=True; attention: scaled_dot_product_attention; fp32: allow_tf32=False")
