@@ -1,5 +1,6 @@
-"""Index bounds: the indices a gather, take_along_dim, index_select, embedding, x[idx] or scatter reads at are checked
-before the result can be used, with an IndexError naming the bad value, the dimension and its size.
+"""Index bounds: the indices a gather, take_along_dim, index_select, embedding, x[idx] or scatter reads at, and the class
+targets of cross_entropy and nll_loss, are checked before the result can be used, with an IndexError naming the bad
+value, the dimension and its size.
 
 Eager, the indices are read on the host: free for host data, a sync for indices computed on the device. A @jit capture
 cannot replay a host read, so there the check moves to the device: the indices' least and greatest values become a

@@ -1,9 +1,12 @@
 """Losses with PyTorch's functional signatures and reductions. Class targets pick their log-probability through a
 comparison with the class index (a select, fused into the reduction), not a gather.
 
-Target class indices outside [0, C) that are not ignore_index contribute 0 instead of raising: checking them would
-read the targets back to the host on every call (PyTorch checks them in its kernel)."""
+Target class indices outside [0, C) that are not ignore_index raise an IndexError, as PyTorch's do: they are checked
+as a gather's indices are (alloy/bounds.py: read on the host eagerly, a sync for targets on a GPU; under @jit on the
+device, read after each call)."""
 from __future__ import annotations
+from alloy import dtype as dt
+from alloy.bounds import in_bounds
 from alloy.functional.activation import log_softmax
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -54,16 +57,19 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
   if input.ndim == 1:
     out = nll_loss(input.unsqueeze(0), target.unsqueeze(0), weight, ignore_index=ignore_index, reduction=reduction)
     return out.squeeze(0) if reduction == "none" else out
-  _check_target(input, target, "nll_loss")
+  _check_target(input, target, c, ignore_index, "nll_loss")
   loss, w = _nll_parts(input, target, weight, ignore_index, c)
   if reduction == "none": return loss
   return loss.sum() if reduction == "sum" else loss.sum() / w.sum()
 
-def _check_target(input, target, op: str):
+def _check_target(input, target, c: int, ignore_index: int, op: str):
+  """The target's dtype and shape, and its classes: each in [0, c) unless it is ignore_index."""
   if target.dtype.is_float or target.dtype.is_bool:
     raise TypeError(f"{op}: class-index targets must be integers, got {target.dtype.name}")
   want = (input.shape[0],) + input.shape[2:]
   if target.shape != want: raise ValueError(f"{op}: expected a target of shape {want} for an input of shape {input.shape}, got {target.shape}")
+  if dt.min_value(target.dtype) <= ignore_index <= dt.max_value(target.dtype): target = _where(target == ignore_index, 0, target)
+  in_bounds(target, 0, c, lambda bad: IndexError(f"{op}: target {bad} is out of bounds for {c} classes"))
 
 def _nll_parts(logp, target, weight, ignore_index: int, c: int):
   """(per-element loss -w[t] * logp[t], 0 where ignored; the per-element weight w[t], 0 where ignored)."""
@@ -90,7 +96,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     loss = -(lw * t).sum(1)
     if reduction == "none": return loss
     return loss.sum() if reduction == "sum" else loss.sum() / (input.numel() // c)
-  _check_target(input, target, "cross_entropy")
+  _check_target(input, target, c, ignore_index, "cross_entropy")
   nll, w = _nll_parts(logp, target, weight, ignore_index, c)
   if not label_smoothing:
     if reduction == "none": return nll

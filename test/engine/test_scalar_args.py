@@ -1,7 +1,7 @@
 """Python scalars reach kernels as arguments: a loop over values compiles a handful of kernels, keeps its memory flat
 and computes every value right, on every device; @jit replays take new number arguments without capturing again;
 loaded programs are bounded, and unloaded when they go."""
-import os
+import gc, os
 import numpy as np, pytest
 from alloy import Tensor, jit, JitError
 from alloy.engine import compiled
@@ -126,6 +126,7 @@ def test_program_cache_is_bounded(device, monkeypatch):
   dev = get_device(device)
   compiled._compiled.clear()
   dev._programs.clear()
+  gc.collect()   # earlier tests' garbage (a jitted function in a cycle) may still hold loaded programs
   before, peak = _kernels(), 0
   for size in list(range(3, 30)) + list(range(3, 8)):   # more kernels than the bound, then the first few again
     x = Tensor(np.arange(size, dtype=np.float32), device=device)

@@ -129,3 +129,29 @@ def test_loss_read_before_backward(device):
   ref.backward()
   assert abs(value - ref.item()) < 1e-6
   np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+@pytest.mark.parametrize("op", ["cross_entropy", "nll_loss"])
+def test_class_targets_out_of_range_raise(device, op):
+  fn = getattr(F, op)
+  x = Tensor(np.random.default_rng(0).standard_normal((5, 3, 2)).astype(np.float32), device=device)
+  good = np.array([[0, 2], [1, -100], [2, 2], [0, 1], [-100, 0]])
+  for bad, shown in ((3, 3), (-1, -1), (-101, -101)):
+    t = good.copy()
+    t[3, 1] = bad
+    with pytest.raises(IndexError, match=f"{op}: target {shown} is out of bounds for 3 classes"): fn(x, Tensor(t, device=device))
+  # ignore_index, and a class PyTorch takes: the loss is torch's
+  ref = getattr(TF, op)(torch.from_numpy(x.numpy()), torch.from_numpy(good)).item()
+  assert abs(fn(x, Tensor(good, device=device)).item() - ref) <= 1e-5 * abs(ref)
+  # an ignore_index the target's dtype cannot hold: nothing is ignored, every class is checked
+  with pytest.raises(IndexError, match="target 3 is out of bounds"): fn(x, Tensor(np.array([[0, 3]] * 5, np.uint8), device=device))
+  fn(x, Tensor(np.array([[0, 2]] * 5, np.uint8), device=device), ignore_index=-100).item()
+
+def test_class_targets_are_checked_under_jit(device):
+  import alloy
+  x = Tensor(np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32), device=device)
+  f = alloy.jit(lambda t: F.cross_entropy(x, t))
+  for k in range(3): f(Tensor(np.array([k, 0, 1, 2]), device=device))
+  assert f.replay is not None
+  with pytest.raises(IndexError, match="cross_entropy: target 5 is out of bounds for 3 classes"): f(Tensor(np.array([0, 5, 1, 2]), device=device))
+  want = TF.cross_entropy(torch.from_numpy(x.numpy()), torch.tensor([2, 1, 0, 0])).item()
+  assert abs(f(Tensor(np.array([2, 1, 0, 0]), device=device)).item() - want) <= 1e-5 * abs(want)
