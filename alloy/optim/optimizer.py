@@ -58,7 +58,7 @@ def unflat(vector: Tensor, like: list[Tensor]) -> list[Tensor]:
 
 # hyper-parameters that may not be negative, with torch.optim's names for them in its errors
 NON_NEGATIVE = {"eps": "epsilon", "weight_decay": "weight_decay", "momentum": "momentum", "alpha": "alpha", "lr_decay": "lr_decay",
-                "initial_accumulator_value": "initial_accumulator_value"}
+                "initial_accumulator_value": "initial_accumulator_value", "momentum_decay": "momentum_decay"}
 
 def _number(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -80,6 +80,7 @@ class Optimizer:
   flat state, by name: its code follows the group's flags, its numbers are h's (live under @jit)."""
   state_names: tuple = ()
   zero_tested: tuple = ()
+  host_state: tuple = ()   # per-parameter numbers kept on the host (NAdam's mu_product), advanced by advance_host
 
   def __init__(self, params, defaults: dict):
     self.defaults, self.state, self.param_groups = dict(defaults), {}, []
@@ -142,9 +143,13 @@ class Optimizer:
           state = {name: self._vector(key, name, [self._state_tensor(p, name) for p in chunk], chunk) for name in self.state_names}
           grads = flat([p.grad.cast(p.dtype) if p.grad.dtype is not p.dtype else p.grad for p in chunk])
           for p in chunk: self.state.setdefault(p, {})["step"] = step
-          on_replay(lambda chunk=chunk: self._count_step(chunk))
+          hc = h
+          if self.host_state:   # their new values, as live numbers of the update (a replay advances them again)
+            for p in chunk: self.advance_host(group, self.state[p])
+            hc = {**h, **{k: live(lambda p=chunk[0], k=k: self.state[p][k], f"the state {k!r}") for k in self.host_state}}
+          on_replay(lambda chunk=chunk, group=group: self._count_step(chunk, group))
           count = live(lambda p=chunk[0]: self.state[p]["step"], "the step count")
-          new_values, new_state = self.update(group, h, count, self._vector(key, None, chunk, chunk), grads, state, step == 1)
+          new_values, new_state = self.update(group, hc, count, self._vector(key, None, chunk, chunk), grads, state, step == 1)
           pending.append((chunk, new_values, new_state))
       realize_all([t for _, v, s in pending for t in (v, *s.values())])
       self._vectors = {}
@@ -165,9 +170,15 @@ class Optimizer:
     out = {k: len(v) if _numbers(v) else v for k, v in group.items() if k != "params" and not _number(v)}
     return out | {f"{k} != 0": group[k] != 0 for k in self.zero_tested}
 
-  def _count_step(self, chunk: list) -> None:
-    """What a replayed step does on the host: count the step of each parameter of the chunk."""
-    for p in chunk: self.state[p]["step"] += 1
+  def _count_step(self, chunk: list, group: dict) -> None:
+    """What a replayed step does on the host: count the step of each parameter of the chunk (and advance host_state)."""
+    for p in chunk:
+      self.state[p]["step"] += 1
+      if self.host_state: self.advance_host(group, self.state[p])
+
+  def advance_host(self, group: dict, entry: dict) -> None:
+    """host_state's numbers in a parameter's state entry, after its step count became entry['step']."""
+    raise NotImplementedError
 
   def state_dict(self) -> dict:
     """torch.optim's layout: {'state': {index: {name: tensor, 'step': int}}, 'param_groups': [{..., 'params': [index]}]},
@@ -190,6 +201,7 @@ class Optimizer:
       entry = {}
       for k, v in st.items():
         if k == "step": entry[k] = int(v.item() if hasattr(v, "item") else v)
+        elif k in self.host_state: entry[k] = float(v.item() if hasattr(v, "item") else v)
         else:
           t = v if isinstance(v, Tensor) else Tensor(v.detach().cpu().numpy() if hasattr(v, "detach") else v)
           if tuple(t.shape) != tuple(p.shape):

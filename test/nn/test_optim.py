@@ -38,6 +38,9 @@ CONFIGS = [
   ("Adamax", dict(lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.05, maximize=True)),
   ("RAdam", dict(lr=0.02)),   # rho_t passes 5 at the 6th step: both of its updates run
   ("RAdam", dict(lr=0.02, betas=(0.5, 0.9), weight_decay=0.05, decoupled_weight_decay=True)),
+  ("NAdam", dict(lr=0.02)),
+  ("NAdam", dict(lr=0.02, betas=(0.8, 0.99), momentum_decay=0.05, weight_decay=0.05, maximize=True)),
+  ("NAdam", dict(lr=0.02, weight_decay=0.1, decoupled_weight_decay=True)),
 ]
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -60,7 +63,7 @@ def test_trajectory_matches_torch(device, dtype, name, kw):
   for a, t in zip(ap, tp): close(a.numpy(), t.detach().numpy())
   for a, t in zip(ap, tp):   # the state too: torch's names and values
     for k, v in to.state[t].items():
-      if k != "step": close(ao.state[a][k].numpy(), v.numpy())
+      if k != "step": close(np.asarray(ao.state[a][k].numpy() if k not in ao.host_state else ao.state[a][k]), v.numpy())
     assert ao.state[a]["step"] == 6
 
 def _count_launches(fn):
@@ -119,6 +122,7 @@ def test_errors():
   with pytest.raises(ValueError, match="more than one parameter group"): optim.Adam([{"params": [w]}, {"params": [w]}])
   with pytest.raises(ValueError, match="Invalid learning rate"): optim.SGD([w], lr=-1)
   with pytest.raises(ValueError, match="Invalid beta parameter at index 1"): optim.Adam([w], betas=(0.9, 1.0))
+  with pytest.raises(ValueError, match="Invalid momentum_decay value: -0.1"): optim.NAdam([w], momentum_decay=-0.1)
   with pytest.raises(ValueError, match="Nesterov momentum requires"): optim.SGD([w], lr=0.1, nesterov=True)
   with pytest.raises(TypeError, match="only optimize Tensors"): optim.SGD([np.ones(2)], lr=0.1)
 
@@ -174,3 +178,21 @@ def test_state_dict_resumes_and_loads_torch_state():
   run(3, ao, ap)
   for a, t in zip(ap, tp): assert_close(a.numpy(), t.detach().numpy(), atol=2e-5, rtol=2e-5)
   with pytest.raises(ValueError, match="do not match"): optim.AdamW(ap[:2]).load_state_dict(saved)
+
+def test_nadam_resumes_from_torchs_state_dict():
+  # its host-side mu_product comes from torch's tensor, and the trajectories go on together to the last bit
+  ws, x = _weights(), np.random.default_rng(4).standard_normal((6, 4))
+  tp = [torch.tensor(w, requires_grad=True) for w in ws]
+  to = torch.optim.NAdam(tp, lr=0.02, momentum_decay=0.05)
+  def torch_steps(n):
+    for _ in range(n):
+      to.zero_grad(); _loss(torch, tp, torch.tensor(x)).backward(); to.step()
+  torch_steps(2)
+  ap = [Tensor(t.detach().numpy(), requires_grad=True) for t in tp]
+  ao = optim.NAdam(ap, lr=0.02, momentum_decay=0.05)
+  ao.load_state_dict(to.state_dict())
+  assert ao.state[ap[0]]["mu_product"] == to.state[tp[0]]["mu_product"].item()
+  torch_steps(3)
+  for _ in range(3):
+    ao.zero_grad(); _loss(alloy, ap, Tensor(x)).backward(); ao.step()
+  for a, t in zip(ap, tp): assert_close(a.numpy(), t.detach().numpy(), atol=1e-12, rtol=1e-12)

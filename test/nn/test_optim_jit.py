@@ -27,7 +27,8 @@ def _model(device):
 
 OPTIMIZERS = [("AdamW", dict(lr=0.02, weight_decay=0.05)), ("Adam", dict(lr=0.02, amsgrad=True)),
               ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True)), ("RMSprop", dict(lr=0.01, momentum=0.5, centered=True)),
-              ("Adagrad", dict(lr=0.05, lr_decay=0.01)), ("Adamax", dict(lr=0.02)), ("RAdam", dict(lr=0.02, betas=(0.5, 0.9)))]
+              ("Adagrad", dict(lr=0.05, lr_decay=0.01)), ("Adamax", dict(lr=0.02)), ("RAdam", dict(lr=0.02, betas=(0.5, 0.9))),
+              ("NAdam", dict(lr=0.02, momentum_decay=0.05))]
 
 def _steps(device, name, kw, jitted: bool, monkeypatch=None, before=None, after=None, replays: bool = True):
   """STEPS training steps, eager or jitted (from the third call on, replays that schedule and compile nothing, where
