@@ -62,9 +62,25 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
   return y.cast(input.dtype)
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True, momentum=0.1, eps=1e-5):
-  if not use_input_stats or running_mean is not None or running_var is not None:
-    raise NotImplementedError("instance_norm: running statistics are not supported yet; use use_input_stats=True without running_mean/var")
-  return group_norm(input, input.shape[1], weight, bias, eps)
+  """Each sample's channels normalized over their positions (use_input_stats), the running statistics, where given,
+  moved toward the batch's average of the per-instance means and unbiased variances, as PyTorch moves them; or, with
+  use_input_stats=False, normalized by the running statistics (an InstanceNorm's eval mode)."""
+  if input.ndim < 3: raise ValueError(f"instance_norm: expected an input with at least 3 dims (N, C, L, ...), got shape {input.shape}")
+  n, c = input.shape[:2]
+  for name, t in (("running_mean", running_mean), ("running_var", running_var)): _check_affine(t, (c,), name, "instance_norm")
+  if not use_input_stats:
+    if running_mean is None or running_var is None:
+      raise ValueError("instance_norm: running_mean and running_var must be given when use_input_stats=False")
+    return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+  y = group_norm(input, c, weight, bias, eps)
+  if running_mean is not None or running_var is not None:
+    count = prod(input.shape[2:])
+    if count <= 1: raise ValueError(f"instance_norm: expected more than 1 spatial element when training, got input size {input.shape}")
+    _, mean, var = _normalized(input.reshape(n, c, count), (2,), eps)
+    with autograd.no_grad():
+      if running_mean is not None: running_mean.copy_(running_mean * (1 - momentum) + mean.mean((0, 2)) * momentum)
+      if running_var is not None: running_var.copy_(running_var * (1 - momentum) + var.mean((0, 2)) * (momentum * count / (count - 1)))
+  return y
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
   if input.ndim < 2: raise ValueError(f"batch_norm: expected an input with at least 2 dims (N, C, ...), got shape {input.shape}")

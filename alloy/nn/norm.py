@@ -10,6 +10,23 @@ from alloy import dtype as dt
 def _shape(normalized_shape) -> tuple:
   return (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
 
+def _running_stats(m: Module, num_features: int, track: bool, dtype, device) -> None:
+  """A norm layer's running statistics buffers, PyTorch's three, or None for each where it keeps none."""
+  if track:
+    m.register_buffer("running_mean", Tensor.zeros(num_features, dtype=dtype, device=device))
+    m.register_buffer("running_var", Tensor.ones(num_features, dtype=dtype, device=device))
+    m.register_buffer("num_batches_tracked", Tensor.zeros(1, dtype=dt.int64, device=device).reshape(()))
+  else: m.running_mean = m.running_var = m.num_batches_tracked = None
+
+def _momentum_factor(m: Module) -> float:
+  """The weight of this batch's statistics in the running ones; counting the batch where the layer is training and
+  keeps statistics (momentum None: a cumulative average, 1 / the batches seen)."""
+  factor = 0.0 if m.momentum is None else m.momentum
+  if m.training and m.track_running_stats:
+    rebind(m.num_batches_tracked, (m.num_batches_tracked + 1).realize())
+    if m.momentum is None: factor = 1.0 / float(m.num_batches_tracked.item())
+  return factor
+
 class _BatchNorm(Module):
   dims: tuple   # the input ranks the layer takes
 
@@ -19,19 +36,12 @@ class _BatchNorm(Module):
     self.num_features, self.eps, self.momentum, self.affine, self.track_running_stats = num_features, eps, momentum, affine, track_running_stats
     self.weight = Parameter(Tensor.ones(num_features, dtype=dtype, device=device)) if affine else None
     self.bias = Parameter(Tensor.zeros(num_features, dtype=dtype, device=device)) if affine else None
-    if track_running_stats:
-      self.register_buffer("running_mean", Tensor.zeros(num_features, dtype=dtype, device=device))
-      self.register_buffer("running_var", Tensor.ones(num_features, dtype=dtype, device=device))
-      self.register_buffer("num_batches_tracked", Tensor.zeros(1, dtype=dt.int64, device=device).reshape(()))
-    else: self.running_mean = self.running_var = self.num_batches_tracked = None
+    _running_stats(self, num_features, track_running_stats, dtype, device)
 
   def forward(self, x):
     if x.ndim not in self.dims:
       raise ValueError(f"{type(self).__name__}: expected a {' or '.join(f'{d}D' for d in self.dims)} input, got shape {tuple(x.shape)}")
-    factor = 0.0 if self.momentum is None else self.momentum
-    if self.training and self.track_running_stats:
-      rebind(self.num_batches_tracked, (self.num_batches_tracked + 1).realize())
-      if self.momentum is None: factor = 1.0 / float(self.num_batches_tracked.item())   # a cumulative average
+    factor = _momentum_factor(self)
     use_batch = self.training or not self.track_running_stats
     stats = (self.running_mean, self.running_var) if not use_batch or self.track_running_stats else (None, None)
     return F.batch_norm(x, *stats, self.weight, self.bias, use_batch, factor, self.eps)
@@ -71,22 +81,26 @@ class GroupNorm(Module):
 
 class _InstanceNorm(Module):
   """Each sample's channels normalized over their own positions (nn.functional.instance_norm); affine adds a learned
-  scale and shift per channel. track_running_stats is not supported yet."""
+  scale and shift per channel; track_running_stats keeps running statistics while training (by momentum; None leaves
+  them, and num_batches_tracked, as they are) and normalizes by them in eval mode, as PyTorch's does."""
   dims: tuple
-  def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, affine: bool = False,
+  def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = False,
                track_running_stats: bool = False, device=None, dtype=None):
     super().__init__()
-    if track_running_stats: raise NotImplementedError(f"{type(self).__name__}: track_running_stats=True is not supported yet")
-    self.num_features, self.eps, self.momentum, self.affine, self.track_running_stats = num_features, eps, momentum, affine, False
+    self.num_features, self.eps, self.momentum, self.affine, self.track_running_stats = num_features, eps, momentum, affine, track_running_stats
     self.weight = Parameter(Tensor.ones(num_features, dtype=dtype, device=device)) if affine else None
     self.bias = Parameter(Tensor.zeros(num_features, dtype=dtype, device=device)) if affine else None
+    _running_stats(self, num_features, track_running_stats, dtype, device)
   def forward(self, x):
     if x.ndim not in self.dims:
       raise ValueError(f"{type(self).__name__}: expected a {' or '.join(f'{d}D' for d in self.dims)} input, got shape {tuple(x.shape)}")
     unbatched = x.ndim == self.dims[0]
-    y = F.instance_norm(x.unsqueeze(0) if unbatched else x, weight=self.weight, bias=self.bias, eps=self.eps)
+    factor = 0.0 if self.momentum is None else self.momentum   # torch's: None keeps the statistics, counts nothing
+    y = F.instance_norm(x.unsqueeze(0) if unbatched else x, self.running_mean, self.running_var, self.weight, self.bias,
+                        self.training or not self.track_running_stats, factor, self.eps)
     return y.squeeze(0) if unbatched else y
-  def extra_repr(self): return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, track_running_stats=False"
+  def extra_repr(self):
+    return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, track_running_stats={self.track_running_stats}"
 
 class InstanceNorm1d(_InstanceNorm): dims = (2, 3)
 class InstanceNorm2d(_InstanceNorm): dims = (3, 4)

@@ -76,3 +76,28 @@ def test_parameter_containers():
       super().__init__()
       self.ws = nn.ParameterList([nn.Parameter(Tensor(np.ones(2, np.float32)))])
   assert list(M().state_dict()) == ["ws.0"]
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+@pytest.mark.parametrize("dims", [1, 2])
+def test_instance_norm_running_stats_match_torch(device, momentum, dims):
+  # training moves the running statistics as torch's do (the batch's average of the per-instance means and unbiased
+  # variances); eval normalizes by them; an unbatched input counts as a batch of one
+  rng = np.random.default_rng(5)
+  shape = (4, 3, 9) if dims == 1 else (4, 3, 5, 6)
+  ours = getattr(nn, f"InstanceNorm{dims}d")(3, momentum=momentum, affine=True, track_running_stats=True).to(device)
+  theirs = getattr(torch.nn, f"InstanceNorm{dims}d")(3, momentum=momentum, affine=True, track_running_stats=True)
+  with torch.no_grad():
+    theirs.weight.copy_(torch.from_numpy(rng.uniform(0.5, 1.5, 3).astype(np.float32)))
+    theirs.bias.copy_(torch.from_numpy(rng.uniform(-1, 1, 3).astype(np.float32)))
+  ours.load_state_dict({k: Tensor(v.numpy()) for k, v in theirs.state_dict().items()})
+  for k in range(3):
+    x = (rng.standard_normal(shape) * (k + 1) + k).astype(np.float32)
+    x = x[0] if k == 2 else x
+    np.testing.assert_allclose(ours(Tensor(x, device=device)).numpy(), theirs(torch.from_numpy(x)).detach().numpy(), rtol=1e-4, atol=1e-5)
+  for name in ("running_mean", "running_var", "num_batches_tracked"):
+    np.testing.assert_allclose(getattr(ours, name).numpy(), getattr(theirs, name).numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+  ours.eval(); theirs.eval()
+  x = rng.standard_normal(shape).astype(np.float32)
+  np.testing.assert_allclose(ours(Tensor(x, device=device)).numpy(), theirs(torch.from_numpy(x)).detach().numpy(), rtol=1e-4, atol=1e-5)
+  with pytest.raises(ValueError, match="running_mean and running_var must be given"):
+    nn.functional.instance_norm(Tensor(x, device=device), use_input_stats=False)
