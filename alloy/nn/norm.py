@@ -1,5 +1,6 @@
 """The normalization layers over nn.functional: BatchNorm1d/2d/3d (running statistics, momentum or a cumulative
-average, eval mode), LayerNorm, GroupNorm, RMSNorm, with PyTorch's parameters (weight ones, bias zeros) and buffers."""
+average, eval mode), InstanceNorm1d/2d/3d (running statistics where tracked), LayerNorm, GroupNorm, RMSNorm, with
+PyTorch's parameters (weight ones, bias zeros) and buffers."""
 from __future__ import annotations
 from alloy.tensor import Tensor
 from alloy.nn.module import Module
