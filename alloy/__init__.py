@@ -32,6 +32,8 @@ from alloy.mathfuncs import (log10, logit, xlogy, frac, fmod, signbit, nan_to_nu
                              count_nonzero, nansum, nanmean, aminmax, histc, sgn, positive, deg2rad,
                              rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside, float_power, hardshrink, renorm)
 from alloy.sampling import multinomial, bernoulli, randperm, normal
+from alloy import linalg
+from alloy.linalg import det, logdet, slogdet, inv as inverse
 from alloy.torch_functions import FUNCTIONS as _FUNCTIONS
 from alloy.multi import ShardedTensor, shard   # several devices: Tensor.shard, collectives in alloy.collectives
 
@@ -60,9 +62,9 @@ for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, 
             allclose, equal, count_nonzero, nansum, nanmean, aminmax, bernoulli, kthvalue, median, nanmedian, unique,
             unique_consecutive, atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh, fmod, lgamma, digamma, erfinv, mode,
             histc, logcumsumexp, sgn, positive, deg2rad, rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside,
-            float_power, hardshrink, cross, renorm, masked_scatter):
+            float_power, hardshrink, cross, renorm, masked_scatter, det, logdet, slogdet):
   setattr(Tensor, _op.__name__, _op)   # _unfold is Tensor.unfold (nn.functional.unfold is im2col), _trace Tensor.trace (alloy.trace the tracer)
-Tensor.moveaxis, Tensor.swapdims = movedim, swapaxes
+Tensor.moveaxis, Tensor.swapdims, Tensor.inverse = movedim, swapaxes, inverse
 moveaxis, swapdims = movedim, swapaxes
 # torch.<op>(x, ...) for the Tensor methods that have no function of their own above
 globals().update({name: fn for name, fn in _FUNCTIONS.items() if name not in globals()})

@@ -1,0 +1,104 @@
+"""alloy.linalg against NumPy in float64 and torch in float32 (values and gradients), batched, on every device; the
+singular and not positive-definite matrices raise as torch's do, eagerly and under @jit."""
+import numpy as np, pytest
+import alloy
+from alloy import Tensor, linalg
+from op_grads import check_grads
+
+torch = pytest.importorskip("torch")
+
+def _matrices(rng, shape, dtype):
+  return rng.standard_normal(shape).astype(dtype)
+
+def _spd(rng, shape, dtype):
+  a = rng.standard_normal(shape)
+  return (a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])).astype(dtype)
+
+DTYPES = ["float32", "float64"]
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1), (3, 3), (2, 3, 6, 6)])
+def test_values_match_numpy(device, rng, dtype, shape):
+  if dtype == "float64" and device == "METAL": pytest.skip("Metal has no float64")
+  a = _matrices(rng, shape, dtype)
+  A = Tensor(a, device=device)
+  tol = dict(rtol=1e-10, atol=1e-10) if dtype == "float64" else dict(rtol=2e-4, atol=2e-4)
+  a64 = a.astype(np.float64)
+  det = np.linalg.det(a64)
+  np.testing.assert_allclose(linalg.det(A).numpy(), det, rtol=tol["rtol"], atol=tol["atol"] * np.abs(det).max())
+  sign, logabs = linalg.slogdet(A)
+  np.testing.assert_array_equal(sign.numpy(), np.sign(det))
+  np.testing.assert_allclose(logabs.numpy(), np.linalg.slogdet(a64)[1], **tol)
+  np.testing.assert_allclose(A.logdet().numpy(), np.where(det < 0, np.nan, np.log(np.abs(det))), equal_nan=True, **tol)
+  inv = np.linalg.inv(a64)
+  np.testing.assert_allclose(linalg.inv(A).numpy(), inv, rtol=tol["rtol"], atol=tol["atol"] * np.abs(inv).max())
+  np.testing.assert_allclose(A.inverse().numpy(), inv, rtol=tol["rtol"], atol=tol["atol"] * np.abs(inv).max())
+  b = rng.standard_normal(shape[:-1] + (3,)).astype(dtype)
+  x = np.linalg.solve(a64, b.astype(np.float64))
+  np.testing.assert_allclose(linalg.solve(A, Tensor(b, device=device)).numpy(), x, rtol=tol["rtol"], atol=tol["atol"] * np.abs(x).max())
+  v = b[..., 0]   # a batch of vectors: B has A's shape without its last dim
+  xv = np.linalg.solve(a64, v.astype(np.float64)[..., None])[..., 0]
+  np.testing.assert_allclose(linalg.solve(A, Tensor(v, device=device)).numpy(), xv, rtol=tol["rtol"], atol=tol["atol"] * np.abs(xv).max())
+  s = _spd(rng, shape, dtype)
+  chol = np.linalg.cholesky(s.astype(np.float64))
+  np.testing.assert_allclose(linalg.cholesky(Tensor(s, device=device)).numpy(), chol, rtol=tol["rtol"], atol=tol["atol"] * np.abs(chol).max())
+  np.testing.assert_allclose(linalg.cholesky(Tensor(s, device=device), upper=True).numpy(), np.swapaxes(chol, -1, -2),
+                             rtol=tol["rtol"], atol=tol["atol"] * np.abs(chol).max())
+
+def test_a_larger_matrix(device, rng):
+  # 24 steps of elimination in float32: pivoting keeps the error near NumPy's
+  a = rng.standard_normal((24, 24)).astype(np.float32)
+  inv, want = linalg.inv(Tensor(a, device=device)).numpy(), np.linalg.inv(a.astype(np.float64))
+  np.testing.assert_allclose(inv, want, rtol=1e-3, atol=1e-4 * np.abs(want).max())
+  assert abs(linalg.slogdet(Tensor(a, device=device))[1].item() - np.linalg.slogdet(a.astype(np.float64))[1]) < 1e-4
+
+def test_pivoting_and_broadcast(device):
+  # a zero leading entry needs a row swap; B's batch dims broadcast against A's; X A = B with left=False
+  a = np.array([[0.0, 2.0, 1.0], [1.0, 1.0, 0.0], [3.0, 0.0, 1.0]], np.float32)
+  A = Tensor(a, device=device)
+  assert abs(A.det().item() - np.linalg.det(a)) < 1e-5
+  b = np.random.default_rng(2).standard_normal((4, 3, 2)).astype(np.float32)
+  np.testing.assert_allclose(linalg.solve(A, Tensor(b, device=device)).numpy(), np.linalg.solve(a, b), rtol=1e-5, atol=1e-5)
+  c = np.random.default_rng(3).standard_normal((2, 3)).astype(np.float32)
+  np.testing.assert_allclose(linalg.solve(A, Tensor(c, device=device), left=False).numpy(), c @ np.linalg.inv(a), rtol=1e-5, atol=1e-5)
+  z = np.zeros((3, 3), np.float32)
+  assert A.det().item() != 0 and Tensor(z, device=device).det().item() == 0
+  s, l = linalg.slogdet(Tensor(z, device=device))
+  assert s.item() == 0 and l.item() == -np.inf
+
+@pytest.mark.parametrize("name", ["det", "logdet", "slogdet", "inv", "solve", "cholesky"])
+def test_gradients(device, rng, name):
+  a = rng.standard_normal((2, 3, 3))
+  a = a @ np.swapaxes(a, -1, -2) + 3 * np.eye(3) if name in ("logdet", "cholesky") else a   # logdet: det > 0
+  b = rng.standard_normal((2, 3, 2))
+  lib = lambda t: linalg if isinstance(t, Tensor) else torch.linalg
+  fns = {"det": lambda A, B: (lib(A).det(A) * (B.sum((-1, -2)) + 1)).sum(),
+         "logdet": lambda A, B: (A.logdet() * B.sum((-1, -2))).sum(),
+         "slogdet": lambda A, B: (lib(A).slogdet(A)[1] * B.sum((-1, -2))).sum(),
+         "inv": lambda A, B: (lib(A).inv(A) * B[..., :1]).sum(),
+         "solve": lambda A, B: (lib(A).solve(A, B) * B).sum(),
+         "cholesky": lambda A, B: (lib(A).cholesky(A + A.transpose(-1, -2)) * B[..., :1]).sum()}
+  check_grads(fns[name], [a, b], device, atol=1e-6, rtol=1e-5)
+
+def test_errors_and_singular_matrices(device):
+  with pytest.raises(ValueError, match="at least 2 dimensions"): linalg.det(Tensor(np.ones(3, np.float32), device=device))
+  with pytest.raises(ValueError, match="square matrices, but they are 2 by 3"): linalg.inv(Tensor(np.ones((2, 3), np.float32), device=device))
+  with pytest.raises(TypeError, match="float32 or float64"): linalg.det(Tensor(np.ones((2, 2), np.int32), device=device))
+  with pytest.raises(TypeError, match="float32 or float64"): linalg.det(Tensor(np.ones((2, 2), np.float16), device=device))
+  A = Tensor(np.eye(3, dtype=np.float32), device=device)
+  with pytest.raises(ValueError, match="incompatible shapes"): linalg.solve(A, Tensor(np.ones((4, 2), np.float32), device=device))
+  singular = Tensor(np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]], np.float32), device=device)
+  with pytest.raises(linalg.LinAlgError, match="linalg.inv: the diagonal element 3 is zero"): linalg.inv(singular)
+  with pytest.raises(linalg.LinAlgError, match="input matrix is singular"): linalg.solve(singular, Tensor(np.ones(3, np.float32), device=device))
+  with pytest.raises(linalg.LinAlgError, match="leading minor of order 2 is not positive-definite"):
+    linalg.cholesky(Tensor(np.array([[1.0, 2.0], [2.0, 1.0]], np.float32), device=device))
+  assert issubclass(linalg.LinAlgError, RuntimeError)
+
+def test_under_jit(device):
+  f = alloy.jit(lambda A, b: linalg.solve(A, b) * 2)
+  rng = np.random.default_rng(5)
+  for _ in range(3):
+    a, b = rng.standard_normal((3, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    np.testing.assert_allclose(f(Tensor(a, device=device), Tensor(b, device=device)).numpy(), 2 * np.linalg.solve(a, b), rtol=1e-4, atol=1e-4)
+  assert f.replay is not None
+  with pytest.raises(linalg.LinAlgError, match="singular"): f(Tensor(np.ones((3, 3), np.float32), device=device), Tensor(b, device=device))
