@@ -5,6 +5,8 @@ import math
 from alloy.tensor import Tensor
 from alloy.autograd import no_grad
 from alloy.nn.parameter import rebind
+from alloy.special import erfinv
+from alloy import linalg
 
 def calculate_gain(nonlinearity: str, param=None) -> float:
   linear = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "sigmoid")
@@ -42,28 +44,25 @@ def trunc_normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.
   def cdf(x): return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
   lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
   u = Tensor.rand(*t.shape, dtype="float32", device=t.device) * (2 * hi - 2 * lo) + (2 * lo - 1)
-  x = _erfinv(u.clamp(-1 + 1e-7, 1 - 1e-7)) * (std * math.sqrt(2.0)) + mean
+  x = erfinv(u.clamp(-1 + 1e-7, 1 - 1e-7)) * (std * math.sqrt(2.0)) + mean
   return _draw(t, x.clamp(a, b))
-def _erfinv(y: Tensor) -> Tensor:
-  # Giles' single-precision approximation, then two Newton steps on erf(x) = y
-  w = -((1 - y) * (1 + y)).log()
-  small, big = w - 2.5, w.sqrt() - 3.0
-  ps = [2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941]
-  pb = [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682]
-  def poly(cs, v):
-    acc = v * 0 + cs[0]
-    for c in cs[1:]: acc = acc * v + c
-    return acc
-  from alloy.tensor import where
-  x = where(w < 5.0, poly(ps, small), poly(pb, big)) * y
-  for _ in range(2): x = x - (x.erf() - y) / ((2 / math.sqrt(math.pi)) * (-(x * x)).exp())
-  return x
 def constant_(t: Tensor, val: float) -> Tensor: return _draw(t, Tensor.full(t.shape, val, dtype=t.dtype, device=t.device))
 def zeros_(t: Tensor) -> Tensor: return constant_(t, 0.0)
 def ones_(t: Tensor) -> Tensor: return constant_(t, 1.0)
 def eye_(t: Tensor) -> Tensor:
   if t.ndim != 2: raise ValueError(f"eye_ needs a 2-D tensor, got shape {tuple(t.shape)}")
   return _draw(t, Tensor.eye(*t.shape, dtype=t.dtype, device=t.device))
+def orthogonal_(t: Tensor, gain: float = 1.0) -> Tensor:
+  """torch.nn.init.orthogonal_: t flattened to (rows, the rest) takes the Q of a Gaussian matrix's QR (of its
+  transpose where it is wide), its columns' signs those of R's diagonal, times gain: orthonormal rows or columns."""
+  if t.ndim < 2: raise ValueError(f"orthogonal_: only tensors with 2 or more dimensions are supported, got shape {tuple(t.shape)}")
+  if t.numel() == 0: return t
+  rows = t.shape[0]
+  cols = t.numel() // rows
+  g = Tensor.randn(max(rows, cols), min(rows, cols), dtype="float32" if t.dtype.itemsize < 8 else t.dtype, device=t.device)
+  q, r = linalg.qr(g)
+  q = q * r.diagonal(0, -2, -1).sign()
+  return _draw(t, (q.T if rows < cols else q).reshape(t.shape) * gain)
 
 def xavier_uniform_(t: Tensor, gain: float = 1.0) -> Tensor:
   if t.numel() == 0: return t

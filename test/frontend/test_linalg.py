@@ -1,5 +1,6 @@
-"""alloy.linalg against NumPy in float64 and torch in float32 (values and gradients), batched, on every device; the
-singular and not positive-definite matrices raise as torch's do, eagerly and under @jit."""
+"""alloy.linalg against NumPy in float64 and torch in float32 (values and gradients), batched, on every device; qr with
+torch's signs in every mode; the singular and not positive-definite matrices raise as torch's do, eagerly and under
+@jit."""
 import numpy as np, pytest
 import alloy
 from alloy import Tensor, linalg
@@ -45,6 +46,21 @@ def test_values_match_numpy(device, rng, dtype, shape):
   np.testing.assert_allclose(linalg.cholesky(Tensor(s, device=device), upper=True).numpy(), np.swapaxes(chol, -1, -2),
                              rtol=tol["rtol"], atol=tol["atol"] * np.abs(chol).max())
 
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 2)])
+def test_qr_matches_torch(device, rng, shape):
+  # LAPACK's signs (R's diagonal as torch's), every mode; Q orthonormal and Q R = A
+  a = rng.standard_normal(shape).astype(np.float32)
+  for mode in ("reduced", "complete", "r"):
+    q, r = linalg.qr(Tensor(a, device=device), mode)
+    tq, tr = torch.linalg.qr(torch.from_numpy(a), mode)
+    assert q.shape == tuple(tq.shape) and r.shape == tuple(tr.shape)
+    np.testing.assert_allclose(r.numpy(), tr.numpy(), rtol=1e-4, atol=1e-5)
+    if mode != "r": np.testing.assert_allclose(q.numpy(), tq.numpy(), rtol=1e-4, atol=1e-5)
+  t = np.triu(rng.standard_normal((3, 3))).astype(np.float32)   # already triangular, a negative diagonal: no reflection
+  t[1, 1] = -abs(t[1, 1])
+  np.testing.assert_array_equal(linalg.qr(Tensor(t, device=device)).R.numpy(), t)
+  with pytest.raises(ValueError, match="mode must be"): linalg.qr(Tensor(a, device=device), "full")
+
 def test_a_larger_matrix(device, rng):
   # 24 steps of elimination in float32: pivoting keeps the error near NumPy's
   a = rng.standard_normal((24, 24)).astype(np.float32)
@@ -66,7 +82,7 @@ def test_pivoting_and_broadcast(device):
   s, l = linalg.slogdet(Tensor(z, device=device))
   assert s.item() == 0 and l.item() == -np.inf
 
-@pytest.mark.parametrize("name", ["det", "logdet", "slogdet", "inv", "solve", "cholesky"])
+@pytest.mark.parametrize("name", ["det", "logdet", "slogdet", "inv", "solve", "cholesky", "qr"])
 def test_gradients(device, rng, name):
   a = rng.standard_normal((2, 3, 3))
   a = a @ np.swapaxes(a, -1, -2) + 3 * np.eye(3) if name in ("logdet", "cholesky") else a   # logdet: det > 0
@@ -77,7 +93,8 @@ def test_gradients(device, rng, name):
          "slogdet": lambda A, B: (lib(A).slogdet(A)[1] * B.sum((-1, -2))).sum(),
          "inv": lambda A, B: (lib(A).inv(A) * B[..., :1]).sum(),
          "solve": lambda A, B: (lib(A).solve(A, B) * B).sum(),
-         "cholesky": lambda A, B: (lib(A).cholesky(A + A.transpose(-1, -2)) * B[..., :1]).sum()}
+         "cholesky": lambda A, B: (lib(A).cholesky(A + A.transpose(-1, -2)) * B[..., :1]).sum(),
+         "qr": lambda A, B: sum((t * w).sum() for t, w in zip(lib(A).qr(A), (B[..., :1], B[..., 1:2].transpose(-1, -2))))}
   check_grads(fns[name], [a, b], device, atol=1e-6, rtol=1e-5)
 
 def test_errors_and_singular_matrices(device):

@@ -161,6 +161,14 @@ def test_init_functions():
   assert nn.init.calculate_gain("leaky_relu", 0.2) == math.sqrt(2 / 1.04) and nn.init.calculate_gain("tanh") == 5 / 3
   assert nn.init.calculate_fan_in_and_fan_out(Tensor.empty(8, 4, 3, 3)) == (36, 72)
   with pytest.raises(ValueError, match="at least 2 dimensions"): nn.init.xavier_uniform_(Tensor.empty(3))
+  # orthogonal_: orthonormal rows (wide) or columns (tall) times the gain, the rest of the dims flattened
+  for shape in ((4, 6), (6, 4), (3, 2, 5)):
+    w = nn.Parameter(Tensor.empty(*shape))
+    assert nn.init.orthogonal_(w, gain=2.0) is w and w.requires_grad
+    m = w.numpy().reshape(shape[0], -1)
+    gram = m @ m.T if m.shape[0] <= m.shape[1] else m.T @ m
+    np.testing.assert_allclose(gram, 4 * np.eye(len(gram)), atol=1e-5)
+  with pytest.raises(ValueError, match="orthogonal_: only tensors with 2 or more dimensions"): nn.init.orthogonal_(Tensor.empty(3))
   with pytest.raises(ValueError, match="unsupported nonlinearity"): nn.init.calculate_gain("swish")
 
 def test_to_moves_and_casts_keeping_objects(device):
