@@ -119,3 +119,30 @@ def test_under_jit(device):
     np.testing.assert_allclose(f(Tensor(a, device=device), Tensor(b, device=device)).numpy(), 2 * np.linalg.solve(a, b), rtol=1e-4, atol=1e-4)
   assert f.replay is not None
   with pytest.raises(linalg.LinAlgError, match="singular"): f(Tensor(np.ones((3, 3), np.float32), device=device), Tensor(b, device=device))
+
+def test_norms_and_products_match_torch(device, rng):
+  a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+  A, ta = Tensor(a, device=device), torch.from_numpy(a)
+  for ord in ("fro", 1, -1, float("inf"), float("-inf")):
+    for keepdim in (False, True):
+      got, want = linalg.matrix_norm(A, ord, keepdim=keepdim), torch.linalg.matrix_norm(ta, ord, keepdim=keepdim)
+      assert got.shape == tuple(want.shape)
+      np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, err_msg=str(ord))
+  np.testing.assert_allclose(linalg.matrix_norm(A, 1, dim=(0, 2)).numpy(), torch.linalg.matrix_norm(ta, 1, dim=(0, 2)).numpy(), rtol=1e-5)
+  with pytest.raises(NotImplementedError, match="svd"): linalg.matrix_norm(A, "nuc")
+  v = a[0]
+  for kw in (dict(), dict(ord=1), dict(ord=float("inf")), dict(ord=3, dim=1), dict(dim=(0, 1)), dict(ord=-1, dim=(1, 0))):
+    np.testing.assert_allclose(linalg.norm(Tensor(v, device=device), **kw).numpy(), torch.linalg.norm(torch.from_numpy(v), **kw).numpy(),
+                               rtol=1e-5, err_msg=str(kw))
+  np.testing.assert_allclose(linalg.vector_norm(A, 3, dim=-1).numpy(), torch.linalg.vector_norm(ta, 3, dim=-1).numpy(), rtol=1e-5)
+  m = rng.standard_normal((2, 3, 3)).astype(np.float32)
+  for n in (0, 1, 2, 5, -2):
+    np.testing.assert_allclose(linalg.matrix_power(Tensor(m, device=device), n).numpy(), np.linalg.matrix_power(m.astype(np.float64), n),
+                               rtol=1e-4, atol=1e-4, err_msg=str(n))
+  chain = [rng.standard_normal(s).astype(np.float32) for s in ((5,), (5, 3), (3, 7), (7, 2), (2,))]
+  for ts in (chain, chain[1:4], chain[:4], chain[1:]):
+    np.testing.assert_allclose(linalg.multi_dot([Tensor(x, device=device) for x in ts]).numpy(),
+                               np.linalg.multi_dot([x.astype(np.float64) for x in ts]), rtol=1e-4, atol=1e-4)
+  with pytest.raises(ValueError, match="at least 2"): linalg.multi_dot([Tensor(m[0], device=device)])
+  np.testing.assert_allclose(linalg.vecdot(A, A).numpy(), (a * a).sum(-1), rtol=1e-5)
+  np.testing.assert_array_equal(linalg.diagonal(A).numpy(), np.diagonal(a, 0, -2, -1))
