@@ -778,9 +778,12 @@ class Tensor:
     batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
     n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
     acc = _accumulator(d)
-    x = a._broadcast_to(batch + (n, k)).reshape(batch + (n, 1, k))
-    y = b._broadcast_to(batch + (k, m)).transpose(-1, -2).reshape(batch + (1, m, k))
-    out = (x.cast(acc) * y.cast(acc))._reduce(Op.ADD, -1, False).cast(d) if k else Tensor.zeros(*(batch + (n, m)), dtype=d, device=self.device)
+    if a._ag is None and b._ag is None and acc is d and k:   # nothing to record: the same graph from the nodes directly
+      out = self._new(_matmul_node(a.node, b.node, batch, n, k, m))
+    else:
+      x = a._broadcast_to(batch + (n, k)).reshape(batch + (n, 1, k))
+      y = b._broadcast_to(batch + (k, m)).transpose(-1, -2).reshape(batch + (1, m, k))
+      out = (x.cast(acc) * y.cast(acc))._reduce(Op.ADD, -1, False).cast(d) if k else Tensor.zeros(*(batch + (n, m)), dtype=d, device=self.device)
     if squeeze_a: out = out.squeeze(-2)
     if squeeze_b: out = out.squeeze(-1)
     return out
@@ -877,6 +880,27 @@ def _size_arg(shape, what: str) -> tuple:
   shape = _shape_arg(shape if isinstance(shape, (tuple, list)) else (shape,))
   if any(s < 0 for s in shape): raise ValueError(f"{what}: sizes must be non-negative, got shape {shape}")
   return shape
+
+def _expanded(n: Node, shape: tuple) -> Node:
+  """Tensor._broadcast_to on a node: the same views."""
+  if n.shape == shape: return n
+  if (hit := _expands.get(key := (n.shape, shape))) is None: hit = remember(_expands, key, _expand_target(*key))
+  src, shape = hit
+  if src != n.shape: n = moved(n, "reshape", src)
+  return n if shape == src else moved(n, "expand", shape)
+
+def _matmul_node(a: Node, b: Node, batch: tuple, n: int, k: int, m: int) -> Node:
+  """The node Tensor.matmul's ops make for a @ b (batch + (n, k) @ batch + (k, m), accumulating in their dtype), made
+  from the nodes: a matmul with no gradient to record pays for no Tensor, autograd check or view note per step (the
+  eager matmul's graph building was half its host time)."""
+  x = _expanded(moved(_expanded(a, batch + (n, k)), "reshape", batch + (n, 1, k)), batch + (n, m, k))
+  order = tuple(range(len(batch))) + (len(batch) + 1, len(batch))
+  y = moved(moved(_expanded(b, batch + (k, m)), "permute", order), "reshape", batch + (1, m, k))
+  y = _expanded(y, batch + (n, m, k))
+  axes = (len(batch) + 2,)
+  if (shapes := _reduced.get(key := (x.shape, axes))) is None: shapes = remember(_reduced, key, _reduced_shapes(*key))
+  r = Node(Op.REDUCE, (Node(Op.MUL, (x, y), None, a.dtype, x.shape),), (Op.ADD, axes), a.dtype, shapes[0])
+  return moved(r, "reshape", shapes[1])
 
 def _accumulator(d: DType) -> DType:
   """The dtype sums of d accumulate in: 16-bit floats in float32, as PyTorch does, so a long sum cannot overflow."""

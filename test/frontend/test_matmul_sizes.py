@@ -84,3 +84,15 @@ def test_16bit_result_is_rounded(device, rng, dtype):
     rounded = Tensor(out, device=device).cast(dtype).float().numpy()
     np.testing.assert_array_equal(out, rounded)
     assert_close(out.astype(np.float64), want, "float64", rtol=2e-2, atol=2e-2)
+
+@pytest.mark.parametrize("sa,sb", [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)),
+                                   ((3, 4), (2, 4, 5)), ((2, 1, 3, 4), (5, 4, 6)), ((1, 1), (1, 1))])
+def test_matmul_without_grad_builds_the_graph_the_ops_build(sa, sb):
+  # the no-grad path makes its nodes directly (tensor._matmul_node): they must be the very nodes the tensor ops make, so
+  # the schedule's caches and the kernels are shared with the recorded path
+  rng = np.random.default_rng(0)
+  a, b = (Tensor(rng.standard_normal(s).astype(np.float32)) for s in (sa, sb))
+  plain = a @ b
+  recorded = a.detach().requires_grad_() @ b
+  assert recorded.requires_grad and plain.node is recorded.node
+  np.testing.assert_allclose(plain.numpy(), np.matmul(a.numpy(), b.numpy()), rtol=1e-5, atol=1e-5)
