@@ -6,6 +6,8 @@ from alloy.nn.module import Module
 from alloy.nn.parameter import Parameter
 from alloy.nn import init, functional as F
 
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
 def _tuple(v, nd: int, name: str) -> tuple:
   t = tuple(v) if isinstance(v, (tuple, list)) else (v,) * nd
   if len(t) != nd or not all(isinstance(x, int) and not isinstance(x, bool) for x in t):
@@ -20,13 +22,16 @@ class _ConvNd(Module):
                bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None, output_padding=0):
     super().__init__()
     name = type(self).__name__
-    if padding_mode != "zeros": raise NotImplementedError(f"{name}: padding_mode={padding_mode!r} is not supported yet (only 'zeros')")
+    if padding_mode not in PADDING_MODES:
+      raise ValueError(f"{name}: padding_mode must be one of {PADDING_MODES}, but got padding_mode={padding_mode!r}")
+    if self.transposed and padding_mode != "zeros": raise ValueError(f'{name}: only "zeros" padding mode is supported, got {padding_mode!r}')
     if groups <= 0 or in_channels % groups or out_channels % groups:
       raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups})")
     self.in_channels, self.out_channels, self.groups, self.padding_mode = in_channels, out_channels, groups, padding_mode
     self.kernel_size, self.stride = _tuple(kernel_size, self.nd, "kernel_size"), _tuple(stride, self.nd, "stride")
     self.dilation, self.output_padding = _tuple(dilation, self.nd, "dilation"), _tuple(output_padding, self.nd, "output_padding")
     self.padding = padding if isinstance(padding, str) else _tuple(padding, self.nd, "padding")
+    self._pad_pairs = _pad_pairs(self.padding, self.kernel_size, self.dilation)   # F.pad's order: the last dim first
     shape = (in_channels, out_channels // groups) if self.transposed else (out_channels, in_channels // groups)
     self.weight = Parameter(Tensor.empty(*shape, *self.kernel_size, dtype=dtype, device=device))
     self.bias = Parameter(Tensor.empty(out_channels, dtype=dtype, device=device)) if bias else None
@@ -37,17 +42,30 @@ class _ConvNd(Module):
     if self.padding != (0,) * self.nd: s += f", padding={self.padding}"
     if self.dilation != (1,) * self.nd: s += f", dilation={self.dilation}"
     if self.groups != 1: s += f", groups={self.groups}"
+    if self.padding_mode != "zeros": s += f", padding_mode={self.padding_mode}"
     return s + ("" if self.bias is not None else ", bias=False")
+  def _conv(self, fn, x):
+    """fn over x padded as padding_mode says: zeros by the convolution itself, else by F.pad first (as torch does)."""
+    if self.padding_mode == "zeros": return fn(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+    return fn(F.pad(x, self._pad_pairs, mode=self.padding_mode), self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+
+def _pad_pairs(padding, kernel_size: tuple, dilation: tuple) -> tuple:
+  """F.pad's (before, after) pairs, last dim first, for a padding of ints or 'same' (the odd one after) or 'valid'."""
+  if padding == "valid": return (0, 0) * len(kernel_size)
+  if padding == "same":
+    totals = [d * (k - 1) for d, k in zip(dilation, kernel_size)]
+    return tuple(x for t in reversed(totals) for x in (t // 2, t - t // 2))
+  return tuple(x for p in reversed(padding) for x in (p, p))
 
 class Conv1d(_ConvNd):
   nd = 1
-  def forward(self, x): return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+  def forward(self, x): return self._conv(F.conv1d, x)
 class Conv2d(_ConvNd):
   nd = 2
-  def forward(self, x): return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+  def forward(self, x): return self._conv(F.conv2d, x)
 class Conv3d(_ConvNd):
   nd = 3
-  def forward(self, x): return F.conv3d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+  def forward(self, x): return self._conv(F.conv3d, x)
 
 class _ConvTransposeNd(_ConvNd):
   transposed = True

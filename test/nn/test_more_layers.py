@@ -101,3 +101,17 @@ def test_instance_norm_running_stats_match_torch(device, momentum, dims):
   np.testing.assert_allclose(ours(Tensor(x, device=device)).numpy(), theirs(torch.from_numpy(x)).detach().numpy(), rtol=1e-4, atol=1e-5)
   with pytest.raises(ValueError, match="running_mean and running_var must be given"):
     nn.functional.instance_norm(Tensor(x, device=device), use_input_stats=False)
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_conv_padding_modes_match_torch(device, mode):
+  # the input padded by F.pad first, as torch does: ints, a tuple and 'same' (an even kernel: the odd one after)
+  rng = np.random.default_rng(6)
+  for nd, kernel, padding in ((1, 3, 2), (2, 4, "same"), (2, 3, (1, 2)), (3, 3, 1)):
+    theirs = getattr(torch.nn, f"Conv{nd}d")(2, 3, kernel, padding=padding, padding_mode=mode)
+    ours = getattr(nn, f"Conv{nd}d")(2, 3, kernel, padding=padding, padding_mode=mode).to(device)
+    ours.load_state_dict({k: Tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+    assert f"padding_mode={mode}" in repr(ours)
+    x = rng.standard_normal((2, 2) + (5,) * nd).astype(np.float32)
+    np.testing.assert_allclose(ours(Tensor(x, device=device)).numpy(), theirs(torch.from_numpy(x)).detach().numpy(), rtol=1e-4, atol=1e-5)
+  with pytest.raises(ValueError, match="padding_mode must be one of"): nn.Conv2d(2, 3, 3, padding_mode="mirror")
+  with pytest.raises(ValueError, match='only "zeros" padding mode'): nn.ConvTranspose2d(2, 3, 3, padding_mode=mode)
