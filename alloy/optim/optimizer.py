@@ -13,13 +13,15 @@ are concatenated). State stays on the device; the host never reads a value.
 The hyper-parameters and the step-dependent factors (learning rate, bias corrections) are Python numbers in the
 update's expression, which the schedule lifts into kernel arguments: a learning-rate schedule or Adam's step count
 reuses the compiled kernels. An update keeps its distinct numbers within the schedule's MAX_KERNEL_VARS (8) per
-kernel by folding them on the host first (Adam's lr / bias_correction1, for one).
+kernel by folding them on the host first (Adam's lr / bias_correction1, for one). A per-parameter number that a step
+changes by a rule of its own (NAdam's running product mu_product: `host_state`) is kept on the host and advanced each
+step (`advance_host`), and the update reads it as one of those numbers.
 
 Under @jit a whole step is captured: the parameters and state are changed in place, which the capture records as
 state a replay rebinds (jit_state.py), every number of a group (lr, momentum, betas, eps, weight decay, ...) and the
 step count are live numbers (jit.live: each replay reads them again, so a scheduler's new lr or a weight decay set
-between calls reaches the replayed kernels, compiling nothing), and counting the step is a replay hook
-(jit.on_replay). What decides the update's code rather than its numbers (`structure`: the flags, whether momentum or
+between calls reaches the replayed kernels, compiling nothing), and counting the step (and advancing host_state) is a
+replay hook (jit.on_replay), run before the live numbers are read. What decides the update's code rather than its numbers (`structure`: the flags, whether momentum or
 weight decay is 0) is guarded (jit.guard): a replay that finds it changed runs the step normally and captures again,
 as it does after add_param_group or load_state_dict (`generation`).
 A capture of a parameter's first step (which creates its state) is refused.
