@@ -21,9 +21,10 @@ Under @jit a whole step is captured: the parameters and state are changed in pla
 state a replay rebinds (jit_state.py), every number of a group (lr, momentum, betas, eps, weight decay, ...) and the
 step count are live numbers (jit.live: each replay reads them again, so a scheduler's new lr or a weight decay set
 between calls reaches the replayed kernels, compiling nothing), and counting the step (and advancing host_state) is a
-replay hook (jit.on_replay), run before the live numbers are read. What decides the update's code rather than its numbers (`structure`: the flags, whether momentum or
-weight decay is 0) is guarded (jit.guard): a replay that finds it changed runs the step normally and captures again,
-as it does after add_param_group or load_state_dict (`generation`).
+replay hook (jit.on_replay), run before the live numbers are read. What decides the update's code rather than its
+numbers (`structure`: the flags, whether momentum or weight decay is 0) is guarded (jit.guard): a replay that finds
+it changed runs the step normally and captures again, as it does after add_param_group or load_state_dict
+(`generation`).
 A capture of a parameter's first step (which creates its state) is refused.
 """
 from __future__ import annotations
