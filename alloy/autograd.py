@@ -49,10 +49,11 @@ class GradNode:
   """One recorded op: rule(out, g, *args) gives the gradient of each parent (None for no gradient). parents are
   snapshots (Tensors holding the parent's node and `_ag` as they were), node the output's node; saved lists
   saved_entry()s for the tensors whose values the rule reads; grad is kept only after retain_grad()."""
-  __slots__ = ("rule", "parents", "args", "freed", "node", "device", "saved", "grad", "retain", "hooks")
+  __slots__ = ("rule", "parents", "args", "freed", "node", "device", "saved", "grad", "retain", "hooks", "group")
   def __init__(self, rule, parents, args, out):
     self.rule, self.parents, self.args, self.freed = rule, parents, args, False
     self.node, self.device, self.saved, self.grad, self.retain, self.hooks = out.node, out.device, (), None, False, None
+    self.group = None
   def output(self):
     """The output as the op made it, a Tensor whose graph is this node (the rules' `out`)."""
     from alloy.tensor import Tensor
@@ -257,8 +258,29 @@ def window_rule(out, g, n, in_shape):
 
 # ---- the backward pass
 
+class GradGroup:
+  """Identity nodes (group_identities) whose gradients go to one callback together, as a module's backward hooks
+  take its inputs' or outputs' gradients. A member's parents are taken to be every member's (_parents), so backward
+  reaches all members before any of their parents: when it has reached the last member in its walk, every member's
+  gradient is final. fire(grads, one per member, None where none came) returns the gradients to pass on, one per
+  member (None: the one that came)."""
+  def __init__(self, fire): self.members, self.fire = [], fire
+
+def group_identities(tensors: list, group: GradGroup) -> list:
+  """Each tensor that requires grad through a new identity node of group (the others as they are)."""
+  out = []
+  for t in tensors:
+    if t is None or t._ag is None or not is_grad_enabled(): out.append(t); continue
+    w = record(t._new(t.node), identity_rule, (t,))
+    w._ag.group = group
+    group.members.append(w._ag)
+    out.append(w)
+  return out
+
 def _parents(ag) -> list:
-  return [p._ag for p in ag.parents if p is not None] if isinstance(ag, GradNode) else []
+  if not isinstance(ag, GradNode): return []
+  if ag.group is None: return [p._ag for p in ag.parents if p is not None]
+  return [p._ag for m in ag.group.members for p in m.parents if p is not None]
 
 def _run_hooks(ag, g):
   for hook in ag.hooks or ():
@@ -275,29 +297,56 @@ def propagate(t, gradient, retain_graph: bool, create_graph: bool, targets: dict
   found: dict = {}
   with enable_grad() if create_graph else no_grad():
     grads = {id(t._ag): gradient}
-    for ag in toposort(t._ag, _parents)[::-1]:   # each after every node that uses it
+    order = toposort(t._ag, _parents)[::-1]   # each after every node that uses it
+    groups: dict = {}   # id(group) -> [members still to reach in this walk, {id(member): its gradient}]
+    for ag in order:
+      if isinstance(ag, GradNode) and ag.group is not None: groups.setdefault(id(ag.group), [0, {}])[0] += 1
+    for ag in order:
       g = grads.pop(id(ag), None)
+      if g is not None and ag.hooks: g = _run_hooks(ag, g)
+      if isinstance(ag, GradNode) and ag.group is not None:
+        left = groups[id(ag.group)]
+        left[0] -= 1
+        if g is not None: left[1][id(ag)] = g
+        if not left[0]: _fire_group(ag.group, left[1], grads, found, targets, retain_graph)
+        continue
       if g is None: continue
-      if ag.hooks: g = _run_hooks(ag, g)
       if targets is not None and id(ag) in targets: found[id(ag)] = g
       if isinstance(ag, Leaf):
         if targets is None:
           if watchers.on_changed: watchers.changed(ag)   # before: the jit's capture sees whether backward adds into a .grad
           ag.grad = g if ag.grad is None else ag.grad + g
         continue
-      if ag.retain and targets is None: ag.grad = g if ag.grad is None else ag.grad + g
-      if ag.freed:
-        raise RuntimeError(f"backward: trying to backward through the graph a second time (the saved state of {ag.name()} was freed); "
-                           "pass retain_graph=True to the first backward")
-      check_saved(ag)
-      for p, pg in zip(ag.parents, ag.rule(ag.output(), g, *ag.args)):
-        if p is None or pg is None: continue
-        if pg.shape != p.shape: pg = pg.reshape(p.shape)
-        if pg.dtype is not p.dtype: pg = pg.cast(p.dtype)
-        k = id(p._ag)
-        grads[k] = pg if k not in grads else grads[k] + pg
-      if not retain_graph: ag.freed = True
+      _pass_on(ag, g, grads, targets, retain_graph)
   return found
+
+def _pass_on(ag: GradNode, g, grads: dict, targets, retain_graph: bool) -> None:
+  """ag's gradient g through its rule into its parents' entries of grads."""
+  if ag.retain and targets is None: ag.grad = g if ag.grad is None else ag.grad + g
+  if ag.freed:
+    raise RuntimeError(f"backward: trying to backward through the graph a second time (the saved state of {ag.name()} was freed); "
+                       "pass retain_graph=True to the first backward")
+  check_saved(ag)
+  for p, pg in zip(ag.parents, ag.rule(ag.output(), g, *ag.args)):
+    if p is None or pg is None: continue
+    if pg.shape != p.shape: pg = pg.reshape(p.shape)
+    if pg.dtype is not p.dtype: pg = pg.cast(p.dtype)
+    k = id(p._ag)
+    grads[k] = pg if k not in grads else grads[k] + pg
+  if not retain_graph: ag.freed = True
+
+def _fire_group(group: GradGroup, came: dict, grads: dict, found: dict, targets, retain_graph: bool) -> None:
+  """The group's callback on its members' gradients, then each (or its replacement) passed on."""
+  got = [came.get(id(m)) for m in group.members]
+  new = group.fire(got)
+  for m, g, r in zip(group.members, got, new):
+    if r is not None:
+      if g is not None and getattr(r, "shape", None) != g.shape:
+        raise RuntimeError(f"backward hook: returned {getattr(r, 'shape', type(r).__name__)} for a gradient of shape {g.shape}")
+      g = r
+    if g is None: continue
+    if targets is not None and id(m) in targets: found[id(m)] = g
+    _pass_on(m, g, grads, targets, retain_graph)
 
 def _seed(t, gradient):
   from alloy.tensor import Tensor

@@ -11,6 +11,7 @@ from collections import OrderedDict, namedtuple
 from alloy.tensor import Tensor
 from alloy.realize_tensors import realize
 from alloy.nn.parameter import Parameter, rebind, retype
+from alloy.nn.backward_hooks import BackwardHookCall
 from alloy.runtime.registry import canonical_device
 from alloy import dtype as dt
 
@@ -42,20 +43,25 @@ class Module:
     object.__setattr__(self, "_modules", OrderedDict())
     object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
     object.__setattr__(self, "_forward_hooks", OrderedDict())
+    object.__setattr__(self, "_backward_pre_hooks", OrderedDict())
+    object.__setattr__(self, "_backward_hooks", OrderedDict())
 
   def forward(self, *args, **kwargs):
     raise NotImplementedError(f"{type(self).__name__} has no forward(): define one in the subclass")
   def __call__(self, *args, **kwargs):
-    if not (self._forward_pre_hooks or self._forward_hooks): return self.forward(*args, **kwargs)
+    if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or self._backward_pre_hooks):
+      return self.forward(*args, **kwargs)
     for hook, with_kwargs in list(self._forward_pre_hooks.values()):
       if with_kwargs:
         if (got := hook(self, args, kwargs)) is not None: args, kwargs = got
       elif (got := hook(self, args)) is not None: args = got if isinstance(got, tuple) else (got,)
+    backward = BackwardHookCall(self) if self._backward_hooks or self._backward_pre_hooks else None
+    if backward is not None: args = backward.wrap_arguments(args)
     out = self.forward(*args, **kwargs)
     for hook, with_kwargs in list(self._forward_hooks.values()):
       got = hook(self, args, kwargs, out) if with_kwargs else hook(self, args, out)
       if got is not None: out = got
-    return out
+    return backward.wrap_outputs(out) if backward is not None else out
 
   # ---- hooks (PyTorch's: a pre-hook may replace the arguments, a hook the output; prepend runs one first)
   def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False) -> RemovableHandle:
@@ -63,6 +69,11 @@ class Module:
   def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False, always_call: bool = False) -> RemovableHandle:
     if always_call: raise NotImplementedError("register_forward_hook: always_call=True (a hook run when forward raises) is not supported yet")
     return _register(self._forward_hooks, hook, prepend, with_kwargs)
+  # backward hooks (nn/backward_hooks.py): a pre-hook may replace grad_output, a hook grad_input
+  def register_full_backward_pre_hook(self, hook, prepend: bool = False) -> RemovableHandle:
+    return _register(self._backward_pre_hooks, hook, prepend, False)
+  def register_full_backward_hook(self, hook, prepend: bool = False) -> RemovableHandle:
+    return _register(self._backward_hooks, hook, prepend, False)
 
   # ---- attributes
   def _check_init(self, name):
