@@ -10,7 +10,8 @@ from alloy.jit import jit, JitError
 from alloy.engine.trace import trace
 from alloy.engine.search import beam
 from alloy.state import save, load
-from alloy.autograd import no_grad, enable_grad, grad, value_and_grad, is_grad_enabled, set_grad_enabled
+from alloy.autograd import no_grad, enable_grad, is_grad_enabled, set_grad_enabled
+from alloy.grad_transforms import grad, value_and_grad
 # ops in their own modules, bound below as Tensor methods where PyTorch has them (alloy.nn.functional re-exports one_hot, embedding)
 from alloy.gathering import gather, take_along_dim, index_select, masked_scatter
 from alloy.ordering import (sort, argsort, topk, kthvalue, median, nanmedian, searchsorted, bucketize, unique, unique_consecutive,

@@ -1,5 +1,5 @@
-"""Reverse-mode autograd with PyTorch's interface: requires_grad, .grad, backward, no_grad/enable_grad, and the
-functional grad/value_and_grad (JAX and MLX style).
+"""Reverse-mode autograd with PyTorch's interface: requires_grad, .grad, backward, no_grad/enable_grad (the functional
+grad/value_and_grad, JAX and MLX style, are grad_transforms.py's).
 
 tensor.py records at its few primitives (elementwise, views, reductions, contiguous, the cumsum window) and indexing.py at GATHER; only
 when an input requires grad and grad mode is on: the result's `_ag` is a `GradNode` (the rule, snapshots of the
@@ -15,7 +15,7 @@ create_graph=True runs the rules with recording on, so gradients are differentia
 device (to()) copies its gradient back, through the host as the forward does.
 """
 from __future__ import annotations
-import contextlib, functools, math, threading
+import contextlib, math, threading
 from alloy.helpers import toposort
 from alloy.ir.ops import Op
 from alloy.engine.watch import watchers
@@ -393,39 +393,3 @@ def register_hook(t, hook) -> HookHandle:
 def retain_grad(t) -> None:
   if t._ag is None: raise RuntimeError(f"retain_grad: cannot retain the gradient of a tensor that does not require grad (shape {t.shape})")
   if isinstance(t._ag, GradNode): t._ag.retain = True
-
-# ---- functional forms
-
-def _argnums(argnums, n: int) -> tuple:
-  nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-  for k in nums:
-    if not -n <= k < n: raise ValueError(f"argnums {argnums} is out of range for a function called with {n} arguments")
-  return nums
-
-def value_and_grad(f, argnums=0):
-  """f of Tensors returning a scalar Tensor -> a function giving (f's value, its gradient w.r.t. args[argnums]);
-  a tuple of gradients when argnums is a tuple. Nested (grad(grad(f))), the inner gradient is differentiable."""
-  @functools.wraps(f)
-  def wrapper(*args, **kw):
-    from alloy.tensor import Tensor
-    nums = _argnums(argnums, len(args))
-    args, nested = list(args), False
-    for k in nums:
-      if not isinstance(args[k], Tensor): raise TypeError(f"grad: argument {k} must be a Tensor, got {type(args[k]).__name__}")
-      if args[k]._ag is not None and is_grad_enabled():   # inside an outer grad: keep the path to its argument
-        args[k], nested = record(args[k]._new(args[k].node), identity_rule, (args[k],)), True
-      else: args[k] = args[k].detach().requires_grad_()
-    with enable_grad(): out = f(*args, **kw)
-    if not isinstance(out, Tensor) or out.numel() != 1:
-      raise TypeError(f"grad: f must return a scalar Tensor, got {getattr(out, 'shape', type(out).__name__)}")
-    found = grad_of(out, [args[k] for k in nums], create_graph=nested, allow_unused=True) if out._ag is not None else [None] * len(nums)
-    grads = [g if g is not None else args[k].detach().zeros_like() for g, k in zip(found, nums)]
-    return (out if nested else out.detach()), (grads[0] if isinstance(argnums, int) else tuple(grads))
-  return wrapper
-
-def grad(f, argnums=0):
-  """f of Tensors returning a scalar Tensor -> a function giving its gradient w.r.t. args[argnums]."""
-  vg = value_and_grad(f, argnums)
-  @functools.wraps(f)
-  def wrapper(*args, **kw): return vg(*args, **kw)[1]
-  return wrapper
