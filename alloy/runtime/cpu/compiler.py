@@ -50,6 +50,19 @@ def fp16_flags(cc: str) -> list[str]:
   probe = subprocess.run([cc, *FP16_ARITHMETIC_OFF, "-x", "c", "-fsyntax-only", "-"], input="", capture_output=True, text=True)
   return FP16_ARITHMETIC_OFF if probe.returncode == 0 else []
 
+# GCC 12 takes a Zen 4 for a Zen 3 with AVX-512 on, and there auto-vectorizes with 512-bit vectors; its SLP
+# vectorizer then miscompiled a float64 kernel of selects and adds (tril(x) + tril(x, -1).T: one element of sixteen
+# wrong, at -O2; right at -O1, without SLP, or with 256-bit vectors). 256 bits is what GCC picks for Intel's AVX-512
+# CPUs; alloy's kernels spell their 16-lane vectors out (vector_size), which this does not narrow.
+AUTO_VECTORS_256 = ["-mprefer-vector-width=256"]
+
+@functools.lru_cache(None)
+def vector_width_flags(cc: str) -> list[str]:
+  """AUTO_VECTORS_256 where kernels are built for AVX-512 and the compiler knows the flag."""
+  if vector_isa() != "avx512f": return []
+  probe = subprocess.run([cc, *AUTO_VECTORS_256, "-x", "c", "-fsyntax-only", "-"], input="", capture_output=True, text=True)
+  return AUTO_VECTORS_256 if probe.returncode == 0 else []
+
 @functools.lru_cache(None)
 def vector_isa() -> str:
   """The widest vector extension kernels are built for: the CPU's, or ALLOY_CPU_ISA's narrower one (`avx2` tests the
@@ -80,7 +93,7 @@ class CPUCompiler(Compiler):
   def __init__(self):
     self.cc = find_c_compiler()
     version = subprocess.run([self.cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    self.flags = CFLAGS + vector_isa_flags() + fp16_flags(self.cc)
+    self.flags = CFLAGS + vector_isa_flags() + fp16_flags(self.cc) + vector_width_flags(self.cc)
     self.identity = f"{version} {' '.join(self.flags)} {cpu_target()}"
   def compile(self, source: str) -> bytes: return self.shared_library(["-x", "c", "-"], source)
   def shared_library(self, args: list[str], source: str = "") -> bytes:
