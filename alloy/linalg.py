@@ -1,4 +1,4 @@
-"""torch.linalg's det, slogdet, inv, solve, cholesky and qr (and torch's det, logdet, slogdet, inverse), batched over
+"""torch.linalg's det, slogdet, inv, solve, cholesky, qr and eigh (and torch's det, logdet, slogdet, inverse), batched over
 leading dims, in float32 or float64; and its norms and products (vector_norm, matrix_norm, norm, matrix_power,
 multi_dot, vecdot, diagonal), compositions of the Tensor ops.
 
@@ -17,6 +17,7 @@ not positive-definite makes cholesky raise; the check is bounds.in_bounds' (read
 under @jit)."""
 from __future__ import annotations
 from collections import namedtuple
+import numpy as np
 from alloy import dtype as dt
 from alloy.bounds import in_bounds
 from alloy.realize_tensors import realize as realize_all
@@ -237,3 +238,57 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
 def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
   """torch.linalg.diagonal: torch.diagonal over the last two dims by default."""
   return A.diagonal(offset, dim1, dim2)
+
+# ---- symmetric eigendecomposition: parallel cyclic Jacobi
+EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+JACOBI_SWEEPS = 10   # each sweep rotates every pair once; the off-diagonal mass falls quadratically once small
+
+def _round_robin(n: int) -> list:
+  """n - 1 rounds (n even) in which every pair of 0..n-1 meets once, each round n/2 disjoint pairs."""
+  ring, rounds = list(range(n)), []
+  for _ in range(n - 1):
+    rounds.append([(ring[i], ring[n - 1 - i]) for i in range(n // 2)])
+    ring = [ring[0], ring[-1], *ring[1:-1]]
+  return rounds
+
+def eigh(A: Tensor, UPLO: str = "L") -> EighResult:
+  """Eigenvalues (ascending) and orthonormal eigenvectors (columns) of symmetric matrices, from their lower (UPLO
+  'L') or upper triangle: parallel cyclic Jacobi, each round n/2 disjoint rotations applied as one orthogonal matrix
+  (built from one-hot pair matrices, so nothing is read back), JACOBI_SWEEPS sweeps of n - 1 rounds. Each column's
+  sign is as the iteration leaves it; torch's differ by a sign per column (the decomposition is unique up to one)."""
+  n = _square(A, "linalg.eigh")
+  if UPLO not in ("L", "U"): raise ValueError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+  from alloy.triangular import tril, triu
+  half = tril(A) if UPLO == "L" else triu(A)
+  S = half + (tril(A, -1) if UPLO == "L" else triu(A, 1)).transpose(-1, -2)
+  m = n + n % 2   # an odd size gets an isolated extra row and column, which no rotation touches (its pair's a_pq is 0)
+  if m != n:
+    S = S.cat(S.zeros_like()[..., :, :1], dim=-1)
+    S = S.cat(S.zeros_like()[..., :1, :], dim=-2)
+  V = Tensor.eye(m, dtype=A.dtype, device=A.device).expand(S.shape)
+  rounds = []
+  for pairs in _round_robin(m):
+    mp, mq = (np.zeros((m, m // 2), dtype=A.dtype.np) for _ in range(2))
+    for i, (p, q) in enumerate(pairs): mp[p, i], mq[q, i] = 1, 1
+    rounds.append(tuple(Tensor(x, device=A.device) for x in (mp, mq)))
+  for _ in range(JACOBI_SWEEPS if m > 1 else 0):
+    for mp, mq in rounds:
+      a_p, a_q = S @ mp, S @ mq
+      pp, qq, pq = (mp * a_p).sum(-2), (mq * a_q).sum(-2), (mp * a_q).sum(-2)   # (..., m/2)
+      off = pq != 0
+      tau = (qq - pp) / (2 * where(off, pq, 1.0))
+      t = where(off, where(tau >= 0, 1.0, -1.0) / (tau.abs() + (tau * tau + 1).sqrt()), 0.0)
+      c = (t * t + 1).rsqrt().unsqueeze(-2)
+      s = (t.unsqueeze(-2) * c)
+      J = (mp * c) @ mp.T + (mq * c) @ mq.T + (mp * s) @ mq.T - (mq * s) @ mp.T
+      S = J.transpose(-1, -2) @ S @ J
+      V = V @ J
+      realize_all([S, V])
+  values = S.diagonal(0, -2, -1)
+  if m != n: values, V = values[..., :n], V[..., :n, :n]
+  values, order = values.sort(-1)
+  cols = Tensor.arange(n, device=A.device)
+  return EighResult(values, V @ (order.unsqueeze(-2) == cols.unsqueeze(-1)).cast(A.dtype))
+
+def eigvalsh(A: Tensor, UPLO: str = "L") -> Tensor:
+  return eigh(A, UPLO).eigenvalues

@@ -146,3 +146,28 @@ def test_norms_and_products_match_torch(device, rng):
   with pytest.raises(ValueError, match="at least 2"): linalg.multi_dot([Tensor(m[0], device=device)])
   np.testing.assert_allclose(linalg.vecdot(A, A).numpy(), (a * a).sum(-1), rtol=1e-5)
   np.testing.assert_array_equal(linalg.diagonal(A).numpy(), np.diagonal(a, 0, -2, -1))
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1), (5, 5), (2, 4, 4)])
+def test_eigh_matches_numpy(device, rng, dtype, shape):
+  # eigenvalues ascending as NumPy's; eigenvectors orthonormal, each NumPy's up to its sign; only one triangle is read
+  if dtype == "float64" and device == "METAL": pytest.skip("Metal has no float64")
+  a = rng.standard_normal(shape)
+  a = (a + np.swapaxes(a, -1, -2)).astype(dtype)
+  tol = 1e-10 if dtype == "float64" else 2e-4
+  for uplo, garbage in (("L", np.triu(np.full(shape[-2:], 7.0), 1)), ("U", np.tril(np.full(shape[-2:], 7.0), -1))):
+    w, v = linalg.eigh(Tensor((a + garbage).astype(dtype), device=device), UPLO=uplo)
+    wn, vn = np.linalg.eigh(a.astype(np.float64))
+    np.testing.assert_allclose(w.numpy(), wn, atol=tol * max(1.0, np.abs(wn).max()))
+    vv = v.numpy().astype(np.float64)
+    np.testing.assert_allclose(np.swapaxes(vv, -1, -2) @ vv, np.broadcast_to(np.eye(shape[-1]), vv.shape), atol=tol * 10)
+    np.testing.assert_allclose(np.abs(vv), np.abs(vn), atol=tol * 100)
+  np.testing.assert_allclose(linalg.eigvalsh(Tensor(a, device=device)).numpy(), wn, atol=tol * max(1.0, np.abs(wn).max()))
+  with pytest.raises(ValueError, match="UPLO"): linalg.eigh(Tensor(a, device=device), UPLO="X")
+
+def test_eigh_gradients(device, rng):
+  # of the eigenvalues, and of a sign-free function of the eigenvectors (their squares)
+  a, w = rng.standard_normal((3, 3)), rng.standard_normal((3, 3))
+  lib = lambda t: linalg if isinstance(t, Tensor) else torch.linalg
+  check_grads(lambda A, W: (lib(A).eigvalsh(A + A.transpose(-1, -2)) * W[0]).sum(), [a, w], device, atol=1e-6, rtol=1e-5)
+  check_grads(lambda A, W: (lib(A).eigh(A + A.transpose(-1, -2))[1] ** 2 * W).sum(), [a, w], device, atol=1e-6, rtol=1e-5)
