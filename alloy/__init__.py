@@ -35,6 +35,8 @@ from alloy.mathfuncs import (log10, logit, xlogy, frac, fmod, signbit, nan_to_nu
 from alloy.sampling import multinomial, bernoulli, randperm, normal
 from alloy import linalg
 from alloy.linalg import det, logdet, slogdet, inv as inverse
+from alloy.linalg.jacobi import torch_svd as svd
+from alloy.linalg.least_squares import pinverse
 from alloy.torch_functions import FUNCTIONS as _FUNCTIONS
 from alloy.multi import ShardedTensor, shard   # several devices: Tensor.shard, collectives in alloy.collectives
 
@@ -65,7 +67,7 @@ for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, 
             histc, logcumsumexp, sgn, positive, deg2rad, rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside,
             float_power, hardshrink, cross, renorm, masked_scatter, det, logdet, slogdet):
   setattr(Tensor, _op.__name__, _op)   # _unfold is Tensor.unfold (nn.functional.unfold is im2col), _trace Tensor.trace (alloy.trace the tracer)
-Tensor.moveaxis, Tensor.swapdims, Tensor.inverse = movedim, swapaxes, inverse
+Tensor.moveaxis, Tensor.swapdims, Tensor.inverse, Tensor.svd, Tensor.pinverse = movedim, swapaxes, inverse, svd, pinverse
 moveaxis, swapdims = movedim, swapaxes
 # torch.<op>(x, ...) for the Tensor methods that have no function of their own above
 globals().update({name: fn for name, fn in _FUNCTIONS.items() if name not in globals()})
