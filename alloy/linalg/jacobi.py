@@ -7,8 +7,8 @@ same rotation of the same 2 x 2 matrix, so both share `_rotation`. A round's rot
 built from one-hot pair matrices, so nothing is read back and a round is a few matmuls; JACOBI_SWEEPS sweeps are
 taken, and each round is realized (its kernels compiled once for every round): at 64 x 64 in float64 the singular
 values come to 6e-15 of NumPy's relative to the largest, 2.6 s the first time (compiling) and 0.6 s cached on the CPU
-device. Gradients come from autograd through the rounds. Each vector's sign is as the iteration leaves it (torch's differ by a sign, the decomposition being unique
-up to one)."""
+device. Gradients come from autograd through the rounds. Each vector's sign is as the iteration leaves it (torch's
+differ by a sign, the decomposition being unique up to one)."""
 from __future__ import annotations
 from collections import namedtuple
 import numpy as np
