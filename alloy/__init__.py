@@ -34,6 +34,7 @@ from alloy.mathfuncs import (log10, logit, xlogy, frac, fmod, signbit, nan_to_nu
                              rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside, float_power, hardshrink, renorm)
 from alloy.sampling import multinomial, bernoulli, randperm, normal
 from alloy import linalg
+from alloy.bounds import run_deferred as _run_deferred
 from alloy.linalg import det, logdet, slogdet, inv as inverse
 from alloy.linalg.jacobi import torch_svd as svd
 from alloy.linalg.least_squares import pinverse
@@ -55,7 +56,10 @@ def randn_like(t, **kw): return t.randn_like(**kw)
 def maximum(a, b): return a.maximum(b)
 def minimum(a, b): return a.minimum(b)
 def matmul(a, b): return a.matmul(b)
-def synchronize(device=None): get_device(device or default_device()).synchronize()
+def synchronize(device=None):
+  """Wait for the device's queued work, then raise what the eager index checks waiting found (alloy/bounds.py)."""
+  get_device(device or default_device()).synchronize()
+  _run_deferred()
 
 for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, cummax, cummin, tril, triu, log1p, expm1,
             logaddexp, logaddexp2, norm, shard, narrow, roll, movedim, _unfold, multinomial, swapaxes, t, select, unbind, unflatten,

@@ -1,8 +1,9 @@
 """Reading at indices along one dimension: gather, take_along_dim, index_select, one_hot, embedding, masked_scatter
 (PyTorch's signatures). Each forward is one GATHER node (a lazy read at computed addresses: no copy of the input).
 
-Indices given by the user are checked as getitem checks its own (alloy/bounds.py: on the host, or under a @jit capture
-on the device). Internal callers whose indices are in range by construction (sort, topk) use `take` and skip that.
+Indices given by the user are checked as getitem checks its own (alloy/bounds.py: read on the host at once
+or at the next host read, or under a @jit capture after each call). Internal callers whose indices are in range by
+construction (sort, topk) use `take` and skip that.
 
 Backward: the gradient of a read at indices is a scatter-add of the output gradient at the same indices
 (alloy/scatter_sum.py: one dense kernel for short rows, else sorted by index, O(n log^2 n + size(dim) log n)).
@@ -135,8 +136,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, no
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
   """torch.masked_scatter: input with the positions where mask (broadcast) is True taken, in order, from source's
   leading elements. Each position's place in source is the running count of Trues before it (on the device); a source
-  with fewer elements than Trues is an IndexError, checked as an index (alloy/bounds.py: on the host, or on the device
-  under @jit). Gradients go to input where mask is False and to the source elements taken."""
+  with fewer elements than Trues is an IndexError, checked as an index (alloy/bounds.py: read on the host at once or at
+  the next host read, or under @jit after each call). Gradients go to input where mask is False and to the source elements taken."""
   if not mask.dtype.is_bool: raise TypeError(f"masked_scatter: mask must be a bool tensor, got {mask.dtype.name}")
   if source.dtype != input.dtype: raise TypeError(f"masked_scatter: source has dtype {source.dtype.name}, input {input.dtype.name}")
   shape = broadcast_shape(input.shape, mask.shape)

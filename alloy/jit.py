@@ -36,8 +36,8 @@ source's writer of that call (a peer or host-to-device copy on the destination's
 buffer once everything queued there has run, since the last call's kernels may still read it). So are the
 copies in the adjoints of all_gather, reduce_scatter and broadcast, and a model-parallel step's.
 
-A check the eager path makes by reading device values on the host (the bounds of an index: alloy/bounds.py) moves
-to the device inside a capture (Watcher.device_check): its values are computed by captured launches and read after
+A check the eager path reads on the host (the bounds of an index: alloy/bounds.py; at once on the CPU device, at the
+next host read on a GPU) moves to the device inside a capture (Watcher.device_check): its values are computed by captured launches and read after
 the capture call and after every replay, which raises the eager path's error before the changed state is rebound.
 
 JIT=0 turns capture off, JIT=2 captures but replays launch by launch (no graphs).
@@ -50,6 +50,7 @@ from alloy.ir.ops import Op
 from alloy.runtime.buffer import Borrowed, Buffer
 from alloy.runtime.registry import get_device
 from alloy import realize_tensors
+from alloy.bounds import run_deferred
 from alloy.engine.results import Results
 from alloy.engine.backpressure import throttle
 from alloy.engine import search
@@ -131,6 +132,7 @@ class _Capture(Watcher):
 
   def run(self, fn, args, kwargs, state: jit_state.State, before: dict):
     watch = jit_state.Watch()   # what the function changes in place or gives a .grad: its arguments only
+    run_deferred()              # eager index checks from before the call: raised now, not inside the capture
     global _capturing
     _capturing = self
     try:

@@ -6,7 +6,7 @@ src's is the output gradient read at the index (for amax/amin, split evenly amon
 self's included; for prod, the product of the other factors, exact at zeros; for scatter, only where the value
 landed, as finite differences see it, where PyTorch hands every repeat of an index the gradient), self's passes
 where nothing was written. The index's bounds are checked as __getitem__ checks its own (alloy/bounds.py: read back
-on the host, or under a @jit capture on the device).
+at once or at the next host read, or under a @jit capture after each call).
 """
 from __future__ import annotations
 import numpy as np

@@ -89,6 +89,14 @@ def _nvrtc_compiler():
     return c
   except Exception: return None
 
+@pytest.fixture(autouse=True)
+def no_index_error_left():
+  """A test that makes a bad index on a GPU reads the result where it expects the IndexError (alloy/bounds.py): an
+  unread one fails that test here, not a later test at its first read."""
+  yield
+  from alloy.bounds import run_deferred
+  run_deferred()
+
 @pytest.fixture(scope="module", autouse=True)
 def cuda_source_compiles():
   yield

@@ -2,8 +2,8 @@
 comparison with the class index (a select, fused into the reduction), not a gather.
 
 Target class indices outside [0, C) that are not ignore_index raise an IndexError, as PyTorch's do: they are checked
-as a gather's indices are (alloy/bounds.py: read on the host eagerly, a sync for targets on a GPU; under @jit on the
-device, read after each call)."""
+as a gather's indices are (alloy/bounds.py: on a GPU read at the next host read, no sync per loss; on the CPU
+device at once; under @jit read after each call)."""
 from __future__ import annotations
 from alloy import dtype as dt
 from alloy.bounds import in_bounds

@@ -26,7 +26,7 @@ def first_bad(where_bad: Tensor, n: int) -> Tensor:
 
 def raise_at(first: Tensor, n: int, error) -> None:
   """error(k) for the first bad column k, unless there is none (first == n)."""
-  in_bounds(first, n, n + 1, error)
+  in_bounds(first, n, n + 1, error, deferred=False)   # torch syncs to raise these too
 
 def column_of(M: Tensor, cols: Tensor, k: int) -> Tensor:
   """M[..., :, k] as a select over the columns: k is then a kernel argument, and one compiled kernel serves every step."""

@@ -138,12 +138,12 @@ def test_class_targets_out_of_range_raise(device, op):
   for bad, shown in ((3, 3), (-1, -1), (-101, -101)):
     t = good.copy()
     t[3, 1] = bad
-    with pytest.raises(IndexError, match=f"{op}: target {shown} is out of bounds for 3 classes"): fn(x, Tensor(t, device=device))
+    with pytest.raises(IndexError, match=f"{op}: target {shown} is out of bounds for 3 classes"): fn(x, Tensor(t, device=device)).item()
   # ignore_index, and a class PyTorch takes: the loss is torch's
   ref = getattr(TF, op)(torch.from_numpy(x.numpy()), torch.from_numpy(good)).item()
   assert abs(fn(x, Tensor(good, device=device)).item() - ref) <= 1e-5 * abs(ref)
   # an ignore_index the target's dtype cannot hold: nothing is ignored, every class is checked
-  with pytest.raises(IndexError, match="target 3 is out of bounds"): fn(x, Tensor(np.array([[0, 3]] * 5, np.uint8), device=device))
+  with pytest.raises(IndexError, match="target 3 is out of bounds"): fn(x, Tensor(np.array([[0, 3]] * 5, np.uint8), device=device)).item()
   fn(x, Tensor(np.array([[0, 2]] * 5, np.uint8), device=device), ignore_index=-100).item()
 
 def test_class_targets_are_checked_under_jit(device):
