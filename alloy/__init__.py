@@ -17,7 +17,7 @@ from alloy.gathering import gather, take_along_dim, index_select, masked_scatter
 from alloy.ordering import (sort, argsort, topk, kthvalue, median, nanmedian, searchsorted, bucketize, unique, unique_consecutive,
                             mode)
 from alloy.trig import atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh
-from alloy.special import lgamma, digamma, erfinv
+from alloy.special import lgamma, digamma, erfinv, polygamma, mvlgamma
 from alloy.scans import cumprod, cummax, cummin, logcumsumexp
 from alloy.contraction import einsum
 from alloy.triangular import tril, triu
@@ -69,9 +69,10 @@ for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, 
             allclose, equal, count_nonzero, nansum, nanmean, aminmax, bernoulli, kthvalue, median, nanmedian, unique,
             unique_consecutive, atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh, fmod, lgamma, digamma, erfinv, mode,
             histc, logcumsumexp, sgn, positive, deg2rad, rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside,
-            float_power, hardshrink, cross, renorm, masked_scatter, det, logdet, slogdet):
+            float_power, hardshrink, cross, renorm, masked_scatter, det, logdet, slogdet, mvlgamma):
   setattr(Tensor, _op.__name__, _op)   # _unfold is Tensor.unfold (nn.functional.unfold is im2col), _trace Tensor.trace (alloy.trace the tracer)
 Tensor.moveaxis, Tensor.swapdims, Tensor.inverse, Tensor.svd, Tensor.pinverse = movedim, swapaxes, inverse, svd, pinverse
+Tensor.polygamma = lambda self, n: polygamma(n, self)   # torch's order: Tensor.polygamma(n), torch.polygamma(n, x)
 moveaxis, swapdims = movedim, swapaxes
 # torch.<op>(x, ...) for the Tensor methods that have no function of their own above
 globals().update({name: fn for name, fn in _FUNCTIONS.items() if name not in globals()})

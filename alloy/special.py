@@ -1,10 +1,13 @@
 """Special functions with PyTorch's names, composed from the primitives: lgamma (Lanczos' approximation, g = 7, with
 the reflection formula below 1/2), digamma (the recurrence up past 6, then the asymptotic series; reflection below
-1/2) and erfinv (Giles' single-precision polynomials, then Newton steps on erf for float64). 16-bit floats compute
+1/2), polygamma (the Hurwitz zeta series as Cephes sums it: 9 + n terms, then Euler-Maclaurin with 12 Bernoulli
+terms; below 1/2 the reflection formula, its n-th derivative of cot a polynomial in cot made on the host), mvlgamma,
+and erfinv (Giles' single-precision polynomials, then Newton steps on erf for float64). 16-bit floats compute
 in float32. Branches a where() leaves out get safe inputs, so no NaN from them reaches a value or a gradient."""
 from __future__ import annotations
 import math
 from alloy import dtype as dt
+import numpy as np
 from alloy.tensor import Tensor, where
 from alloy.mathfuncs import float_operand, horner
 
@@ -71,3 +74,52 @@ def erfinv(input: Tensor) -> Tensor:
     y = y - (y.erf() - s) / ((2.0 / math.sqrt(math.pi)) * (-(y * y)).exp())
   edge = where(x > 0, float("inf"), float("-inf"))
   return where(inside, y, where(x.abs() == 1, edge, float("nan"))).cast(out)
+
+# B_2j / (2j)!, j = 1.., for the Hurwitz zeta's Euler-Maclaurin tail
+BERNOULLI_OVER_FACTORIAL = tuple(b / math.factorial(2 * j) for j, b in enumerate(
+  (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510, 43867 / 798, -174611 / 330, 854513 / 138,
+   -236364091 / 2730), 1))
+
+def _zeta_right(s: int, y: Tensor) -> Tensor:
+  """The Hurwitz zeta sum over k >= 0 of (y + k)^-s for y >= 1/2 and an integer s >= 2: 9 + s terms summed, then
+  Euler-Maclaurin's tail at y + 9 + s."""
+  shift = 9 + s
+  acc = sum((1.0 / (y + k)) ** s for k in range(shift))
+  y = y + shift
+  inv = 1.0 / y
+  tail = inv ** (s - 1) / (s - 1) + 0.5 * inv ** s
+  rising, power = float(s), inv ** (s + 1)   # s (s + 1) ... (s + 2j - 2), y^(-s - 2j + 1)
+  for j, c in enumerate(BERNOULLI_OVER_FACTORIAL, 1):
+    tail = tail + (c * rising) * power
+    rising, power = rising * (s + 2 * j - 1) * (s + 2 * j), power * inv * inv
+  return acc + tail
+
+def _cot_derivative(n: int) -> tuple:
+  """Coefficients (highest degree first) of Q_n with d^n/dx^n cot(pi x) = pi^n Q_n(cot(pi x)): Q_0(c) = c,
+  Q_(k+1)(c) = -Q_k'(c) (1 + c^2)."""
+  q = np.polynomial.Polynomial([0.0, 1.0])
+  for _ in range(n): q = -q.deriv() * np.polynomial.Polynomial([1.0, 0.0, 1.0])
+  return tuple(float(c) for c in q.coef[::-1])
+
+def polygamma(n: int, input: Tensor) -> Tensor:
+  """The n-th derivative of digamma: (-1)^(n+1) n! zeta(n + 1, x), and below 1/2 the reflection
+  psi_n(x) = (-1)^n psi_n(1 - x) - pi d^n/dx^n cot(pi x); at the poles (0, -1, ...) inf, -inf for even n, as PyTorch."""
+  if isinstance(n, bool) or not isinstance(n, int) or n < 0: raise ValueError(f"polygamma: n must be a non-negative int, got {n!r}")
+  if n == 0: return digamma(input)
+  x, out = float_operand(input)
+  left = x < 0.5
+  right = ((-1) ** (n + 1) * math.factorial(n)) * _zeta_right(n + 1, where(left, 1.0 - x, x))
+  off = _off_integer(where(left & ~_poles(x), x, 0.25))   # in [-1/2, 1/2]: cot(pi x) = cot(pi off)
+  near = off.abs() < 0.25   # near a pole 1 / tan(pi off); near a zero of cot, tan of the distance to it (exact at 1/2)
+  cot = where(near, 1.0 / (math.pi * where(near, off, 0.25)).tan(), off.sign() * (math.pi * (0.5 - where(near, 0.25, off.abs()))).tan())
+  reflected = (-1) ** n * right - math.pi ** (n + 1) * horner(cot, _cot_derivative(n))
+  return where(_poles(x), float("inf") if n % 2 else float("-inf"), where(left, reflected, right)).cast(out)
+
+def mvlgamma(input: Tensor, p: int) -> Tensor:
+  """The multivariate log-gamma of dimension p: p (p - 1) / 4 log pi + the sum of lgamma(x - j / 2), j < p; every
+  element must exceed (p - 1) / 2 (PyTorch checks that too, on the host)."""
+  if isinstance(p, bool) or not isinstance(p, int) or p < 1: raise ValueError(f"mvlgamma: p must be a positive int, got {p!r}")
+  x, out = float_operand(input)
+  if x.numel() and not bool((x > (p - 1) / 2).all().item()):
+    raise ValueError(f"mvlgamma: all elements must be greater than (p-1)/2 = {(p - 1) / 2}")
+  return (p * (p - 1) / 4 * math.log(math.pi) + sum(lgamma(x - j / 2) for j in range(p))).cast(out)

@@ -93,6 +93,23 @@ def test_special_functions_match_torch(device, rng, name):
     got64, want64 = getattr(Tensor(x.astype(np.float64)), name)().numpy(), getattr(torch.from_numpy(x.astype(np.float64)), name)().numpy()
     np.testing.assert_allclose(got64, want64, rtol=1e-12, atol=1e-12, equal_nan=True, err_msg=name)
 
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_polygamma_and_mvlgamma_match_torch(device, rng, n):
+  # both sides of the reflection at 1/2, half-integers (where cot is 0), near the poles, large arguments; the poles
+  # themselves are inf (-inf for even n) as torch's zeta gives (its trigamma gives a huge finite value there)
+  x = np.concatenate([rng.uniform(-10, 10, 200), rng.uniform(0, 1e4, 30), [-2.5, -0.5, -4.0001, 1.0, 0.5, 1e-3, 30.0]]).astype(np.float32)
+  got, want = Tensor(x, device=device).polygamma(n).numpy(), torch.polygamma(n, torch.from_numpy(x.astype(np.float64))).numpy()
+  np.testing.assert_allclose(got, want, rtol=3e-6, atol=1e-30)
+  poles = alloy.polygamma(n, Tensor(np.array([0.0, -3.0], np.float32), device=device)).numpy()
+  np.testing.assert_array_equal(poles, [np.inf if n % 2 else -np.inf] * 2)
+  if device == "CPU":   # float64: 1e-13 of torch's zeta; its trigamma (n = 1) is itself off by up to 5e-10
+    got64 = alloy.polygamma(n, Tensor(x.astype(np.float64))).numpy()
+    np.testing.assert_allclose(got64, want, rtol=1e-9 if n == 1 else 1e-12)
+  y = rng.uniform(1.6, 6, (3, 4)).astype(np.float32)
+  np.testing.assert_allclose(Tensor(y, device=device).mvlgamma(4).numpy(), torch.mvlgamma(torch.from_numpy(y), 4).numpy(), rtol=2e-6)
+  with pytest.raises(ValueError, match="greater than"): alloy.mvlgamma(Tensor(y, device=device), 5)
+  with pytest.raises(ValueError, match="non-negative int"): alloy.polygamma(-1, Tensor(y, device=device))
+
 def test_atan2_and_fmod_match_torch_at_every_sign(device):
   v = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-30, 3.0, -2.5], np.float32)
   y, x = (a.ravel() for a in np.meshgrid(v, v, indexing="ij"))
@@ -157,6 +174,7 @@ def test_gradients_flow(device, rng):
   check_grads(lambda a: (a.atan2(a.T + 0.5) * weights(a, 4, 4)).sum() + (a * 0.3).asin().sum() + (a * 0.3).acos().sum(), [x], device)
   check_grads(lambda a: (a.abs() + 0.5).lgamma().sum() + ((a.abs() + 0.5).digamma() * weights(a, 4, 4)).sum() + (a * 0.2).erfinv().sum(),
               [x], device)
+  check_grads(lambda a: ((a.abs() + 0.5).polygamma(2) * weights(a, 4, 4)).sum() + (a * 0.3 - 0.6).polygamma(1).sum(), [x], device, rtol=1e-5)
   check_grads(lambda a: (a.masked_scatter(a > 0, a.T * 3) * weights(a, 4, 4)).sum() + (a.renorm(2, 0, 1.0) * weights(a, 4, 4)).sum(),
               [x], device)
   check_grads(lambda a: (a.logcumsumexp(1) * weights(a, 4, 4)).sum() + (a.reshape(16).repeat(5).logcumsumexp(0) * weights(a, 80)).sum(),
