@@ -156,6 +156,32 @@ def test_multihead_attention_matches_torch(device, batch_first):
                theirs(torch.tensor(unbatched), torch.tensor(unbatched), torch.tensor(unbatched))[0].detach().numpy(), atol=1e-5, rtol=1e-4)
   with pytest.raises(ValueError, match="positive multiple of num_heads"): nn.MultiheadAttention(10, 3)
 
+@pytest.mark.parametrize("extra", [dict(add_bias_kv=True), dict(add_zero_attn=True), dict(add_bias_kv=True, add_zero_attn=True)])
+def test_multihead_attention_extra_keys_match_torch(device, extra):
+  torch.manual_seed(1)
+  theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True, **extra)
+  mine = _pair(nn.MultiheadAttention(8, 2, batch_first=True, **extra), theirs, device)
+  assert [k for k, _ in mine.named_parameters()] == [k for k, _ in theirs.named_parameters()]
+  x, kv = _x(2, 3, 8), _x(2, 4, 8) * 0.5
+  padding = np.zeros((2, 4), bool); padding[1, 0] = True
+  causal = np.triu(np.ones((3, 4), bool), 1)
+  masked = dict(attn_mask=causal, key_padding_mask=padding, average_attn_weights=False)
+  for kw in (dict(), masked, dict(key_padding_mask=padding, need_weights=False)):
+    xt, kt = torch.tensor(x, requires_grad=True), torch.tensor(kv)
+    xa, ka = Tensor(x, device=device, requires_grad=True), Tensor(kv, device=device)
+    ot, wt = theirs(xt, kt, kt, **{k: torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kw.items()})
+    oa, wa = mine(xa, ka, ka, **{k: Tensor(v, device=device) if isinstance(v, np.ndarray) else v for k, v in kw.items()})
+    (ot * ot).sum().backward(); (oa * oa).sum().backward()
+    assert_close(oa.numpy(), ot.detach().numpy(), atol=1e-5, rtol=1e-4)
+    if wt is not None: assert_close(wa.numpy(), wt.detach().numpy(), atol=1e-5, rtol=1e-4)
+    assert_close(xa.grad.numpy(), xt.grad.numpy(), atol=1e-4, rtol=1e-4)
+    if mine.bias_k is not None: assert_close(mine.bias_k.grad.numpy(), theirs.bias_k.grad.numpy(), atol=1e-4, rtol=1e-4)
+    mine.zero_grad(); theirs.zero_grad()
+  alloy.manual_seed(0)
+  fresh = nn.MultiheadAttention(64, 4, add_bias_kv=True)
+  drawn = np.concatenate([fresh.bias_k.numpy().ravel(), fresh.bias_v.numpy().ravel()])
+  assert fresh.bias_k.shape == (1, 1, 64) and 0.09 < drawn.std() < 0.16   # xavier-normal: std sqrt(2 / (64 + 64))
+
 def test_multihead_attention_init():
   alloy.manual_seed(0)
   m = nn.MultiheadAttention(64, 4)
