@@ -38,6 +38,9 @@ from alloy.bounds import run_deferred as _run_deferred
 from alloy.linalg import det, logdet, slogdet, inv as inverse
 from alloy.linalg.jacobi import torch_svd as svd
 from alloy.linalg.least_squares import pinverse
+from alloy.stats import var_mean, std_mean, cov, corrcoef, quantile, nanquantile, bincount, trapezoid, cumulative_trapezoid
+from alloy.structured import (cartesian_prod, combinations, block_diag, diagflat, vander, tril_indices, triu_indices, masked_select, argwhere,
+                              isin, flat_take as take)
 from alloy.torch_functions import FUNCTIONS as _FUNCTIONS
 from alloy.multi import ShardedTensor, shard   # several devices: Tensor.shard, collectives in alloy.collectives
 
@@ -69,9 +72,12 @@ for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, 
             allclose, equal, count_nonzero, nansum, nanmean, aminmax, bernoulli, kthvalue, median, nanmedian, unique,
             unique_consecutive, atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh, fmod, lgamma, digamma, erfinv, mode,
             histc, logcumsumexp, sgn, positive, deg2rad, rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside,
-            float_power, hardshrink, cross, renorm, masked_scatter, det, logdet, slogdet, mvlgamma):
+            float_power, hardshrink, cross, renorm, masked_scatter, det, logdet, slogdet, mvlgamma, quantile, nanquantile, bincount,
+            cov, corrcoef, diagflat, masked_select, argwhere):
   setattr(Tensor, _op.__name__, _op)   # _unfold is Tensor.unfold (nn.functional.unfold is im2col), _trace Tensor.trace (alloy.trace the tracer)
 Tensor.moveaxis, Tensor.swapdims, Tensor.inverse, Tensor.svd, Tensor.pinverse = movedim, swapaxes, inverse, svd, pinverse
+Tensor.take = take
+trapz = trapezoid   # torch's older name
 Tensor.polygamma = lambda self, n: polygamma(n, self)   # torch's order: Tensor.polygamma(n), torch.polygamma(n, x)
 moveaxis, swapdims = movedim, swapaxes
 # torch.<op>(x, ...) for the Tensor methods that have no function of their own above

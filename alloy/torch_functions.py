@@ -9,7 +9,9 @@ METHODS = ("abs", "neg", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "
            "argmin", "std", "var", "all", "any", "cumsum", "logsumexp", "softmax", "log_softmax", "clamp", "clip", "reshape",
            "permute", "transpose", "squeeze", "unsqueeze", "flatten", "chunk", "split", "flip", "dot", "pow", "add", "sub", "mul",
            "div", "remainder", "floor_divide", "eq", "ne", "lt", "le", "gt", "ge", "masked_fill", "isnan", "isinf", "isfinite",
-           "lerp", "addcmul", "addcdiv", "logical_not", "numel", "clone", "detach")
+           "lerp", "addcmul", "addcdiv", "logical_not", "numel", "clone", "detach", "nonzero", "index_add", "index_copy", "index_fill",
+           "index_put", "index_put_", "scatter_add", "scatter_reduce", "fill_", "zero_", "abs_", "neg_", "exp_", "log_", "sqrt_",
+           "sigmoid_", "relu_", "clamp_", "clip_")
 
 def _function(name: str):
   def call(input, *args, **kwargs):

@@ -166,6 +166,34 @@ def adaptive_avg_pool2d(input, output_size): return adaptive_avg_pool(input, out
 def adaptive_avg_pool3d(input, output_size): return adaptive_avg_pool(input, output_size, 3, "adaptive_avg_pool3d")
 
 
+def adaptive_max_pool(input, output_size, return_indices: bool, nd: int, op: str):
+  """The max of PyTorch's adaptive bins (floor(i n / o) to ceil((i + 1) n / o)), one axis at a time, the last first:
+  a box's max is the max of its rows' maxes, and the first max in row-major order is the first row's first, so the
+  indices (into the flattened spatial dims) are PyTorch's. A bin shorter than the longest repeats its last element."""
+  from alloy.tensor import Tensor
+  _check_input(input, nd, op)
+  sizes = adaptive_sizes(input, output_size, nd, op)
+  values, flat, inner = input, None, 1   # flat: each value's index within the axes done so far (inner elements)
+  for i in reversed(range(nd)):
+    axis, n, o = input.ndim - nd + i, input.shape[input.ndim - nd + i], sizes[i]
+    start, end = (np.arange(o) * n) // o, -((-(np.arange(o) + 1) * n) // o)
+    k = int((end - start).max())
+    at = Tensor(np.minimum(start[:, None] + np.arange(k), end[:, None] - 1).astype(np.int64), device=input.device)   # (o, k)
+    best = values.movedim(axis, -1)[..., at].max(-1)   # (..., o) over each bin's k
+    choice = best.indices.unsqueeze(-1)
+    def chosen(w): return w.gather(-1, choice).squeeze(-1)   # (..., o, k) at each bin's max
+    picked = chosen(at.expand(*best.indices.shape, k)) * inner
+    if flat is not None: picked = picked + chosen(flat.movedim(axis, -1)[..., at])
+    values, flat, inner = best.values.movedim(-1, axis), picked.movedim(-1, axis), inner * n
+  return (values, flat) if return_indices else values
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+  return adaptive_max_pool(input, output_size, return_indices, 1, "adaptive_max_pool1d")
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+  return adaptive_max_pool(input, output_size, return_indices, 2, "adaptive_max_pool2d")
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+  return adaptive_max_pool(input, output_size, return_indices, 3, "adaptive_max_pool3d")
+
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
   """PyTorch's im2col, asked for explicitly: (N, C, H, W) -> (N, C * kh * kw, L), L the window positions; the window
   view made contiguous."""

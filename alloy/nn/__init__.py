@@ -7,13 +7,15 @@ from alloy.nn.containers import Sequential, ModuleList, ModuleDict, ParameterLis
 from alloy.nn.linear import Linear, Identity, Bilinear
 from alloy.nn.flatten import Flatten, Unflatten
 from alloy.nn.activation import (ReLU, GELU, SiLU, Sigmoid, Tanh, Softmax, LogSoftmax, LeakyReLU, ELU, SELU, CELU, Softplus, Hardtanh, ReLU6,
-                                 Threshold, Mish, Hardswish, Hardsigmoid, PReLU, Softmin, Softsign, Tanhshrink, GLU)
+                                 Threshold, Mish, Hardswish, Hardsigmoid, PReLU, Softmin, Softsign, Tanhshrink, GLU, LogSigmoid,
+                                 Softshrink, Hardshrink, Softmax2d)
 from alloy.nn.conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from alloy.nn.norm import (BatchNorm1d, BatchNorm2d, BatchNorm3d, LayerNorm, GroupNorm, RMSNorm, InstanceNorm1d, InstanceNorm2d,
                            InstanceNorm3d)
 from alloy.nn.sparse import Embedding
 from alloy.nn.dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
-from alloy.nn.pooling import MaxPool1d, MaxPool2d, MaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, AdaptiveAvgPool1d, AdaptiveAvgPool2d
+from alloy.nn.pooling import (MaxPool1d, MaxPool2d, MaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,
+                              AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d)
 from alloy.nn.padding import (ConstantPad1d, ConstantPad2d, ConstantPad3d, ZeroPad1d, ZeroPad2d, ZeroPad3d, ReflectionPad1d,
                               ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, CircularPad1d,
                               CircularPad2d, CircularPad3d)

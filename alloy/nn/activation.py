@@ -128,6 +128,25 @@ class Softsign(Module):
 class Tanhshrink(Module):
   def forward(self, x): return F.tanhshrink(x)
 
+class LogSigmoid(Module):
+  def forward(self, x): return F.logsigmoid(x)
+
+class Softshrink(Module):
+  def __init__(self, lambd: float = 0.5):
+    super().__init__()
+    self.lambd = lambd
+  def forward(self, x): return F.softshrink(x, self.lambd)
+  def extra_repr(self): return f"{self.lambd}"
+
+class Hardshrink(Softshrink):
+  def forward(self, x): return F.hardshrink(x, self.lambd)
+
+class Softmax2d(Module):
+  """Softmax over the channels of (C, H, W) or (N, C, H, W)."""
+  def forward(self, x):
+    if x.ndim not in (3, 4): raise ValueError(f"Softmax2d: expected a 3-D or 4-D input, got shape {x.shape}")
+    return x.softmax(-3)
+
 class GLU(Module):
   def __init__(self, dim: int = -1):
     super().__init__()

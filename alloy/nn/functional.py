@@ -5,7 +5,8 @@ from alloy.functional.activation import (relu, relu6, leaky_relu, elu, selu, cel
                                          hardtanh_, threshold_)
 from alloy.functional.conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d
 from alloy.functional.pool import (max_pool1d, max_pool2d, max_pool3d, avg_pool1d, avg_pool2d, avg_pool3d,
-                                   adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, unfold, fold)
+                                   adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, unfold, fold,
+                                   adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d)
 from alloy.functional.resample import interpolate, upsample
 from alloy.functional.loss import (cross_entropy, nll_loss, mse_loss, l1_loss, smooth_l1_loss, huber_loss, binary_cross_entropy,
                                    binary_cross_entropy_with_logits, kl_div)
@@ -21,7 +22,8 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "hardsigmoid", "hardswish", "softplus", "logsigmoid", "softsign", "tanhshrink", "threshold", "softmax",
            "log_softmax", "softmin", "glu", "normalize", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
            "conv_transpose2d", "conv_transpose3d", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d",
-           "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "interpolate", "upsample",
+           "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+           "adaptive_max_pool2d", "adaptive_max_pool3d", "interpolate", "upsample",
            "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "kl_div", "layer_norm", "rms_norm", "group_norm", "batch_norm",
            "instance_norm", "dropout", "scaled_dot_product_attention", "linear", "pad", "pixel_shuffle", "pixel_unshuffle",

@@ -1,4 +1,5 @@
-"""The pooling layers over nn.functional: MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d."""
+"""The pooling layers over nn.functional: MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d,
+AdaptiveMaxPool1d/2d/3d."""
 from __future__ import annotations
 from alloy.nn.module import Module
 from alloy.nn import functional as F
@@ -43,3 +44,16 @@ class AdaptiveAvgPool2d(AdaptiveAvgPool1d):
 class AvgPool3d(AvgPool2d):
   def forward(self, x):
     return F.avg_pool3d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad, self.divisor_override)
+class AdaptiveAvgPool3d(AdaptiveAvgPool1d):
+  def forward(self, x): return F.adaptive_avg_pool3d(x, self.output_size)
+
+class AdaptiveMaxPool1d(Module):
+  def __init__(self, output_size, return_indices: bool = False):
+    super().__init__()
+    self.output_size, self.return_indices = output_size, return_indices
+  def forward(self, x): return F.adaptive_max_pool1d(x, self.output_size, self.return_indices)
+  def extra_repr(self): return f"output_size={self.output_size}"
+class AdaptiveMaxPool2d(AdaptiveMaxPool1d):
+  def forward(self, x): return F.adaptive_max_pool2d(x, self.output_size, self.return_indices)
+class AdaptiveMaxPool3d(AdaptiveMaxPool1d):
+  def forward(self, x): return F.adaptive_max_pool3d(x, self.output_size, self.return_indices)

@@ -27,6 +27,11 @@ def _layers():
     "Encoder": (lambda m: m.TransformerEncoder(m.TransformerEncoderLayer(8, 4, 12, batch_first=True), 2, m.LayerNorm(8)), (2, 5, 8)),
     "DecoderLayer": (lambda m: m.TransformerDecoderLayer(8, 2, 16, batch_first=True), [(2, 4, 8), (2, 6, 8)]),
     "Transformer": (lambda m: m.Transformer(8, 2, 1, 2, 16, batch_first=True), [(2, 6, 8), (2, 4, 8)]),
+    "LogSigmoid": (lambda m: m.LogSigmoid(), (2, 5)), "Softshrink": (lambda m: m.Softshrink(0.3), (2, 5)),
+    "Hardshrink": (lambda m: m.Hardshrink(), (2, 5)), "Softmax2d": (lambda m: m.Softmax2d(), (2, 3, 4, 5)),
+    "AdaptiveAvgPool3d": (lambda m: m.AdaptiveAvgPool3d((2, 3, None)), (1, 2, 5, 7, 4)),
+    "AdaptiveMaxPool1d": (lambda m: m.AdaptiveMaxPool1d(4), (2, 3, 10)), "AdaptiveMaxPool2d": (lambda m: m.AdaptiveMaxPool2d((3, 4)), (2, 3, 7, 9)),
+    "AdaptiveMaxPool3d": (lambda m: m.AdaptiveMaxPool3d(2), (1, 2, 5, 6, 4)),
   }
 
 @pytest.mark.parametrize("name", sorted(_layers()))
@@ -115,3 +120,17 @@ def test_conv_padding_modes_match_torch(device, mode):
     np.testing.assert_allclose(ours(Tensor(x, device=device)).numpy(), theirs(torch.from_numpy(x)).detach().numpy(), rtol=1e-4, atol=1e-5)
   with pytest.raises(ValueError, match="padding_mode must be one of"): nn.Conv2d(2, 3, 3, padding_mode="mirror")
   with pytest.raises(ValueError, match='only "zeros" padding mode'): nn.ConvTranspose2d(2, 3, 3, padding_mode=mode)
+
+@pytest.mark.parametrize("nd,shape,out", [(1, (2, 3, 10), 4), (2, (2, 3, 7, 9), (3, 4)), (3, (1, 2, 5, 6, 7), (2, 3, 4))])
+def test_adaptive_max_pool_indices_and_gradients_match_torch(device, nd, shape, out):
+  # overlapping bins (sizes that do not divide), the flat spatial indices, and the gradient through overlaps
+  x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+  xa, xt = Tensor(x, device=device, requires_grad=True), torch.tensor(x, requires_grad=True)
+  pool = f"adaptive_max_pool{nd}d"
+  (va, ia), (vt, it) = (getattr(lib, pool)(t, out, return_indices=True) for lib, t in ((nn.functional, xa), (torch.nn.functional, xt)))
+  np.testing.assert_array_equal(va.numpy(), vt.detach().numpy())
+  np.testing.assert_array_equal(ia.numpy(), it.numpy())
+  w = np.random.default_rng(4).standard_normal(tuple(vt.shape)).astype(np.float32)
+  (va * Tensor(w, device=device)).sum().backward()
+  (vt * torch.tensor(w)).sum().backward()
+  np.testing.assert_allclose(xa.grad.numpy(), xt.grad.numpy(), rtol=1e-6, atol=1e-6)
