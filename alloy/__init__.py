@@ -38,6 +38,8 @@ from alloy.bounds import run_deferred as _run_deferred
 from alloy.linalg import det, logdet, slogdet, inv as inverse
 from alloy.linalg.jacobi import torch_svd as svd
 from alloy.linalg.least_squares import pinverse
+from alloy.linalg.lu import cholesky_solve, cholesky_inverse
+from alloy.linalg.matrix_exp import matrix_exp
 from alloy.stats import var_mean, std_mean, cov, corrcoef, quantile, nanquantile, bincount, trapezoid, cumulative_trapezoid
 from alloy.structured import (cartesian_prod, combinations, block_diag, diagflat, vander, tril_indices, triu_indices, masked_select, argwhere,
                               isin, flat_take as take)
@@ -73,10 +75,11 @@ for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, 
             unique_consecutive, atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh, fmod, lgamma, digamma, erfinv, mode,
             histc, logcumsumexp, sgn, positive, deg2rad, rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside,
             float_power, hardshrink, cross, renorm, masked_scatter, det, logdet, slogdet, mvlgamma, quantile, nanquantile, bincount,
-            cov, corrcoef, diagflat, masked_select, argwhere):
+            cov, corrcoef, diagflat, masked_select, argwhere, cholesky_inverse, matrix_exp):
   setattr(Tensor, _op.__name__, _op)   # _unfold is Tensor.unfold (nn.functional.unfold is im2col), _trace Tensor.trace (alloy.trace the tracer)
 Tensor.moveaxis, Tensor.swapdims, Tensor.inverse, Tensor.svd, Tensor.pinverse = movedim, swapaxes, inverse, svd, pinverse
 Tensor.take = take
+Tensor.cholesky_solve = lambda self, L, upper=False: cholesky_solve(self, L, upper)   # torch's: self is B
 trapz = trapezoid   # torch's older name
 Tensor.polygamma = lambda self, n: polygamma(n, self)   # torch's order: Tensor.polygamma(n), torch.polygamma(n, x)
 moveaxis, swapdims = movedim, swapaxes

@@ -1,6 +1,8 @@
 """alloy.linalg, torch.linalg's functions on float32 and float64 tensors, batched over leading dims:
 - elimination.py: det, slogdet, logdet, solve, inv, inv_ex (Gaussian elimination with partial pivoting);
 - factor.py: cholesky, qr (the Cholesky recurrence, Householder reflections);
+- lu.py: lu_factor, lu, lu_solve, solve_triangular (and torch's cholesky_solve, cholesky_inverse);
+- matrix_exp.py: matrix_exp (scaling and squaring, Pade 13);
 - jacobi.py: eigh, eigvalsh, svd, svdvals (parallel cyclic Jacobi, two-sided and one-sided);
 - least_squares.py: pinv, matrix_rank, lstsq (through the singular values);
 - norms.py: matrix_norm, norm, cond, matrix_power, multi_dot, vecdot, diagonal (vector_norm is alloy.vector_norm's).
@@ -20,9 +22,12 @@ from alloy.linalg.elimination import SlogdetResult, InvExResult, det, slogdet, l
 from alloy.linalg.factor import QRResult, cholesky, qr
 from alloy.linalg.jacobi import EighResult, SVDResult, eigh, eigvalsh, svd, svdvals
 from alloy.linalg.least_squares import LstsqResult, pinv, matrix_rank, lstsq
+from alloy.linalg.lu import LUFactorResult, LUResult, lu_factor, lu, lu_solve, solve_triangular
+from alloy.linalg.matrix_exp import matrix_exp
 from alloy.linalg.norms import matrix_norm, norm, cond, matrix_power, multi_dot, vecdot, diagonal
 from alloy.vector_norm import vector_norm
 
 __all__ = ["LinAlgError", "SlogdetResult", "InvExResult", "QRResult", "EighResult", "SVDResult", "LstsqResult", "det", "slogdet",
            "logdet", "solve", "inv", "inv_ex", "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv", "matrix_rank", "lstsq",
-           "matrix_norm", "norm", "cond", "matrix_power", "multi_dot", "vecdot", "diagonal", "vector_norm"]
+           "matrix_norm", "norm", "cond", "matrix_power", "multi_dot", "vecdot", "diagonal", "vector_norm", "LUFactorResult", "LUResult",
+           "lu_factor", "lu", "lu_solve", "solve_triangular", "matrix_exp"]

@@ -11,12 +11,13 @@ from alloy.tensor import Tensor, broadcast_shape, stack, where
 SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
 InvExResult = namedtuple("InvExResult", ["inverse", "info"])
 
-def _eliminate(M: Tensor, n: int, full: bool):
-  """Partial-pivoting elimination of the first n columns of M (..., n, m): below each pivot (full=False: an LU's
-  U, in the first n columns), or above it too with each pivot row divided by its pivot (full=True: Gauss-Jordan,
-  the first n columns then the identity). Returns (M, the pivots (..., n), the permutation's sign (...))."""
-  rows, cols = (Tensor.arange(s, dtype=dt.int32, device=M.device) for s in (n, M.shape[-1]))
-  sign, pivots = Tensor.ones(*M.shape[:-2], dtype=M.dtype, device=M.device), []
+def eliminate(M: Tensor, n: int, full: bool, keep_l: bool = False):
+  """Partial-pivoting elimination of the first n columns of M (..., rows, m): below each pivot (full=False: an LU's
+  U), or above it too with each pivot row divided by its pivot (full=True: Gauss-Jordan, the first n columns then the
+  identity). keep_l: each column's multipliers are kept below its pivot (LAPACK's packed LU, rows swapped with the
+  rest). Returns (M, the pivots (..., n), the permutation's sign (...), each step's pivot row (..., n) int32)."""
+  rows, cols = (Tensor.arange(s, dtype=dt.int32, device=M.device) for s in (M.shape[-2], M.shape[-1]))
+  sign, pivots, swaps = Tensor.ones(*M.shape[:-2], dtype=M.dtype, device=M.device), [], []
   for k in range(n):
     col = column_of(M, cols, k)
     p = where(rows >= k, col.abs(), -1.0).argmax(-1, keepdim=True).cast(dt.int32)   # (..., 1)
@@ -27,24 +28,26 @@ def _eliminate(M: Tensor, n: int, full: bool):
     col = where(is_k, pivot, where(is_p, col_k, col))   # its column k
     sign = where(p.squeeze(-1) != k, -sign, sign)
     pivots.append(pivot.squeeze(-1))
+    swaps.append(p.squeeze(-1))
     safe = where(pivot == 0, 1.0, pivot)   # a zero pivot's column is zero below it: nothing to eliminate
     factors = where(rows != k if full else rows > k, col / safe, 0.0).unsqueeze(-1)
-    M = M - factors * row_p
+    M = M - factors * (where(cols >= k, row_p, 0.0) if keep_l else row_p)   # kept multipliers (columns < k) stay
     if full: M = where(is_k.unsqueeze(-1), M / safe.unsqueeze(-1), M)
+    if keep_l: M = where((cols == k) & (rows > k).unsqueeze(-1), factors, M)   # below the pivot: its multipliers
     realize_all([M, sign])
-  return M, stack(pivots, -1), sign
+  return M, stack(pivots, -1), sign, stack(swaps, -1)
 
 def slogdet(A: Tensor) -> SlogdetResult:
   """(sign, log|det A|): the sign 0 and the log -inf for a singular A."""
   n = check_square(A, "linalg.slogdet")
   if n == 0: return SlogdetResult(*(f(*A.shape[:-2], dtype=A.dtype, device=A.device) for f in (Tensor.ones, Tensor.zeros)))
-  _, pivots, sign = _eliminate(A, n, False)
+  _, pivots, sign, _ = eliminate(A, n, False)
   return SlogdetResult(sign * pivots.sign().prod(-1), pivots.abs().log().sum(-1))
 
 def det(A: Tensor) -> Tensor:
   n = check_square(A, "linalg.det")
   if n == 0: return Tensor.ones(*A.shape[:-2], dtype=A.dtype, device=A.device)
-  _, pivots, sign = _eliminate(A, n, False)
+  _, pivots, sign, _ = eliminate(A, n, False)
   return sign * pivots.prod(-1)
 
 def logdet(A: Tensor) -> Tensor:
@@ -67,7 +70,7 @@ def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
   except ValueError as e: raise ValueError(f"linalg.solve: the batch dims of A {tuple(A.shape)} and B {tuple(B.shape)} do not broadcast") from e
   A, Bm = A.expand(batch + (n, n)), Bm.expand(batch + tuple(Bm.shape[-2:]))
   if n == 0: return Bm.squeeze(-1) if vector else Bm
-  M, pivots, _ = _eliminate(A.cat(Bm, dim=-1), n, True)
+  M, pivots, _, _ = eliminate(A.cat(Bm, dim=-1), n, True)
   raise_at(first_bad(pivots == 0, n), n, lambda k: LinAlgError("linalg.solve: the solver failed because the input matrix is singular "
                                                              f"(its pivot {int(k) + 1} is zero)"))
   X = M[..., n:]
@@ -78,7 +81,7 @@ def inv_ex(A: Tensor, *, check_errors: bool = False) -> InvExResult:
   whose inverse is then not finite; check_errors raises as inv does."""
   n = check_square(A, "linalg.inv_ex")
   if n == 0: return InvExResult(A, Tensor.zeros(*A.shape[:-2], dtype=dt.int32, device=A.device))
-  M, pivots, _ = _eliminate(A.cat(Tensor.eye(n, dtype=A.dtype, device=A.device).expand(A.shape), dim=-1), n, True)
+  M, pivots, _, _ = eliminate(A.cat(Tensor.eye(n, dtype=A.dtype, device=A.device).expand(A.shape), dim=-1), n, True)
   cols = Tensor.arange(1, n + 1, dtype=dt.int32, device=A.device)
   info = where(pivots == 0, cols, n + 1).amin(-1)
   if check_errors: _singular(pivots, n, "linalg.inv_ex")
@@ -91,7 +94,7 @@ def _singular(pivots: Tensor, n: int, op: str) -> None:
 def inv(A: Tensor) -> Tensor:
   n = check_square(A, "linalg.inv")
   if n == 0: return A
-  M, pivots, _ = _eliminate(A.cat(Tensor.eye(n, dtype=A.dtype, device=A.device).expand(A.shape), dim=-1), n, True)
+  M, pivots, _, _ = eliminate(A.cat(Tensor.eye(n, dtype=A.dtype, device=A.device).expand(A.shape), dim=-1), n, True)
   _singular(pivots, n, "linalg.inv")
   return M[..., n:]
 
