@@ -75,6 +75,36 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):
   return input / n.maximum(eps)
 
 # PyTorch's in-place spellings: the functional with inplace=True
+def prelu(input, weight):
+  """max(0, x) + weight * min(0, x): one slope, or one per channel (dim 1; dim 0 of a 1-D input)."""
+  if weight.numel() > 1:
+    channels = input.shape[1] if input.ndim >= 2 else input.shape[0] if input.ndim == 1 else 1
+    if weight.ndim != 1 or weight.numel() != channels:
+      raise ValueError(f"prelu: {weight.numel()} slopes need an input with {weight.numel()} channels (dim 1), got shape {tuple(input.shape)}")
+    if input.ndim >= 2: weight = weight.reshape((1, -1) + (1,) * (input.ndim - 2))
+  elif weight.numel() == 1: weight = weight.reshape(())
+  return _where(input >= 0, input, input * weight)
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+  """Leaky ReLU whose negative slope is drawn uniformly from [lower, upper] per element while training (alloy's
+  random stream), their mean (lower + upper) / 2 otherwise."""
+  from alloy.tensor import Tensor
+  if not training: return leaky_relu(input, (lower + upper) / 2, inplace)
+  slope = Tensor.rand(*input.shape, device=input.device) * (upper - lower) + lower
+  return maybe_in_place(input, inplace, "rrelu", lambda x: _where(x >= 0, x, x * slope.cast(x.dtype)))
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+  """softmax((logits + g) / tau) for Gumbel noise g = -log(E), E ~ Exponential(1) (alloy's random stream); hard: the
+  one-hot of its argmax in the forward, the soft sample's gradient in the backward (straight-through)."""
+  from alloy.tensor import Tensor
+  e = -((1.0 - Tensor.rand(*logits.shape, device=logits.device)).log())   # Exponential(1), never 0: rand is in [0, 1)
+  y = ((logits - e.cast(logits.dtype).log()) / tau).softmax(dim)
+  if not hard: return y
+  d = dim % logits.ndim
+  index = y.argmax(d, keepdim=True)
+  one_hot = (Tensor.arange(logits.shape[d], device=logits.device).reshape([-1 if a == d else 1 for a in range(logits.ndim)]) == index).cast(y.dtype)
+  return one_hot - y.detach() + y
+
 def relu_(input): return relu(input, inplace=True)
 def leaky_relu_(input, negative_slope=0.01): return leaky_relu(input, negative_slope, inplace=True)
 def elu_(input, alpha=1.0): return elu(input, alpha, inplace=True)

@@ -19,7 +19,7 @@ def causal_mask(l: int, s: int, device):
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
   from alloy.tensor import where
-  from alloy.functional.norm import dropout
+  from alloy.functional.dropout import dropout
   if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
     raise ValueError(f"scaled_dot_product_attention: query, key and value need at least 2 dims, got {query.shape}, {key.shape}, {value.shape}")
   if query.shape[-1] != key.shape[-1]:

@@ -52,6 +52,13 @@ def pixel_shuffle(input, upscale_factor: int):
   k = len(lead)
   return t.permute(tuple(range(k)) + (k, k + 3, k + 1, k + 4, k + 2)).reshape(tuple(lead) + (c // (r * r), h * r, w * r))
 
+def channel_shuffle(input, groups: int):
+  """(N, g * k, ...) -> its channels regrouped: (N, g, k, ...) transposed to (N, k, g, ...), as ShuffleNet mixes them."""
+  if input.ndim < 3: raise ValueError(f"channel_shuffle: expected an input of at least 3 dimensions (N, C, ...), got {tuple(input.shape)}")
+  n, c, *rest = input.shape
+  if groups <= 0 or c % groups: raise ValueError(f"channel_shuffle: the {c} channels must be divisible by groups ({groups})")
+  return input.reshape(n, groups, c // groups, *rest).transpose(1, 2).reshape(n, c, *rest)
+
 def pixel_unshuffle(input, downscale_factor: int):
   """(*, C, H * r, W * r) -> (*, C * r^2, H, W)."""
   r = downscale_factor

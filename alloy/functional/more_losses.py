@@ -55,6 +55,22 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
   if weight is not None: loss = loss * weight
   return reduce_loss(loss.sum(-1) / input.shape[-1], reduction)
 
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+  """Per sample, the sum over its target classes j (target's leading entries, up to the first -1) and the other classes
+  i of max(0, 1 - (x[j] - x[i])), over the number of classes."""
+  reduction = reduction_arg(size_average, reduce, reduction, "multilabel_margin_loss")
+  if target.shape != input.shape or target.dtype.is_float:
+    raise ValueError(f"multilabel_margin_loss: target must be integer class indices of the input's shape {input.shape}, "
+                     f"got {target.dtype.name} {target.shape}")
+  c = input.shape[-1]
+  listed = (target != -1).cast(dtype=target.dtype).cumprod(-1) > 0   # the entries before the first -1
+  classes = Tensor.arange(c, device=input.device)
+  is_target = ((target.unsqueeze(-1) == classes) & listed.unsqueeze(-1)).any(-2)   # (..., C)
+  margins = (1 - input.unsqueeze(-1) + input.unsqueeze(-2)).relu()   # [j, i]: 1 - (x_j - x_i)
+  pairs = is_target.unsqueeze(-1) & ~is_target.unsqueeze(-2)
+  loss = (margins * pairs.cast(input.dtype)).sum((-2, -1)) / c
+  return reduce_loss(loss, reduction)
+
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
   """1 - cos(x1, x2) where target is 1, max(0, cos - margin) where it is -1 (cos with 1e-12 added to each squared
   norm, as PyTorch)."""

@@ -1,6 +1,6 @@
 """Normalization with PyTorch's functional signatures: layer_norm, rms_norm, group_norm, batch_norm (training and
-eval, running statistics updated as PyTorch updates them), instance_norm, and dropout. Statistics of 16-bit
-inputs are computed in float32, as PyTorch does."""
+eval, running statistics updated as PyTorch updates them), instance_norm and local_response_norm (dropout is in
+dropout.py). Statistics of 16-bit inputs are computed in float32, as PyTorch does."""
 from __future__ import annotations
 from alloy import autograd, dtype as dt
 from alloy.helpers import prod
@@ -106,13 +106,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
   if bias is not None: y = y + _channel_view(bias, input.ndim)
   return y.cast(input.dtype)
 
-def dropout(input, p=0.5, training=True, inplace=False):
-  """Zeroes each element with probability p (alloy's RNG: alloy.manual_seed makes it repeatable), scaling the rest
-  by 1 / (1 - p); the input itself when not training."""
-  from alloy.functional.activation import maybe_in_place
-  from alloy.tensor import Tensor, where
-  if not 0.0 <= p <= 1.0: raise ValueError(f"dropout: probability has to be between 0 and 1, but got {p}")
-  if not training or p == 0: return input
-  if p == 1: return maybe_in_place(input, inplace, "dropout", lambda x: x * 0)
-  keep = Tensor.rand(*input.shape, device=input.device) >= p
-  return maybe_in_place(input, inplace, "dropout", lambda x: where(keep, x * (1.0 / (1 - p)), 0))
+def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+  """x / (k + alpha * mean of x^2 over `size` neighbouring channels)^beta, the window (size // 2 before, (size - 1) // 2
+  after) zero-padded at the ends, as PyTorch's."""
+  if input.ndim < 3: raise ValueError(f"local_response_norm: expected an input of 3 or more dimensions (N, C, ...), got {tuple(input.shape)}")
+  c = input.shape[1]
+  sq = input * input
+  padded = sq.pad(((0, 0), (size // 2, (size - 1) // 2)) + ((0, 0),) * (input.ndim - 2))
+  window = sum(padded.narrow(1, j, c) for j in range(size))
+  return input / (window * (alpha / size) + k).pow(beta)

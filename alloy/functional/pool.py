@@ -1,10 +1,13 @@
 """Pooling with PyTorch's functional signatures: max_pool1d/2d/3d (the gradient to each window's first maximum, as
-PyTorch routes it), avg_pool1d/2d/3d (count_include_pad, ceil_mode, divisor_override) and adaptive_avg_pool1d/2d/3d.
+PyTorch routes it), avg_pool1d/2d/3d (count_include_pad, ceil_mode, divisor_override), adaptive_avg_pool1d/2d/3d,
+adaptive_max_pool1d/2d/3d, lp_pool1d/2d/3d (an average pool of x^p) and max_unpool1d/2d/3d (a scatter at the indices
+max_pool returned).
 Each is a reduction over a window view of the padded input (alloy/functional/window.py); unfold and fold are that
 view itself and its adjoint."""
 from __future__ import annotations
 import numpy as np
 from alloy import autograd, dtype as dt
+from alloy.bounds import check_index
 from alloy.helpers import prod
 from alloy.functional.conv import int_tuple
 from alloy.functional.window import computed, out_size as window_count, pad_spatial, window_adjoint, windows
@@ -165,6 +168,44 @@ def adaptive_avg_pool1d(input, output_size): return adaptive_avg_pool(input, out
 def adaptive_avg_pool2d(input, output_size): return adaptive_avg_pool(input, output_size, 2, "adaptive_avg_pool2d")
 def adaptive_avg_pool3d(input, output_size): return adaptive_avg_pool(input, output_size, 3, "adaptive_avg_pool3d")
 
+
+def lp_pool(input, norm_type: float, kernel_size, stride, ceil_mode: bool, nd: int, op: str):
+  """(sum over each window of x^p)^(1/p), as PyTorch computes it: an average pool of x^p times the window's size, its
+  negative part clipped to 0 before the root."""
+  kernel = int_tuple(kernel_size, nd, "kernel_size", op, 1)
+  out = avg_pool(input.pow(norm_type), kernel, stride, 0, ceil_mode, True, None, nd, op)
+  return (out.sign() * out.abs().relu() * prod(kernel)).pow(1.0 / norm_type)
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+  return lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 1, "lp_pool1d")
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+  return lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2, "lp_pool2d")
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+  return lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 3, "lp_pool3d")
+
+def max_unpool(input, indices, kernel_size, stride, padding, output_size, nd: int, op: str):
+  """Zeros of the pooled-from size with input's values put at indices (flat in the spatial dims), as max_pool's
+  return_indices gives them; output_size (the spatial dims, or with the leading ones) where the size was ambiguous."""
+  from alloy.tensor import Tensor
+  _check_input(input, nd, op)
+  if tuple(indices.shape) != tuple(input.shape): raise ValueError(f"{op}: indices must have the input's shape {input.shape}, got {indices.shape}")
+  kernel = int_tuple(kernel_size, nd, "kernel_size", op, 1)
+  stride, padding = int_tuple(stride if stride is not None else kernel, nd, "stride", op, 1), int_tuple(padding, nd, "padding", op, 0)
+  spatial = tuple((n - 1) * s - 2 * p + k for n, s, p, k in zip(input.shape[-nd:], stride, padding, kernel))
+  if output_size is not None:
+    spatial = tuple(output_size)[-nd:]
+    if len(spatial) != nd: raise ValueError(f"{op}: output_size must have {nd} spatial sizes, got {output_size!r}")
+  lead = input.shape[:-nd]
+  flat_in, flat_at = input.reshape(*lead, -1), check_index(indices.reshape(*lead, -1), prod(spatial), op, input.ndim - nd)   # named for op
+  out = Tensor.zeros(*lead, prod(spatial), dtype=input.dtype, device=input.device).scatter(len(lead), flat_at, flat_in)
+  return out.reshape(*lead, *spatial)
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+  return max_unpool(input, indices, kernel_size, stride, padding, output_size, 1, "max_unpool1d")
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+  return max_unpool(input, indices, kernel_size, stride, padding, output_size, 2, "max_unpool2d")
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+  return max_unpool(input, indices, kernel_size, stride, padding, output_size, 3, "max_unpool3d")
 
 def adaptive_max_pool(input, output_size, return_indices: bool, nd: int, op: str):
   """The max of PyTorch's adaptive bins (floor(i n / o) to ceil((i + 1) n / o)), one axis at a time, the last first:

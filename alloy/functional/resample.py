@@ -86,3 +86,6 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
   return interpolate(input, size, scale_factor, mode, align_corners)
+def upsample_nearest(input, size=None, scale_factor=None): return interpolate(input, size, scale_factor, "nearest")
+def upsample_bilinear(input, size=None, scale_factor=None):   # align_corners=True, as PyTorch's
+  return interpolate(input, size, scale_factor, "bilinear", align_corners=True)

@@ -4,7 +4,7 @@ Softmin, Softsign, Tanhshrink, GLU over nn.functional.
 `inplace=True` is PyTorch's: the input itself takes the result and is returned (nn.functional's maybe_in_place),
 refused on a leaf that requires grad while grad mode is on."""
 from __future__ import annotations
-from alloy.tensor import Tensor, where
+from alloy.tensor import Tensor
 from alloy.nn.module import Module
 from alloy.nn.parameter import Parameter
 from alloy.nn import functional as F
@@ -110,17 +110,19 @@ class PReLU(Module):
     super().__init__()
     self.num_parameters = num_parameters
     self.weight = Parameter(Tensor.full((num_parameters,), init, dtype=dtype, device=device))
-  def forward(self, x):
-    w = self.weight
-    if self.num_parameters > 1:
-      if x.ndim < 2 or x.shape[1] != self.num_parameters:
-        raise ValueError(f"PReLU: {self.num_parameters} slopes need an input with {self.num_parameters} channels (dim 1), got shape {tuple(x.shape)}")
-      w = w.reshape((1, -1) + (1,) * (x.ndim - 2))
-    return where(x >= 0, x, x * w)
+  def forward(self, x): return F.prelu(x, self.weight)
   def extra_repr(self): return f"num_parameters={self.num_parameters}"
 
 class Softmin(Softmax):
   def forward(self, x): return F.softmin(x, self.dim)
+
+class RReLU(Module):
+  """Leaky ReLU with a random negative slope in [lower, upper] per element while training, their mean in eval."""
+  def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False):
+    super().__init__()
+    self.lower, self.upper, self.inplace = lower, upper, inplace
+  def forward(self, x): return F.rrelu(x, self.lower, self.upper, self.training, self.inplace)
+  def extra_repr(self): return f"lower={self.lower}, upper={self.upper}"
 
 class Softsign(Module):
   def forward(self, x): return F.softsign(x)

@@ -66,6 +66,8 @@ class MultiLabelSoftMarginLoss(_Loss):
     super().__init__(reduction)
     self.weight = weight
   def forward(self, input, target): return F.multilabel_soft_margin_loss(input, target, self.weight, reduction=self.reduction)
+class MultiLabelMarginLoss(_Loss):
+  def forward(self, input, target): return F.multilabel_margin_loss(input, target, reduction=self.reduction)
 class CosineEmbeddingLoss(_Loss):
   def __init__(self, margin: float = 0.0, reduction: str = "mean"): super().__init__(reduction, margin=margin)
   def forward(self, input1, input2, target): return F.cosine_embedding_loss(input1, input2, target, reduction=self.reduction, **self.options)

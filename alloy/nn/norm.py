@@ -106,3 +106,10 @@ class _InstanceNorm(Module):
 class InstanceNorm1d(_InstanceNorm): dims = (2, 3)
 class InstanceNorm2d(_InstanceNorm): dims = (3, 4)
 class InstanceNorm3d(_InstanceNorm): dims = (4, 5)
+
+class LocalResponseNorm(Module):
+  def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+    super().__init__()
+    self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+  def forward(self, x): return F.local_response_norm(x, self.size, self.alpha, self.beta, self.k)
+  def extra_repr(self): return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

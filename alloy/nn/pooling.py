@@ -1,5 +1,5 @@
 """The pooling layers over nn.functional: MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d,
-AdaptiveMaxPool1d/2d/3d."""
+AdaptiveMaxPool1d/2d/3d, LPPool1d/2d/3d, MaxUnpool1d/2d/3d."""
 from __future__ import annotations
 from alloy.nn.module import Module
 from alloy.nn import functional as F
@@ -57,3 +57,25 @@ class AdaptiveMaxPool2d(AdaptiveMaxPool1d):
   def forward(self, x): return F.adaptive_max_pool2d(x, self.output_size, self.return_indices)
 class AdaptiveMaxPool3d(AdaptiveMaxPool1d):
   def forward(self, x): return F.adaptive_max_pool3d(x, self.output_size, self.return_indices)
+
+class LPPool1d(Module):
+  def __init__(self, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):
+    super().__init__()
+    self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
+  def forward(self, x): return F.lp_pool1d(x, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+  def extra_repr(self): return f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, ceil_mode={self.ceil_mode}"
+class LPPool2d(LPPool1d):
+  def forward(self, x): return F.lp_pool2d(x, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+class LPPool3d(LPPool1d):
+  def forward(self, x): return F.lp_pool3d(x, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+class MaxUnpool1d(Module):
+  def __init__(self, kernel_size, stride=None, padding=0):
+    super().__init__()
+    self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, padding
+  def forward(self, x, indices, output_size=None): return F.max_unpool1d(x, indices, self.kernel_size, self.stride, self.padding, output_size)
+  def extra_repr(self): return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+class MaxUnpool2d(MaxUnpool1d):
+  def forward(self, x, indices, output_size=None): return F.max_unpool2d(x, indices, self.kernel_size, self.stride, self.padding, output_size)
+class MaxUnpool3d(MaxUnpool1d):
+  def forward(self, x, indices, output_size=None): return F.max_unpool3d(x, indices, self.kernel_size, self.stride, self.padding, output_size)

@@ -51,3 +51,15 @@ class Fold(Module):
     super().__init__()
     self.output_size, self.kernel_size, self.dilation, self.padding, self.stride = output_size, kernel_size, dilation, padding, stride
   def forward(self, x): return F.fold(x, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
+
+class UpsamplingNearest2d(Upsample):
+  def __init__(self, size=None, scale_factor=None): super().__init__(size, scale_factor, "nearest")
+class UpsamplingBilinear2d(Upsample):
+  def __init__(self, size=None, scale_factor=None): super().__init__(size, scale_factor, "bilinear", align_corners=True)
+
+class ChannelShuffle(Module):
+  def __init__(self, groups: int):
+    super().__init__()
+    self.groups = groups
+  def forward(self, x): return F.channel_shuffle(x, self.groups)
+  def extra_repr(self): return f"groups={self.groups}"

@@ -32,6 +32,12 @@ def _layers():
     "AdaptiveAvgPool3d": (lambda m: m.AdaptiveAvgPool3d((2, 3, None)), (1, 2, 5, 7, 4)),
     "AdaptiveMaxPool1d": (lambda m: m.AdaptiveMaxPool1d(4), (2, 3, 10)), "AdaptiveMaxPool2d": (lambda m: m.AdaptiveMaxPool2d((3, 4)), (2, 3, 7, 9)),
     "AdaptiveMaxPool3d": (lambda m: m.AdaptiveMaxPool3d(2), (1, 2, 5, 6, 4)),
+    "LPPool1d": (lambda m: m.LPPool1d(2, 3, 2), (2, 3, 9)), "LPPool2d": (lambda m: m.LPPool2d(3, (2, 3)), (1, 2, 6, 7)),
+    "LocalResponseNorm": (lambda m: m.LocalResponseNorm(3, 0.1, 0.6, 2.0), (2, 6, 4, 5)),
+    "ChannelShuffle": (lambda m: m.ChannelShuffle(3), (2, 6, 3, 3)),
+    "UpsamplingNearest2d": (lambda m: m.UpsamplingNearest2d(size=(5, 7)), (1, 2, 3, 3)),
+    "UpsamplingBilinear2d": (lambda m: m.UpsamplingBilinear2d(scale_factor=2), (1, 2, 3, 4)),
+    "RReLU_eval": (lambda m: m.RReLU(0.1, 0.3), (2, 5)), "AlphaDropout_eval": (lambda m: m.AlphaDropout(0.3), (2, 5)),
   }
 
 @pytest.mark.parametrize("name", sorted(_layers()))
@@ -134,3 +140,38 @@ def test_adaptive_max_pool_indices_and_gradients_match_torch(device, nd, shape, 
   (va * Tensor(w, device=device)).sum().backward()
   (vt * torch.tensor(w)).sum().backward()
   np.testing.assert_allclose(xa.grad.numpy(), xt.grad.numpy(), rtol=1e-6, atol=1e-6)
+
+def test_unpool_losses_and_random_layers(device):
+  rng = np.random.default_rng(5)
+  x = rng.standard_normal((2, 3, 8, 9)).astype(np.float32)
+  for nd, xs in ((1, x[:, :, 0]), (2, x), (3, x[None])):   # max_unpool undoes max_pool's indices
+    v, i = getattr(torch.nn.functional, f"max_pool{nd}d")(torch.tensor(xs), 2, return_indices=True)
+    unpool = getattr(nn, f"MaxUnpool{nd}d")(2)
+    got = unpool(Tensor(v.numpy(), device=device), Tensor(i.numpy(), device=device), output_size=xs.shape[-nd:]).numpy()
+    np.testing.assert_array_equal(got, getattr(torch.nn.functional, f"max_unpool{nd}d")(v, i, 2, output_size=xs.shape[-nd:]).numpy())
+  v, i = torch.nn.functional.max_pool2d(torch.tensor(x), 2, return_indices=True)
+  with pytest.raises(IndexError, match=r"max_unpool2d: index \d+ is out of bounds for dimension 2 with size 64"):
+    nn.functional.max_unpool2d(Tensor(v.numpy(), device=device), Tensor(i.numpy(), device=device), 2).numpy()   # the default size is 8 x 8
+  scores, labels = rng.standard_normal((3, 5)).astype(np.float32), np.array([[3, 0, -1, 1, 2], [1, 2, 3, 4, 0], [-1, 1, 2, 3, 4]])
+  for reduction in ("mean", "sum", "none"):
+    got = nn.MultiLabelMarginLoss(reduction=reduction)(Tensor(scores, device=device), Tensor(labels, device=device)).numpy()
+    np.testing.assert_allclose(got, torch.nn.MultiLabelMarginLoss(reduction=reduction)(torch.tensor(scores), torch.tensor(labels)).numpy(), rtol=1e-6)
+  w = rng.uniform(0, 0.5, 3).astype(np.float32)
+  np.testing.assert_array_equal(nn.functional.prelu(Tensor(x, device=device), Tensor(w, device=device)).numpy(),
+                                torch.nn.functional.prelu(torch.tensor(x), torch.tensor(w)).numpy())
+  alloy.manual_seed(0)
+  r = nn.RReLU(0.1, 0.3)(Tensor(x, device=device)).numpy()   # training: a slope in [lower, upper] per element
+  slopes = r[x < 0] / x[x < 0]
+  assert 0.1 <= slopes.min() and slopes.max() <= 0.3 and slopes.std() > 0.03 and np.array_equal(r[x >= 0], x[x >= 0])
+  big = rng.standard_normal(100000).astype(np.float32)
+  a = nn.functional.alpha_dropout(Tensor(big, device=device), 0.2, training=True).numpy()
+  assert abs(a.mean()) < 0.02 and abs(a.var() - 1) < 0.03   # a standard input keeps its mean and variance
+  scale, saturation = 1 / np.sqrt(0.8 * (1 + 0.2 * 1.7580993408473766 ** 2)), -1.7580993408473766
+  dropped = np.isclose(a, scale * saturation * (1 - 0.2), atol=1e-5)   # a * saturation + b, b = -a * saturation * p
+  assert abs(dropped.mean() - 0.2) < 0.01
+  np.testing.assert_allclose(a[~dropped], scale * big[~dropped] - scale * saturation * 0.2, rtol=1e-5, atol=1e-5)
+  c = nn.Dropout2d(0.5)(Tensor(np.ones((4, 8, 3, 3), np.float32), device=device)).numpy()
+  assert set(np.unique(c)) <= {0.0, 2.0} and all(len(np.unique(c[n, k])) == 1 for n in range(4) for k in range(8))   # whole channels
+  soft = nn.functional.gumbel_softmax(Tensor(np.tile(np.log([0.1, 0.2, 0.7]).astype(np.float32), (20000, 1)), device=device), hard=True).numpy()
+  np.testing.assert_allclose(soft.mean(0), [0.1, 0.2, 0.7], atol=0.015)   # argmax of logits + Gumbel noise: a draw from softmax
+  assert set(np.unique(soft)) == {0.0, 1.0} and np.all(soft.sum(1) == 1)
