@@ -12,7 +12,7 @@ from alloy.nn.activation import (ReLU, GELU, SiLU, Sigmoid, Tanh, Softmax, LogSo
 from alloy.nn.conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from alloy.nn.norm import (BatchNorm1d, BatchNorm2d, BatchNorm3d, LayerNorm, GroupNorm, RMSNorm, InstanceNorm1d, InstanceNorm2d,
                            InstanceNorm3d, LocalResponseNorm)
-from alloy.nn.sparse import Embedding
+from alloy.nn.sparse import Embedding, EmbeddingBag
 from alloy.nn.dropout import Dropout, Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout
 from alloy.nn.pooling import (MaxPool1d, MaxPool2d, MaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,
                               AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, LPPool1d, LPPool2d, LPPool3d,

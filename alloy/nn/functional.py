@@ -16,6 +16,7 @@ from alloy.functional.dropout import dropout, dropout1d, dropout2d, dropout3d, a
 from alloy.functional.attention import scaled_dot_product_attention
 from alloy.functional.linear import linear, pad, pixel_shuffle, pixel_unshuffle, cosine_similarity, pairwise_distance, channel_shuffle
 from alloy.gathering import one_hot, embedding
+from alloy.functional.embedding_bag import embedding_bag
 from alloy.mathfuncs import hardshrink, softshrink
 from alloy.functional.more_losses import (poisson_nll_loss, gaussian_nll_loss, margin_ranking_loss, hinge_embedding_loss, soft_margin_loss,
                                           multilabel_soft_margin_loss, cosine_embedding_loss, triplet_margin_loss, multi_margin_loss,
@@ -35,4 +36,5 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "hinge_embedding_loss", "soft_margin_loss", "multilabel_soft_margin_loss", "cosine_embedding_loss", "triplet_margin_loss",
            "multi_margin_loss", "hardshrink", "softshrink", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
            "feature_alpha_dropout", "prelu", "rrelu", "gumbel_softmax", "upsample_nearest", "upsample_bilinear", "lp_pool1d", "lp_pool2d",
-           "lp_pool3d", "max_unpool1d", "max_unpool2d", "max_unpool3d", "local_response_norm", "channel_shuffle", "multilabel_margin_loss"]
+           "lp_pool3d", "max_unpool1d", "max_unpool2d", "max_unpool3d", "local_response_norm", "channel_shuffle", "multilabel_margin_loss",
+           "embedding_bag"]

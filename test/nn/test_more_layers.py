@@ -175,3 +175,33 @@ def test_unpool_losses_and_random_layers(device):
   soft = nn.functional.gumbel_softmax(Tensor(np.tile(np.log([0.1, 0.2, 0.7]).astype(np.float32), (20000, 1)), device=device), hard=True).numpy()
   np.testing.assert_allclose(soft.mean(0), [0.1, 0.2, 0.7], atol=0.015)   # argmax of logits + Gumbel noise: a draw from softmax
   assert set(np.unique(soft)) == {0.0, 1.0} and np.all(soft.sum(1) == 1)
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_matches_torch(device, mode):
+  torch.manual_seed(0)
+  theirs = torch.nn.EmbeddingBag(10, 4, mode=mode, padding_idx=2)
+  mine = nn.EmbeddingBag(10, 4, mode=mode, padding_idx=2).to(device)
+  mine.load_state_dict({k: Tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+  assert not mine.weight.numpy()[2].any()   # the padding row starts at zero
+  flat, offsets = np.array([1, 2, 4, 5, 4, 3, 2, 9, 0, 0]), np.array([0, 4, 4, 7])   # an empty bag; a padding entry
+  for args in ((flat, offsets), (np.array([[1, 2, 3], [9, 2, 2], [4, 4, 0]]), None)):
+    got = mine(*[Tensor(a, device=device) if a is not None else None for a in args])
+    want = theirs(*[torch.tensor(a) if a is not None else None for a in args])
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-6, atol=1e-6)
+    w = np.random.default_rng(2).standard_normal(tuple(want.shape)).astype(np.float32)
+    (got * Tensor(w, device=device)).sum().backward()
+    (want * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(mine.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+    mine.zero_grad(); theirs.zero_grad()
+  last = np.array([0, 4, 4, 7, 10])
+  got = nn.functional.embedding_bag(Tensor(flat, device=device), mine.weight, Tensor(last, device=device), mode=mode, include_last_offset=True)
+  want = torch.nn.functional.embedding_bag(torch.tensor(flat), theirs.weight, torch.tensor(last), mode=mode, include_last_offset=True)
+  np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-6, atol=1e-6)
+  if mode == "sum":
+    psw = np.random.default_rng(3).uniform(0, 1, 10).astype(np.float32)
+    got = mine(Tensor(flat, device=device), Tensor(offsets, device=device), Tensor(psw, device=device)).numpy()
+    np.testing.assert_allclose(got, theirs(torch.tensor(flat), torch.tensor(offsets), torch.tensor(psw)).detach().numpy(), rtol=1e-5, atol=1e-6)
+  else:
+    weights = Tensor(flat.astype(np.float32), device=device)
+    with pytest.raises(ValueError, match="per_sample_weights"): mine(Tensor(flat, device=device), Tensor(offsets, device=device), weights)
+  with pytest.raises(IndexError, match="out of bounds"): mine(Tensor(np.array([3, 10]), device=device), Tensor(np.array([0]), device=device)).numpy()
