@@ -51,6 +51,12 @@ def _take_rule(out, g, dim, index, in_shape):
   from alloy.scatter_sum import scatter_add_rows
   return (scatter_add_rows(in_shape, dim, index, g),)
 
+def read_at(x: Tensor, dim: int, index: Tensor) -> Tensor:
+  """take, with its gradient (a scatter-add of the output's back to the indices): for indices in range by
+  construction or already checked."""
+  out = take(x.detach(), dim, index)
+  return autograd.record(out, _take_rule, (x,), dim, index, x.shape) if x._ag is not None else out
+
 def gather(input: Tensor, dim: int, index, *, sparse_grad: bool = False) -> Tensor:
   """torch.gather: out[i][j][k] = input[i][index[i][j][k]][k] for dim 1; index has input's rank and at most its
   size in every other dim."""
@@ -64,8 +70,7 @@ def gather(input: Tensor, dim: int, index, *, sparse_grad: bool = False) -> Tens
   for a, (n, s) in enumerate(zip(idx.shape, x.shape)):
     if a != d and n > s: raise ValueError(f"gather: index {tuple(index.shape)} is larger than the input {tuple(input.shape)} in dim {a}")
   idx = check_index(idx, x.shape[d], "gather", d)
-  out = take(x.detach(), d, idx)
-  if input._ag is not None: out = autograd.record(out, _take_rule, (x,), d, idx, x.shape)
+  out = read_at(x, d, idx)
   return out.reshape(index.shape) if index.ndim == 0 else out
 
 def take_along_dim(input: Tensor, indices, dim=None) -> Tensor:
@@ -148,6 +153,5 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
   in_bounds(running[-1:], 0, flat.numel() + 1, error)
   if flat.numel() == 0: return input.expand(*shape) + 0
   at = (running - 1).maximum(0).minimum(flat.numel() - 1)
-  picked = take(flat.detach(), 0, at)
-  if flat._ag is not None: picked = autograd.record(picked, _take_rule, (flat,), 0, at, flat.shape)
+  picked = read_at(flat, 0, at)
   return where(m.reshape(shape), picked.reshape(shape), input.expand(*shape))
