@@ -17,7 +17,8 @@ from alloy.gathering import gather, take_along_dim, index_select, masked_scatter
 from alloy.ordering import (sort, argsort, topk, kthvalue, median, nanmedian, searchsorted, bucketize, unique, unique_consecutive,
                             mode)
 from alloy.trig import atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh
-from alloy.special import lgamma, digamma, erfinv, polygamma, mvlgamma
+from alloy.special import lgamma, digamma, erfinv, polygamma, mvlgamma, erfc, i0
+from alloy.windows import hann_window, hamming_window, blackman_window, bartlett_window, kaiser_window
 from alloy.scans import cumprod, cummax, cummin, logcumsumexp
 from alloy.contraction import einsum
 from alloy.triangular import tril, triu
@@ -75,7 +76,7 @@ for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, 
             unique_consecutive, atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh, fmod, lgamma, digamma, erfinv, mode,
             histc, logcumsumexp, sgn, positive, deg2rad, rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside,
             float_power, hardshrink, cross, renorm, masked_scatter, det, logdet, slogdet, mvlgamma, quantile, nanquantile, bincount,
-            cov, corrcoef, diagflat, masked_select, argwhere, cholesky_inverse, matrix_exp):
+            cov, corrcoef, diagflat, masked_select, argwhere, cholesky_inverse, matrix_exp, erfc, i0):
   setattr(Tensor, _op.__name__, _op)   # _unfold is Tensor.unfold (nn.functional.unfold is im2col), _trace Tensor.trace (alloy.trace the tracer)
 Tensor.moveaxis, Tensor.swapdims, Tensor.inverse, Tensor.svd, Tensor.pinverse = movedim, swapaxes, inverse, svd, pinverse
 Tensor.take = take

@@ -2,7 +2,9 @@
 the reflection formula below 1/2), digamma (the recurrence up past 6, then the asymptotic series; reflection below
 1/2), polygamma (the Hurwitz zeta series as Cephes sums it: 9 + n terms, then Euler-Maclaurin with 12 Bernoulli
 terms; below 1/2 the reflection formula, its n-th derivative of cot a polynomial in cot made on the host), mvlgamma,
-and erfinv (Giles' single-precision polynomials, then Newton steps on erf for float64). 16-bit floats compute
+erfinv (Giles' single-precision polynomials, then Newton steps on erf for float64), erfc (1 - erf below 1, else
+Cephes' rational approximations times exp(-x^2), so its tail keeps its relative precision) and i0 (the power series to
+30, the asymptotic series beyond). 16-bit floats compute
 in float32. Branches a where() leaves out get safe inputs, so no NaN from them reaches a value or a gradient."""
 from __future__ import annotations
 import math
@@ -123,3 +125,43 @@ def mvlgamma(input: Tensor, p: int) -> Tensor:
   if x.numel() and not bool((x > (p - 1) / 2).all().item()):
     raise ValueError(f"mvlgamma: all elements must be greater than (p-1)/2 = {(p - 1) / 2}")
   return (p * (p - 1) / 4 * math.log(math.pi) + sum(lgamma(x - j / 2) for j in range(p))).cast(out)
+
+# Cephes' erfc: exp(-x^2) P(x) / Q(x) for 1 <= x < 8, exp(-x^2) R(x) / S(x) beyond
+ERFC_P = (2.46196981473530512524e-10, 5.64189564831068821977e-1, 7.46321056442269912687e0, 4.86371970985681366614e1, 1.96520832956077098242e2,
+          5.26445194995477358631e2, 9.34528527171957607540e2, 1.02755188689515710272e3, 5.57535335369399327526e2)
+ERFC_Q = (1.0, 1.32281951154744992508e1, 8.67072140885989742329e1, 3.54937778887819891062e2, 9.75708501743205489753e2, 1.82390916687909736289e3,
+          2.24633760818710981792e3, 1.65666309194161350182e3, 5.57535340817727675546e2)
+ERFC_R = (5.64189583547755073984e-1, 1.27536670759978104416e0, 5.01905042251180477414e0, 6.16021097993053585195e0, 7.40974269950448939160e0,
+          2.97886665372100240670e0)
+ERFC_S = (1.0, 2.26052863220117276590e0, 9.39603524938001434673e0, 1.20489539808096656605e1, 1.70814450747565897222e1, 9.60896809063285878198e0,
+          3.36907645100081516050e0)
+
+def erfc(input: Tensor) -> Tensor:
+  """1 - erf(x), precise in the tail where 1 - erf would round to 0."""
+  x, out = float_operand(input)
+  a = x.abs()
+  mid, far = where(a < 8.0, a, 1.0), where(a < 8.0, 8.0, a.minimum(1e6))   # past 27 (float64) the tail is 0 anyway
+  ratio = where(a < 8.0, horner(mid, ERFC_P) / horner(mid, ERFC_Q), horner(far, ERFC_R) / horner(far, ERFC_S))
+  tail = (-(x * x)).exp() * ratio
+  tail = where(x < 0, 2.0 - tail, tail)
+  return where(a < 1.0, 1.0 - x.erf(), where(x != x, x, tail)).cast(out)
+
+I0_TERMS, I0_ASYMPTOTIC = 80, 30.0   # (x^2 / 4)^k / (k!)^2 to k = 80: past |x| = 30 its terms still matter
+
+def i0(input: Tensor) -> Tensor:
+  """The modified Bessel function of the first kind, order 0: sum of (x^2 / 4)^k / (k!)^2 up to |x| = 30, beyond
+  e^|x| / sqrt(2 pi |x|) times its asymptotic series (12 terms)."""
+  x, out = float_operand(input)
+  a = x.abs()
+  y = where(a <= I0_ASYMPTOTIC, a, 0.0) ** 2 * 0.25
+  series, term = 1.0, 1.0
+  for k in range(1, I0_TERMS + 1):   # each term from the last: (k!)^2 itself leaves float32's range at k = 21
+    term = term * y * (1.0 / (k * k))
+    series = series + term
+  far = where(a <= I0_ASYMPTOTIC, I0_ASYMPTOTIC + 1, a)
+  terms, c = 1.0, 1.0
+  for k in range(1, 13):
+    c = c * ((2 * k - 1) ** 2 / (8 * k))
+    terms = terms + c / far ** k
+  asymptotic = far.exp() * (2 * math.pi * far).rsqrt() * terms
+  return where(a <= I0_ASYMPTOTIC, series, asymptotic).cast(out)

@@ -19,7 +19,7 @@ ALLOWED = {
 FOLDERS = {"ir", "schedule", "codegen", "renderer", "runtime", "engine"}
 FRONT = {"tensor", "autograd", "indexing", "assign", "inplace", "scatter", "jit", "jit_args", "jit_state", "trace", "dlpack", "scalar",
          "__init__", "functional", "nn", "optim", "state", "data", "gathering", "bounds", "rearrange", "sampling", "matrices", "mathfuncs",
-         "trig", "special", "torch_functions", "scatter_sum", "linalg", "grad_transforms", "stats", "structured",
+         "trig", "special", "torch_functions", "scatter_sum", "linalg", "grad_transforms", "stats", "structured", "windows",
          "ordering", "scans", "contraction", "triangular", "logexp", "vector_norm", "multi", "collectives", "data_parallel",
          "realize_tensors"}
 BASE = {"helpers", "dtype", "caps"}

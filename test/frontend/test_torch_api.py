@@ -110,6 +110,25 @@ def test_polygamma_and_mvlgamma_match_torch(device, rng, n):
   with pytest.raises(ValueError, match="greater than"): alloy.mvlgamma(Tensor(y, device=device), 5)
   with pytest.raises(ValueError, match="non-negative int"): alloy.polygamma(-1, Tensor(y, device=device))
 
+def test_erfc_i0_and_windows_match_torch(device):
+  x = np.concatenate([np.linspace(-6, 12, 300), [0.0, 0.5, 0.99, 1.0, 7.99, 8.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
+  np.testing.assert_allclose(Tensor(x, device=device).erfc().numpy(), torch.from_numpy(x.astype(np.float64)).erfc().numpy(), rtol=3e-5,
+                             atol=1e-37, equal_nan=True)   # the tail: exp(-x^2) of a rounded x^2
+  y = np.concatenate([np.linspace(-40, 40, 161), [0.0, np.nan]]).astype(np.float32)
+  np.testing.assert_allclose(alloy.i0(Tensor(y, device=device)).numpy(), torch.special.i0(torch.from_numpy(y.astype(np.float64))).numpy(),
+                             rtol=2e-6, equal_nan=True)
+  if device == "CPU":   # float64: 1e-13 (erfc's far tail through exp(-x^2)), 1e-14
+    x64 = np.linspace(-6, 26, 200)
+    np.testing.assert_allclose(alloy.erfc(Tensor(x64)).numpy(), torch.special.erfc(torch.from_numpy(x64)).numpy(), rtol=1e-13)
+    y64 = np.linspace(-100, 100, 201)
+    np.testing.assert_allclose(alloy.i0(Tensor(y64)).numpy(), torch.special.i0(torch.from_numpy(y64)).numpy(), rtol=1e-14)
+  for name in ("hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window"):
+    for length in (0, 1, 2, 7, 16):
+      for periodic in (True, False):
+        got = getattr(alloy, name)(length, periodic, device=device).numpy()
+        np.testing.assert_allclose(got, getattr(torch, name)(length, periodic).numpy(), atol=1e-6, err_msg=f"{name} {length} {periodic}")
+  assert alloy.hann_window(4, dtype=alloy.float64, device=device if device != "METAL" else "CPU").dtype is alloy.float64
+
 def test_atan2_and_fmod_match_torch_at_every_sign(device):
   v = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-30, 3.0, -2.5], np.float32)
   y, x = (a.ravel() for a in np.meshgrid(v, v, indexing="ij"))
@@ -175,6 +194,7 @@ def test_gradients_flow(device, rng):
   check_grads(lambda a: (a.abs() + 0.5).lgamma().sum() + ((a.abs() + 0.5).digamma() * weights(a, 4, 4)).sum() + (a * 0.2).erfinv().sum(),
               [x], device)
   check_grads(lambda a: ((a.abs() + 0.5).polygamma(2) * weights(a, 4, 4)).sum() + (a * 0.3 - 0.6).polygamma(1).sum(), [x], device, rtol=1e-5)
+  check_grads(lambda a: (a.erfc() * weights(a, 4, 4)).sum() + (a * 3).i0().sum(), [x], device, rtol=1e-5)
   check_grads(lambda a: (a.masked_scatter(a > 0, a.T * 3) * weights(a, 4, 4)).sum() + (a.renorm(2, 0, 1.0) * weights(a, 4, 4)).sum(),
               [x], device)
   check_grads(lambda a: (a.logcumsumexp(1) * weights(a, 4, 4)).sum() + (a.reshape(16).repeat(5).logcumsumexp(0) * weights(a, 80)).sum(),
