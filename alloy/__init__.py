@@ -32,7 +32,8 @@ from alloy.matrices import (cross, mm, bmm, mv, outer, inner, addmm, baddbmm, ad
 from alloy.mathfuncs import (log10, logit, xlogy, frac, fmod, signbit, nan_to_num, logical_and, logical_or, logical_xor, bitwise_and,
                              bitwise_or, bitwise_xor, bitwise_not, true_divide, negative, absolute, isclose, allclose, equal,
                              count_nonzero, nansum, nanmean, aminmax, histc, sgn, positive, deg2rad,
-                             rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside, float_power, hardshrink, renorm)
+                             rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside, float_power, hardshrink, renorm,
+                             clamp_min, clamp_max, fix, ldexp, frexp, nextafter, gcd, lcm)
 from alloy.sampling import multinomial, bernoulli, randperm, normal
 from alloy import linalg
 from alloy.bounds import run_deferred as _run_deferred
@@ -41,7 +42,8 @@ from alloy.linalg.jacobi import torch_svd as svd
 from alloy.linalg.least_squares import pinverse
 from alloy.linalg.lu import cholesky_solve, cholesky_inverse
 from alloy.linalg.matrix_exp import matrix_exp
-from alloy.stats import var_mean, std_mean, cov, corrcoef, quantile, nanquantile, bincount, trapezoid, cumulative_trapezoid
+from alloy.stats import (var_mean, std_mean, cov, corrcoef, quantile, nanquantile, bincount, trapezoid, cumulative_trapezoid, histogram,
+                         gradient)
 from alloy.structured import (cartesian_prod, combinations, block_diag, diagflat, vander, tril_indices, triu_indices, masked_select, argwhere,
                               isin, flat_take as take)
 from alloy.torch_functions import FUNCTIONS as _FUNCTIONS
@@ -76,7 +78,8 @@ for _op in (gather, take_along_dim, index_select, sort, argsort, topk, cumprod, 
             unique_consecutive, atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh, fmod, lgamma, digamma, erfinv, mode,
             histc, logcumsumexp, sgn, positive, deg2rad, rad2deg, isposinf, isneginf, isreal, sinc, hypot, copysign, heaviside,
             float_power, hardshrink, cross, renorm, masked_scatter, det, logdet, slogdet, mvlgamma, quantile, nanquantile, bincount,
-            cov, corrcoef, diagflat, masked_select, argwhere, cholesky_inverse, matrix_exp, erfc, i0):
+            cov, corrcoef, diagflat, masked_select, argwhere, cholesky_inverse, matrix_exp, erfc, i0, fix, ldexp, frexp, nextafter, gcd,
+            lcm, histogram, clamp_min, clamp_max):
   setattr(Tensor, _op.__name__, _op)   # _unfold is Tensor.unfold (nn.functional.unfold is im2col), _trace Tensor.trace (alloy.trace the tracer)
 Tensor.moveaxis, Tensor.swapdims, Tensor.inverse, Tensor.svd, Tensor.pinverse = movedim, swapaxes, inverse, svd, pinverse
 Tensor.take = take

@@ -115,7 +115,8 @@ def install(Tensor) -> None:
   for name in METHODS: setattr(Tensor, name + "_", _inplace(name + "_", getattr(Tensor, name), name.startswith(("index", "masked"))))
   for name, out_of_place in ALIASES.items(): setattr(Tensor, name, _inplace(name, getattr(Tensor, out_of_place)))
   Tensor.__setitem__ = setitem
-  for fn in (fill_, zero_, copy_, uniform_, normal_, clamp_min_, clamp_max_, detach_, exponential_, geometric_, random_, fill_diagonal_):
+  for fn in (fill_, zero_, copy_, uniform_, normal_, clamp_min_, clamp_max_, detach_, exponential_, geometric_, random_, fill_diagonal_,
+             cauchy_, log_normal_, bernoulli_):
     setattr(Tensor, fn.__name__, fn)
   Tensor.data = property(_data_get, _data_set)
 
@@ -129,6 +130,17 @@ def geometric_(self, p: float):
   u = 1.0 - self.rand_like(dtype=dt.float32)   # in (0, 1]: its log is finite
   draws = (u.log() / math.log1p(-p)).ceil().maximum(1.0) if p < 1 else self.ones_like(dtype=dt.float32)
   return assign(self, draws.cast(self.dtype), "geometric_", cast_any=True)
+def cauchy_(self, median: float = 0.0, sigma: float = 1.0):
+  """Draws from the Cauchy distribution: median + sigma tan(pi (U - 1/2))."""
+  if sigma <= 0: raise ValueError(f"cauchy_: sigma must be positive, got {sigma}")
+  return assign(self, (((self.rand_like() - 0.5) * math.pi).tan() * sigma + median).cast(self.dtype), "cauchy_")
+def log_normal_(self, mean: float = 1.0, std: float = 2.0):
+  """Draws exp(N(mean, std^2))."""
+  if std <= 0: raise ValueError(f"log_normal_: std must be positive, got {std}")
+  return assign(self, (self.randn_like() * std + mean).exp().cast(self.dtype), "log_normal_")
+def bernoulli_(self, p=0.5):
+  """Draws 1 with probability p (a number, or a tensor of probabilities broadcast to self), else 0."""
+  return assign(self, (self.rand_like(dtype=dt.float32) < p).cast(self.dtype), "bernoulli_", cast_any=True)
 def random_(self, from_=0, to=None):
   """Integers drawn uniformly from [from_, to) (to None: [0, the dtype's largest + 1), floats up to 2^mantissa)."""
   if to is None: from_, to = 0, (from_ if from_ else _random_top(self.dtype))

@@ -1,6 +1,7 @@
 """PyTorch's remaining elementwise functions, comparisons and nan-aware reductions, composed from the primitives:
 log10, logit, xlogy, frac, fmod, signbit, nan_to_num, the logical_* and bitwise_* names, isclose, allclose, equal,
-count_nonzero, nansum, nanmean, aminmax, and the other names of ops alloy has (true_divide, negative, absolute)."""
+count_nonzero, nansum, nanmean, aminmax, and the other names of ops alloy has (true_divide, negative, absolute); the
+float bit-level functions frexp, ldexp and nextafter, and the integer gcd and lcm."""
 from __future__ import annotations
 import collections, math
 import numpy as np
@@ -175,3 +176,68 @@ def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
   others = tuple(a for a in range(input.ndim) if a != d)
   norms = input.norm(p, others, keepdim=True) if others else input.abs()
   return input * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
+
+def clamp_min(input: Tensor, min) -> Tensor: return input.clamp(min=min)
+def clamp_max(input: Tensor, max) -> Tensor: return input.clamp(max=max)
+def fix(input: Tensor) -> Tensor: return input.trunc()
+
+def ldexp(input: Tensor, other) -> Tensor:
+  """input * 2^other (exact while the result is in range)."""
+  x, out = float_operand(input)
+  e = other if isinstance(other, Tensor) else Tensor(other, device=x.device)
+  return (x * e.cast(x.dtype).exp2()).cast(out)
+
+def frexp(input: Tensor):
+  """(mantissa, exponent) with input = mantissa * 2^exponent, |mantissa| in [0.5, 1) (int32 exponents); zero, inf
+  and NaN give themselves and 0, as C's frexp."""
+  if not input.dtype.is_float: raise TypeError(f"frexp: expected a floating point tensor, got {input.dtype.name}")
+  x = input if input.dtype.itemsize >= 4 else input.cast(dt.float32)
+  finite = (x != 0) & x.isfinite()
+  a = where(finite, x.abs(), 1.0)
+  def scaled(e): return a * (-(e * 0.5).floor()).exp2() * (-(e - (e * 0.5).floor())).exp2()   # a 2^-e in two steps: both in range
+  e = a.log2().floor() + 1   # log2 may round across a power of two: one correcting step each way
+  m = scaled(e)
+  e = where(m >= 1, e + 1, where(m < 0.5, e - 1, e))
+  m = scaled(e)
+  mantissa = where(finite, m * x.sign(), x).cast(input.dtype)
+  return mantissa, where(finite, e, 0).cast(dt.int32)
+
+def nextafter(input: Tensor, other) -> Tensor:
+  """The next representable value after input toward other (other itself where they are equal, NaN where either is)."""
+  if input.dtype not in (dt.float32, dt.float64): raise TypeError(f"nextafter: expected float32 or float64 tensors, got {input.dtype.name}")
+  y = other if isinstance(other, Tensor) else Tensor(float(other), dtype=input.dtype, device=input.device)
+  bits_dtype = dt.int32 if input.dtype is dt.float32 else dt.int64
+  bits = input.bitcast(bits_dtype)
+  away = (input < y) == (input > 0)   # away from zero: the bit pattern grows
+  stepped = where(away, bits + 1, bits - 1).bitcast(input.dtype)
+  tiny = Tensor(1, dtype=bits_dtype, device=input.device).bitcast(input.dtype)   # the least subnormal
+  from_zero = where(y > 0, tiny, -tiny)
+  out = where(input == 0, from_zero, stepped)
+  return where((input != input) | (y != y), float("nan"), where(input == y, y, out))
+
+def _integers(input: Tensor, other, op: str) -> tuple:
+  b = other if isinstance(other, Tensor) else Tensor(other, dtype=input.dtype, device=input.device)
+  if input.dtype.is_float or input.dtype.is_bool or b.dtype.is_float or b.dtype.is_bool:
+    raise TypeError(f"{op}: expected integer tensors, got {input.dtype.name} and {b.dtype.name}")
+  return input, b
+
+def gcd(input: Tensor, other) -> Tensor:
+  """The greatest common divisor, elementwise, non-negative (gcd(0, 0) = 0): Euclid's steps, as many as the dtype's
+  worst case (consecutive Fibonacci numbers) needs, each a select, so the whole is one fused kernel."""
+  a, b = _integers(input, other, "gcd")
+  out = dt.promote_types(a.dtype, b.dtype)
+  wide = dt.promote_types(out, dt.int32)   # narrower ints in int32, as C++ promotes them: |-128| is 128 there
+  a, b = a.cast(wide).abs(), b.cast(wide).abs()
+  steps = {1: 12, 2: 24, 4: 47, 8: 93}[out.itemsize]
+  for _ in range(steps):
+    nonzero = b != 0
+    a, b = where(nonzero, b, a), where(nonzero, a % where(nonzero, b, 1), 0)
+  return a.cast(out)
+
+def lcm(input: Tensor, other) -> Tensor:
+  """The least common multiple, elementwise, non-negative (0 where either is 0)."""
+  a, b = _integers(input, other, "lcm")
+  g = gcd(a, b)
+  wide = dt.promote_types(a.dtype, b.dtype, dt.int32)   # narrower ints multiply in int32 and wrap after abs, as C++ promotes them
+  product = (a.cast(wide) // where(g == 0, 1, g).cast(wide) * b.cast(wide)).abs()
+  return where(g == 0, 0, product).cast(dt.promote_types(a.dtype, b.dtype))

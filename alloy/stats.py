@@ -1,9 +1,13 @@
 """PyTorch's statistics over tensors, composed from the primitives: std_mean and var_mean, cov and corrcoef (with
 frequency and analytic weights), quantile and nanquantile (through sort; every interpolation mode), bincount (its
-length is data: the greatest value is read on the host, as PyTorch's CUDA bincount syncs too), and the trapezoid rule
-(trapezoid, cumulative_trapezoid)."""
+length is data: the greatest value is read on the host, as PyTorch's CUDA bincount syncs too), histogram (equal bins
+over the data's range or given edges; each value's bin computed, then added with index_add), the trapezoid rule
+(trapezoid, cumulative_trapezoid) and gradient (central differences inside, one- or two-sided second-order at the
+edges, uniform or at given coordinates)."""
 from __future__ import annotations
+from collections import namedtuple
 from alloy import dtype as dt
+from alloy.ordering import searchsorted
 from alloy.tensor import Tensor, stack, where
 
 def var_mean(input: Tensor, dim=None, *, correction=1, keepdim: bool = False, unbiased=None) -> tuple:
@@ -126,3 +130,77 @@ def cumulative_trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor
   n = y.shape[d]
   mids = (y.narrow(d, 1, max(n - 1, 0)) + y.narrow(d, 0, max(n - 1, 0))) * 0.5
   return (mids * _spacing(y, x, 1.0 if dx is None else dx, d)).cumsum(d)
+
+HistogramResult = namedtuple("HistogramResult", ["hist", "bin_edges"])
+
+def histogram(input: Tensor, bins=100, *, range=None, weight=None, density: bool = False) -> HistogramResult:
+  """Counts (or weight sums) of input's values in bins equal bins over range (default: the data's least and greatest,
+  widened by 1/2 each way where they are equal) or between the edges of a 1-D bins tensor; the last bin includes its
+  right edge, values outside are left out; density divides by the total and the bin widths."""
+  if not input.dtype.is_float: raise TypeError(f"histogram: input must be a float tensor, got {input.dtype.name}")
+  x = input.reshape(-1)
+  if isinstance(bins, Tensor):
+    edges = bins.cast(x.dtype)
+    if edges.ndim != 1 or edges.shape[0] < 2: raise ValueError(f"histogram: bins as a tensor must be 1-D edges (at least 2), got {tuple(bins.shape)}")
+    count = edges.shape[0] - 1
+    at = searchsorted(edges, x, right=True) - 1
+    inside = (x >= edges[0]) & (x <= edges[-1])
+  else:
+    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+      raise ValueError(f"histogram: bins must be a positive int or a tensor, got {bins!r}")
+    count = bins
+    if range is not None:
+      if range[0] > range[1]: raise ValueError(f"histogram: range's min {range[0]} is greater than its max {range[1]}")
+      lo, hi = (Tensor(float(v), dtype=x.dtype, device=x.device) for v in range)
+    elif x.numel(): lo, hi = x.amin(), x.amax()
+    else: lo, hi = (Tensor(float(v), dtype=x.dtype, device=x.device) for v in (0.0, 1.0))
+    same = lo == hi
+    lo, hi = where(same, lo - 0.5, lo), where(same, hi + 0.5, hi)
+    edges = lo + (hi - lo) * (Tensor.arange(bins + 1, device=x.device).cast(x.dtype) / bins)
+    at = ((x - lo) * (bins / (hi - lo))).floor()
+    inside = (x >= lo) & (x <= hi)
+  at = where(inside, at.cast(dt.int64).clamp(0, count - 1), 0)
+  values = inside.cast(x.dtype) if weight is None else where(inside, weight.reshape(-1).cast(x.dtype), 0.0)
+  hist = Tensor.zeros(count, dtype=x.dtype, device=x.device).index_add(0, at, values)
+  if density: hist = hist / (hist.sum() * (edges[1:] - edges[:-1]))
+  return HistogramResult(hist, edges)
+
+def _gradient_along(f: Tensor, d: int, h, edge_order: int) -> Tensor:
+  """f's derivative along d: h a number (uniform spacing) or a 1-D tensor of coordinates."""
+  n = f.shape[d]
+  at = lambda start, length: f.narrow(d, start, length)
+  if not isinstance(h, Tensor):
+    inner = (at(2, n - 2) - at(0, n - 2)) / (2 * h)
+    if edge_order == 1: first, last = (at(1, 1) - at(0, 1)) / h, (at(n - 1, 1) - at(n - 2, 1)) / h
+    else:
+      first = (at(0, 1) * -3 + at(1, 1) * 4 - at(2, 1)) / (2 * h)
+      last = (at(n - 1, 1) * 3 - at(n - 2, 1) * 4 + at(n - 3, 1)) / (2 * h)
+    return first.cat(inner, last, dim=d)
+  if h.ndim != 1 or h.shape[0] != n: raise ValueError(f"gradient: coordinates along dim {d} must be 1-D with {n} entries, got {tuple(h.shape)}")
+  shape = [1] * f.ndim
+  def along(t): return t.reshape(*shape[:d], t.shape[0], *shape[d + 1:])
+  steps = h.cast(f.dtype)[1:] - h.cast(f.dtype)[:-1]
+  left, right = along(steps[:-1]), along(steps[1:])
+  inner = (at(0, n - 2) * (-right / (left * (left + right))) + at(1, n - 2) * ((right - left) / (left * right))
+           + at(2, n - 2) * (left / (right * (left + right))))
+  if edge_order == 1: first, last = (at(1, 1) - at(0, 1)) / along(steps[:1]), (at(n - 1, 1) - at(n - 2, 1)) / along(steps[-1:])
+  else:
+    h1, h2 = along(steps[:1]), along(steps[1:2])
+    first = at(0, 1) * (-(2 * h1 + h2) / (h1 * (h1 + h2))) + at(1, 1) * ((h1 + h2) / (h1 * h2)) - at(2, 1) * (h1 / (h2 * (h1 + h2)))
+    h1, h2 = along(steps[-2:-1]), along(steps[-1:])
+    last = at(n - 3, 1) * (h2 / (h1 * (h1 + h2))) - at(n - 2, 1) * ((h1 + h2) / (h1 * h2)) + at(n - 1, 1) * ((2 * h2 + h1) / (h2 * (h1 + h2)))
+  return first.cat(inner, last, dim=d)
+
+def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tuple:
+  """torch.gradient: the derivative along each of dim (all dims for None) by differences, spacing a number, one per
+  dim, or one coordinates tensor per dim; a tuple, one tensor per dim."""
+  if edge_order not in (1, 2): raise ValueError(f"gradient: edge_order must be 1 or 2, got {edge_order}")
+  dims = tuple(range(input.ndim)) if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
+  dims = tuple(d % input.ndim for d in dims)
+  spacings = list(spacing) if isinstance(spacing, (list, tuple)) else [spacing] * len(dims)
+  if len(spacings) != len(dims): raise ValueError(f"gradient: {len(spacings)} spacings for {len(dims)} dims")
+  f = input if input.dtype.is_float else input.cast(dt.default_float)
+  for d in dims:
+    if f.shape[d] < edge_order + 1:
+      raise ValueError(f"gradient: each dim must have at least edge_order + 1 = {edge_order + 1} points, dim {d} has {f.shape[d]}")
+  return tuple(_gradient_along(f, d, h, edge_order) for d, h in zip(dims, spacings))

@@ -93,3 +93,54 @@ def test_gradients(device, rng):
   check_grads(lambda a: lib(a).trapezoid(a ** 2, dim=0).sum() + (lib(a).cumulative_trapezoid(a) * 3).sum(), [x], device)
   index = lambda a: Tensor([[0, 7], [-1, 3]], device=a.device) if isinstance(a, Tensor) else torch.tensor([[0, 7], [-1, 3]])
   check_grads(lambda a: (a.take(index(a)) ** 2).sum(), [x], device)
+
+def test_histogram_and_gradient_match_torch(device, rng):
+  x = rng.standard_normal(200).astype(np.float32)
+  for kw in (dict(bins=7), dict(bins=5, range=(-1.0, 1.0)), dict(bins=4, density=True)):
+    got, want = alloy.histogram(_t(x, device), **kw), torch.histogram(torch.tensor(x), **kw)
+    np.testing.assert_allclose(got.hist.numpy(), want.hist.numpy(), rtol=1e-5, atol=1e-7, err_msg=str(kw))
+    np.testing.assert_allclose(got.bin_edges.numpy(), want.bin_edges.numpy(), rtol=1e-6, atol=1e-6)
+  edges, w = np.array([-2.0, -0.5, 0.0, 1.0, 3.0], np.float32), rng.uniform(0, 1, 200).astype(np.float32)
+  got = _t(x, device).histogram(_t(edges, device), weight=_t(w, device), density=True).hist.numpy()
+  np.testing.assert_allclose(got, torch.histogram(torch.tensor(x), torch.tensor(edges), weight=torch.tensor(w), density=True).hist.numpy(), rtol=1e-5)
+  same = alloy.histogram(_t(np.ones(2, np.float32), device), 3)
+  np.testing.assert_allclose(same.bin_edges.numpy(), [0.5, 5 / 6, 7 / 6, 1.5], rtol=1e-6)
+  f, coords = rng.standard_normal((5, 6)).astype(np.float32), np.sort(rng.uniform(0, 5, 6)).astype(np.float32)
+  for edge_order in (1, 2):
+    for kw in (dict(), dict(spacing=0.5), dict(spacing=[2.0, 0.5]), dict(dim=1, spacing=[coords]), dict(dim=0)):
+      mine = {k: [_t(v, device) if isinstance(v, np.ndarray) else v for v in val] if isinstance(val, list) else val for k, val in kw.items()}
+      theirs = {k: [torch.tensor(v) if isinstance(v, np.ndarray) else v for v in val] if isinstance(val, list) else val for k, val in kw.items()}
+      got, want = alloy.gradient(_t(f, device), edge_order=edge_order, **mine), torch.gradient(torch.tensor(f), edge_order=edge_order, **theirs)
+      assert len(got) == len(want)
+      for g, w in zip(got, want): np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-5, err_msg=f"{edge_order} {kw}")
+  with pytest.raises(ValueError, match="at least edge_order"): alloy.gradient(_t(f[:2], device), edge_order=2, dim=0)
+
+def test_bit_level_and_integer_functions_match_torch(device, rng):
+  x = np.concatenate([rng.standard_normal(100) * 1e3, [0.0, -0.0, 1.0, 0.5, 4.0, np.inf, -np.inf, np.nan, 1e-40, -3e-39, 3.4e38, 1e-45]])
+  x = x.astype(np.float32)
+  mantissa, exponent = _t(x, device).frexp()
+  want_m, want_e = torch.frexp(torch.tensor(x))
+  np.testing.assert_array_equal(mantissa.numpy(), want_m.numpy())
+  np.testing.assert_array_equal(exponent.numpy(), want_e.numpy())
+  powers = rng.integers(-10, 10, x.shape)
+  np.testing.assert_array_equal(alloy.ldexp(_t(x, device), _t(powers, device)).numpy(), torch.ldexp(torch.tensor(x), torch.tensor(powers)).numpy())
+  y = np.concatenate([rng.standard_normal(100), [1.0, -1.0, 0.0, 5.0, np.inf, -np.inf, np.nan, 0.0, 1.0, 1e-45, -1.0, 3.4e38]]).astype(np.float32)
+  np.testing.assert_array_equal(_t(x, device).nextafter(_t(y, device)).numpy(), torch.nextafter(torch.tensor(x), torch.tensor(y)).numpy())
+  a, b = rng.integers(-1000, 1000, 200), rng.integers(-1000, 1000, 200)
+  a[:3], b[1:4] = 0, 0
+  for dtype in (np.int32, np.int64, np.int8, np.uint8):
+    aa, bb = a.astype(dtype), b.astype(dtype)
+    np.testing.assert_array_equal(_t(aa, device).gcd(_t(bb, device)).numpy(), torch.gcd(torch.tensor(aa), torch.tensor(bb)).numpy())
+    np.testing.assert_array_equal(alloy.lcm(_t(aa, device), _t(bb, device)).numpy(), torch.lcm(torch.tensor(aa), torch.tensor(bb)).numpy())
+  np.testing.assert_array_equal(alloy.gcd(_t(np.array([1836311903]), device), _t(np.array([1134903170]), device)).numpy(), [1])   # the worst case
+  with pytest.raises(TypeError, match="integer"): alloy.gcd(_t(x, device), _t(x, device))
+
+def test_in_place_draws(device):
+  alloy.manual_seed(0)
+  c = Tensor.empty(100000, device=device).cauchy_(1.0, 2.0).numpy()
+  assert abs(np.median(c) - 1.0) < 0.05 and abs((np.percentile(c, 75) - np.percentile(c, 25)) / 2 - 2.0) < 0.1
+  logs = np.log(Tensor.empty(100000, device=device).log_normal_(0.5, 0.3).numpy())
+  assert abs(logs.mean() - 0.5) < 0.01 and abs(logs.std() - 0.3) < 0.01
+  p = _t(np.tile([0.0, 1.0, 0.5], 10000).astype(np.float32), device)
+  drawn = Tensor.empty(30000, device=device).bernoulli_(p).numpy().reshape(-1, 3)
+  assert set(np.unique(drawn)) <= {0.0, 1.0} and drawn[:, 0].sum() == 0 and drawn[:, 1].all() and abs(drawn[:, 2].mean() - 0.5) < 0.02
