@@ -28,5 +28,6 @@ from alloy.nn.transformer import (TransformerEncoderLayer, TransformerDecoderLay
                                   Transformer)
 from alloy.nn.loss import (CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, SmoothL1Loss, HuberLoss, BCELoss, BCEWithLogitsLoss,
                            KLDivLoss, PoissonNLLLoss, GaussianNLLLoss, MarginRankingLoss, HingeEmbeddingLoss, SoftMarginLoss,
-                           MultiLabelSoftMarginLoss, CosineEmbeddingLoss, TripletMarginLoss, MultiMarginLoss, MultiLabelMarginLoss)
+                           MultiLabelSoftMarginLoss, CosineEmbeddingLoss, TripletMarginLoss, MultiMarginLoss, MultiLabelMarginLoss,
+                           CTCLoss)
 from alloy.nn import init, utils

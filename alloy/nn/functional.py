@@ -18,6 +18,7 @@ from alloy.functional.linear import linear, pad, pixel_shuffle, pixel_unshuffle,
 from alloy.gathering import one_hot, embedding
 from alloy.functional.embedding_bag import embedding_bag
 from alloy.functional.grid_sample import affine_grid, grid_sample
+from alloy.functional.ctc_loss import ctc_loss
 from alloy.mathfuncs import hardshrink, softshrink
 from alloy.functional.more_losses import (poisson_nll_loss, gaussian_nll_loss, margin_ranking_loss, hinge_embedding_loss, soft_margin_loss,
                                           multilabel_soft_margin_loss, cosine_embedding_loss, triplet_margin_loss, multi_margin_loss,
@@ -38,4 +39,4 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "multi_margin_loss", "hardshrink", "softshrink", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
            "feature_alpha_dropout", "prelu", "rrelu", "gumbel_softmax", "upsample_nearest", "upsample_bilinear", "lp_pool1d", "lp_pool2d",
            "lp_pool3d", "max_unpool1d", "max_unpool2d", "max_unpool3d", "local_response_norm", "channel_shuffle", "multilabel_margin_loss",
-           "embedding_bag", "affine_grid", "grid_sample"]
+           "embedding_bag", "affine_grid", "grid_sample", "ctc_loss"]

@@ -68,6 +68,12 @@ class MultiLabelSoftMarginLoss(_Loss):
   def forward(self, input, target): return F.multilabel_soft_margin_loss(input, target, self.weight, reduction=self.reduction)
 class MultiLabelMarginLoss(_Loss):
   def forward(self, input, target): return F.multilabel_margin_loss(input, target, reduction=self.reduction)
+class CTCLoss(_Loss):
+  def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False):
+    super().__init__(reduction)
+    self.blank, self.zero_infinity = blank, zero_infinity
+  def forward(self, log_probs, targets, input_lengths, target_lengths):
+    return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction, self.zero_infinity)
 class CosineEmbeddingLoss(_Loss):
   def __init__(self, margin: float = 0.0, reduction: str = "mean"): super().__init__(reduction, margin=margin)
   def forward(self, input1, input2, target): return F.cosine_embedding_loss(input1, input2, target, reduction=self.reduction, **self.options)

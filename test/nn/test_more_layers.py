@@ -205,3 +205,24 @@ def test_embedding_bag_matches_torch(device, mode):
     weights = Tensor(flat.astype(np.float32), device=device)
     with pytest.raises(ValueError, match="per_sample_weights"): mine(Tensor(flat, device=device), Tensor(offsets, device=device), weights)
   with pytest.raises(IndexError, match="out of bounds"): mine(Tensor(np.array([3, 10]), device=device), Tensor(np.array([0]), device=device)).numpy()
+
+def test_ctc_loss_matches_torch(device):
+  rng = np.random.default_rng(6)
+  frames, batch, classes = 12, 3, 5
+  targets, target_lengths = np.array([[1, 1, 2, 3], [2, 4, 0, 0], [3, 3, 3, 1]]), np.array([4, 2, 4])   # repeats need a blank between
+  for input_lengths, zero_infinity in ((np.array([12, 9, 7]), False), (np.array([5, 9, 3]), True)):   # 3 frames cannot hold 3 3 3 1
+    for reduction in ("mean", "sum", "none"):
+      x = rng.standard_normal((frames, batch, classes)).astype(np.float32)
+      xt, xa = torch.tensor(x, requires_grad=True), Tensor(x, device=device, requires_grad=True)
+      args = lambda lib: [lib(v) for v in (targets, input_lengths, target_lengths)]
+      want = torch.nn.CTCLoss(reduction=reduction, zero_infinity=zero_infinity)(xt.log_softmax(-1), *args(torch.tensor))
+      got = nn.CTCLoss(reduction=reduction, zero_infinity=zero_infinity)(xa.log_softmax(-1), *args(lambda v: Tensor(v, device=device)))
+      np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, err_msg=f"{reduction} {zero_infinity}")
+      w = rng.uniform(0.5, 1.5, tuple(want.shape)).astype(np.float32)
+      (want * torch.tensor(w)).sum().backward()
+      (got * Tensor(w, device=device)).sum().backward()
+      np.testing.assert_allclose(xa.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-6, err_msg=f"{reduction} {zero_infinity}")
+  flat = np.concatenate([targets[i, :target_lengths[i]] for i in range(batch)])   # the concatenated form
+  lp = torch.tensor(rng.standard_normal((frames, batch, classes)).astype(np.float32)).log_softmax(-1)
+  got = nn.functional.ctc_loss(Tensor(lp.numpy(), device=device), Tensor(flat, device=device), [12, 9, 7], [4, 2, 4])
+  np.testing.assert_allclose(got.numpy(), torch.nn.functional.ctc_loss(lp, torch.tensor(flat), [12, 9, 7], [4, 2, 4]).numpy(), rtol=1e-5)
