@@ -103,7 +103,10 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
   d = dim % logits.ndim
   index = y.argmax(d, keepdim=True)
   one_hot = (Tensor.arange(logits.shape[d], device=logits.device).reshape([-1 if a == d else 1 for a in range(logits.ndim)]) == index).cast(y.dtype)
-  return one_hot - y.detach() + y
+  from alloy import autograd   # exactly one_hot forward (one_hot - y + y rounds where a fused kernel reorders it), y's gradient back
+  return autograd.record(one_hot, _straight_through, (y,)) if y._ag is not None else one_hot
+
+def _straight_through(out, g): return (g,)
 
 def relu_(input): return relu(input, inplace=True)
 def leaky_relu_(input, negative_slope=0.01): return leaky_relu(input, negative_slope, inplace=True)
