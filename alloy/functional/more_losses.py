@@ -84,8 +84,17 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
                         reduction="mean"):
   """max(0, margin + d(a, p) - d(a, n)), d the p-norm pairwise distance; swap takes min(d(a, n), d(p, n))."""
   reduction = reduction_arg(size_average, reduce, reduction, "triplet_margin_loss")
-  d_ap, d_an = pairwise_distance(anchor, positive, p, eps), pairwise_distance(anchor, negative, p, eps)
-  if swap: d_an = d_an.minimum(pairwise_distance(positive, negative, p, eps))
+  return _triplet(anchor, positive, negative, lambda a, b: pairwise_distance(a, b, p, eps), margin, swap, reduction)
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
+  """triplet_margin_loss with any distance (a function of two tensors; pairwise_distance by default)."""
+  reduction = reduction_arg(None, None, reduction, "triplet_margin_with_distance_loss")
+  if margin <= 0: raise ValueError(f"triplet_margin_with_distance_loss: margin must be positive, got {margin}")
+  return _triplet(anchor, positive, negative, distance_function or pairwise_distance, margin, swap, reduction)
+
+def _triplet(anchor, positive, negative, distance, margin, swap: bool, reduction: str):
+  d_ap, d_an = distance(anchor, positive), distance(anchor, negative)
+  if swap: d_an = d_an.minimum(distance(positive, negative))
   return reduce_loss((margin + d_ap - d_an).clamp(min=0), reduction)
 
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):

@@ -29,5 +29,5 @@ from alloy.nn.transformer import (TransformerEncoderLayer, TransformerDecoderLay
 from alloy.nn.loss import (CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, SmoothL1Loss, HuberLoss, BCELoss, BCEWithLogitsLoss,
                            KLDivLoss, PoissonNLLLoss, GaussianNLLLoss, MarginRankingLoss, HingeEmbeddingLoss, SoftMarginLoss,
                            MultiLabelSoftMarginLoss, CosineEmbeddingLoss, TripletMarginLoss, MultiMarginLoss, MultiLabelMarginLoss,
-                           CTCLoss)
+                           CTCLoss, TripletMarginWithDistanceLoss)
 from alloy.nn import init, utils

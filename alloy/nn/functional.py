@@ -22,7 +22,7 @@ from alloy.functional.ctc_loss import ctc_loss
 from alloy.mathfuncs import hardshrink, softshrink
 from alloy.functional.more_losses import (poisson_nll_loss, gaussian_nll_loss, margin_ranking_loss, hinge_embedding_loss, soft_margin_loss,
                                           multilabel_soft_margin_loss, cosine_embedding_loss, triplet_margin_loss, multi_margin_loss,
-                                          multilabel_margin_loss)
+                                          multilabel_margin_loss, triplet_margin_with_distance_loss)
 
 __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "sigmoid", "tanh", "hardtanh",
            "hardsigmoid", "hardswish", "softplus", "logsigmoid", "softsign", "tanhshrink", "threshold", "softmax",
@@ -39,4 +39,4 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "multi_margin_loss", "hardshrink", "softshrink", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
            "feature_alpha_dropout", "prelu", "rrelu", "gumbel_softmax", "upsample_nearest", "upsample_bilinear", "lp_pool1d", "lp_pool2d",
            "lp_pool3d", "max_unpool1d", "max_unpool2d", "max_unpool3d", "local_response_norm", "channel_shuffle", "multilabel_margin_loss",
-           "embedding_bag", "affine_grid", "grid_sample", "ctc_loss"]
+           "embedding_bag", "affine_grid", "grid_sample", "ctc_loss", "triplet_margin_with_distance_loss"]

@@ -82,6 +82,11 @@ class TripletMarginLoss(_Loss):
     super().__init__(reduction, margin=margin, p=p, eps=eps, swap=swap)
   def forward(self, anchor, positive, negative):
     return F.triplet_margin_loss(anchor, positive, negative, reduction=self.reduction, **self.options)
+class TripletMarginWithDistanceLoss(_Loss):
+  def __init__(self, *, distance_function=None, margin: float = 1.0, swap: bool = False, reduction: str = "mean"):
+    super().__init__(reduction, distance_function=distance_function, margin=margin, swap=swap)
+  def forward(self, anchor, positive, negative):
+    return F.triplet_margin_with_distance_loss(anchor, positive, negative, reduction=self.reduction, **self.options)
 class MultiMarginLoss(_Loss):
   def __init__(self, p: int = 1, margin: float = 1.0, weight=None, reduction: str = "mean"):
     super().__init__(reduction, p=p, margin=margin)

@@ -226,3 +226,17 @@ def test_ctc_loss_matches_torch(device):
   lp = torch.tensor(rng.standard_normal((frames, batch, classes)).astype(np.float32)).log_softmax(-1)
   got = nn.functional.ctc_loss(Tensor(lp.numpy(), device=device), Tensor(flat, device=device), [12, 9, 7], [4, 2, 4])
   np.testing.assert_allclose(got.numpy(), torch.nn.functional.ctc_loss(lp, torch.tensor(flat), [12, 9, 7], [4, 2, 4]).numpy(), rtol=1e-5)
+
+def test_triplet_margin_with_distance_loss_matches_torch(device):
+  rng = np.random.default_rng(8)
+  a, p, n = (rng.standard_normal((4, 6)).astype(np.float32) for _ in range(3))
+  def cosine_distance(x, y): return 1 - (x * y).sum(-1) / ((x * x).sum(-1) * (y * y).sum(-1)).sqrt()
+  for kw in (dict(), dict(distance_function=cosine_distance, margin=0.5, swap=True)):
+    for reduction in ("mean", "sum", "none"):
+      ta, tp, tn = (torch.tensor(v, requires_grad=True) for v in (a, p, n))
+      xa, xp, xn = (Tensor(v, device=device, requires_grad=True) for v in (a, p, n))
+      want = torch.nn.TripletMarginWithDistanceLoss(reduction=reduction, **kw)(ta, tp, tn)
+      got = nn.TripletMarginWithDistanceLoss(reduction=reduction, **kw)(xa, xp, xn)
+      np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+      want.sum().backward(); got.sum().backward()
+      for m, t in ((xa, ta), (xp, tp), (xn, tn)): np.testing.assert_allclose(m.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-6)
