@@ -23,6 +23,8 @@ from alloy.nn.padding import (ConstantPad1d, ConstantPad2d, ConstantPad3d, ZeroP
 from alloy.nn.resample import (Upsample, PixelShuffle, PixelUnshuffle, CosineSimilarity, PairwiseDistance, Fold, Unfold, UpsamplingNearest2d,
                                UpsamplingBilinear2d, ChannelShuffle)
 from alloy.nn.attention import MultiheadAttention
+from alloy.nn.lazy import (LazyLinear, LazyConv1d, LazyConv2d, LazyConv3d, LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d,
+                           LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d)
 from alloy.nn.rnn import RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell
 from alloy.nn.transformer import (TransformerEncoderLayer, TransformerDecoderLayer, TransformerEncoder, TransformerDecoder,
                                   Transformer)

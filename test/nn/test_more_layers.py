@@ -240,3 +240,22 @@ def test_triplet_margin_with_distance_loss_matches_torch(device):
       np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
       want.sum().backward(); got.sum().backward()
       for m, t in ((xa, ta), (xp, tp), (xn, tn)): np.testing.assert_allclose(m.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+@pytest.mark.parametrize("name,args,shape", [("LazyLinear", (5,), (3, 7)), ("LazyConv2d", (4, 3), (2, 3, 6, 6)), ("LazyConv1d", (2, 3), (3, 9)),
+                                             ("LazyConvTranspose2d", (2, 3), (1, 3, 4, 4)), ("LazyBatchNorm2d", (), (2, 3, 4, 4)),
+                                             ("LazyInstanceNorm1d", (), (2, 3, 8))])
+def test_lazy_layers_become_their_layer(device, name, args, shape):
+  theirs, mine = getattr(torch.nn, name)(*args), getattr(nn, name)(*args).to(device)
+  mine.eval(); theirs.eval()   # kept through the first call
+  calls = []
+  mine.register_forward_hook(lambda m, i, o: calls.append(o.shape))
+  x = np.random.default_rng(9).standard_normal(shape).astype(np.float32)
+  first = mine(Tensor(x, device=device))
+  theirs(torch.tensor(x))
+  assert type(mine).__name__ == type(theirs).__name__ and not mine.training and calls == [first.shape]
+  got_shapes = {k: tuple(v.shape) for k, v in mine.state_dict().items()}
+  assert got_shapes == {k: tuple(v.shape) for k, v in theirs.state_dict().items()}
+  assert all(p.device == first.device for p in mine.parameters())
+  mine.load_state_dict({k: Tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+  with torch.no_grad(): want = theirs(torch.tensor(x)).numpy()
+  np.testing.assert_allclose(mine(Tensor(x, device=device)).numpy(), want, rtol=1e-5, atol=1e-5)
