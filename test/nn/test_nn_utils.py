@@ -58,3 +58,32 @@ def test_clipped_step_under_jit_follows_eager(device):
   for (l1, n1), (l2, n2) in zip(eager, jit): np.testing.assert_allclose([l1, n1], [l2, n2], rtol=1e-5)
   assert all(n > 0.05 for _, n in eager), "the norms exceed the bound: clipping ran"
   for a, b in zip(pe, pj): np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+def test_pad_sequence_and_norm_reparametrizations_match_torch(device):
+  tu = torch.nn.utils
+  rng = np.random.default_rng(4)
+  seqs = [rng.standard_normal((k, 3)).astype(np.float32) for k in (4, 2, 5)]
+  for batch_first in (False, True):
+    for side in ("right", "left"):
+      got = nn.utils.rnn.pad_sequence([Tensor(s, device=device) for s in seqs], batch_first, -1.0, side).numpy()
+      np.testing.assert_array_equal(got, tu.rnn.pad_sequence([torch.tensor(s) for s in seqs], batch_first, -1.0, side).numpy())
+  back = nn.utils.rnn.unpad_sequence(nn.utils.rnn.pad_sequence([Tensor(s, device=device) for s in seqs]), [4, 2, 5])
+  assert all(np.array_equal(b.numpy(), s) for b, s in zip(back, seqs))
+  x = rng.standard_normal((3, 5)).astype(np.float32)
+  for apply, remove in ((tu.weight_norm, tu.remove_weight_norm), (tu.spectral_norm, tu.remove_spectral_norm)):
+    torch.manual_seed(0)
+    theirs = apply(torch.nn.Linear(5, 4))
+    mine = getattr(nn.utils, apply.__name__)(nn.Linear(5, 4)).to(device)
+    assert sorted(mine.state_dict()) == sorted(theirs.state_dict())
+    mine.load_state_dict({k: Tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+    for _ in range(2):   # spectral_norm: a power-iteration step a training call
+      want, got = theirs(torch.tensor(x)), mine(Tensor(x, device=device))
+      np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=apply.__name__)
+      want.sum().backward(); got.sum().backward()
+    for (name, p), (_, q) in zip(sorted(mine.named_parameters()), sorted(theirs.named_parameters())):
+      np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=f"{apply.__name__} {name}")
+    getattr(nn.utils, remove.__name__)(mine)
+    remove(theirs)
+    np.testing.assert_allclose(mine.weight.numpy(), theirs.weight.detach().numpy(), rtol=1e-5, atol=1e-6)
+  total = nn.utils.get_total_norm([Tensor(x, device=device), Tensor(x[:1], device=device)], 3.0)
+  np.testing.assert_allclose(total.numpy(), tu.get_total_norm([torch.tensor(x), torch.tensor(x[:1])], 3.0).numpy(), rtol=1e-5)
