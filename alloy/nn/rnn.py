@@ -6,10 +6,12 @@ initialization are PyTorch's, so its state dicts load as they are.
 A layer projects the whole input sequence at once (one matmul for every time step), then steps through time: each
 step is one matmul of the hidden state and the gates' elementwise work. The steps build one lazy graph; it is
 computed every REALIZE_EVERY steps, so a long sequence neither deepens the graph without bound nor waits to the end
-to start. Gradients flow through every step (backpropagation through time)."""
+to start. Gradients flow through every step (backpropagation through time). A PackedSequence input runs padded,
+each sequence's state held past its end (so the reverse direction starts at its own last step), and comes back packed."""
 from __future__ import annotations
 import math
-from alloy.tensor import Tensor, cat, stack
+from alloy.tensor import Tensor, cat, stack, where
+from alloy.nn.utils.rnn import PackedSequence, packed_like, padded_in_packing_order
 from alloy.nn.module import Module
 from alloy.nn.parameter import Parameter
 from alloy.nn import init, functional as F
@@ -78,19 +80,26 @@ class _RNNBase(Module):
     w_hr = getattr(self, names[-1]) if self.proj_size else None
     return w_ih, w_hh, b_ih, b_hh, w_hr
 
-  def _direction(self, x: Tensor, k: int, h: Tensor, c: Tensor | None, reverse: bool) -> tuple:
-    """One layer in one direction over x (L, N, width) from state h (and c): the outputs (L, N, out), the last state."""
+  def _direction(self, x: Tensor, k: int, h: Tensor, c: Tensor | None, reverse: bool, valid: list | None = None) -> tuple:
+    """One layer in one direction over x (L, N, width) from state h (and c): the outputs (L, N, out), the last state.
+    valid: per step, which rows (N, 1) have a step there (a packed batch's); the others keep their state."""
     w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(k)
     projected = _linear(x, w_ih, b_ih)   # every time step's input projection in one matmul
     steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
     outs = []
     for n, t in enumerate(steps):
       hg = _linear(h, w_hh, b_hh)
+      c_new = None
       if self.mode == "LSTM":
-        h, c = _lstm_step(projected[t] + hg, c)
-        if w_hr is not None: h = h @ w_hr.T
-      elif self.mode == "GRU": h = _gru_step(projected[t], hg, h)
-      else: h = (projected[t] + hg).tanh() if self.mode == "RNN_TANH" else (projected[t] + hg).relu()
+        h_new, c_new = _lstm_step(projected[t] + hg, c)
+        if w_hr is not None: h_new = h_new @ w_hr.T
+      elif self.mode == "GRU": h_new = _gru_step(projected[t], hg, h)
+      else: h_new = (projected[t] + hg).tanh() if self.mode == "RNN_TANH" else (projected[t] + hg).relu()
+      if valid is not None:
+        h = where(valid[t], h_new, h)
+        if c is not None: c = where(valid[t], c_new, c)
+      else: h = h_new
+      if c is not None and valid is None: c = c_new
       outs.append(h)
       if (n + 1) % REALIZE_EVERY == 0:
         h.realize()
@@ -98,11 +107,30 @@ class _RNNBase(Module):
     if reverse: outs.reverse()
     return stack(outs, 0), h, c
 
-  def forward(self, input: Tensor, hx=None):
+  def forward(self, input, hx=None):
+    if isinstance(input, PackedSequence): return self._packed(input, hx)
     name = type(self).__name__
     if input.ndim not in (2, 3): raise ValueError(f"{name}: expected a 2-D (unbatched) or 3-D input, got shape {tuple(input.shape)}")
     unbatched = input.ndim == 2
     x = input.unsqueeze(1) if unbatched else input.transpose(0, 1) if self.batch_first else input
+    return self._layers(x, hx, unbatched)
+
+  def _packed(self, packed: PackedSequence, hx):
+    """A packed batch: run over its steps padded (longest first), each row's state held past its end; the outputs
+    packed back, the states in the batch's own order."""
+    x = padded_in_packing_order(packed)
+    rows = Tensor.arange(x.shape[1], device=x.device).unsqueeze(-1)
+    valid = [rows < size for size in packed.batch_sizes]
+    if hx is not None and packed.sorted_indices is not None:   # the caller's states are in the batch's own order
+      hx = tuple(h[:, packed.sorted_indices] for h in hx) if self.mode == "LSTM" else hx[:, packed.sorted_indices]
+    output, state = self._layers(x, hx, False, valid)
+    undo = (lambda h: h[:, packed.unsorted_indices]) if packed.unsorted_indices is not None else (lambda h: h)
+    state = tuple(undo(h) for h in state) if self.mode == "LSTM" else undo(state)
+    return packed_like(packed, output), state
+
+  def _layers(self, x: Tensor, hx, unbatched: bool, valid: list | None = None):
+    """Every layer over x (L, N, input_size), from hx: (the last layer's outputs in the input's layout, the states)."""
+    name = type(self).__name__
     if x.shape[-1] != self.input_size: raise ValueError(f"{name}: input.size(-1) must be {self.input_size}, got {x.shape[-1]}")
     dirs, n, out = 2 if self.bidirectional else 1, x.shape[1], self.proj_size or self.hidden_size
     lstm = self.mode == "LSTM"
@@ -116,13 +144,13 @@ class _RNNBase(Module):
       raise ValueError(f"{name}: expected hidden size {(self.num_layers * dirs, n, out)}, got {tuple(h0.shape)}")
     h_last, c_last = [], []
     for layer in range(self.num_layers):
-      results = [self._direction(x, layer * dirs + d, h0[layer * dirs + d], c0[layer * dirs + d] if lstm else None, d == 1)
+      results = [self._direction(x, layer * dirs + d, h0[layer * dirs + d], c0[layer * dirs + d] if lstm else None, d == 1, valid)
                  for d in range(dirs)]
       x = results[0][0] if dirs == 1 else cat([r[0] for r in results], -1)
       h_last += [r[1] for r in results]
       c_last += [r[2] for r in results]
       if self.dropout and self.training and layer < self.num_layers - 1: x = F.dropout(x, self.dropout, True)
-    output = x.squeeze(1) if unbatched else x.transpose(0, 1) if self.batch_first else x
+    output = x.squeeze(1) if unbatched else x.transpose(0, 1) if self.batch_first and valid is None else x
     h_n = stack(h_last, 0)
     h_n = h_n.squeeze(1) if unbatched else h_n
     if not lstm: return output, h_n

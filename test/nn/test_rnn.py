@@ -82,3 +82,37 @@ def test_errors():
   with pytest.raises(ValueError, match=r"input.size\(-1\) must be 3, got 4"): nn.LSTM(3, 4)(Tensor(np.ones((2, 1, 4), np.float32)))
   with pytest.raises(ValueError, match="expected hidden size"):
     nn.GRU(3, 4)(Tensor(np.ones((2, 1, 3), np.float32)), Tensor(np.ones((1, 2, 4), np.float32)))
+
+@pytest.mark.parametrize("name", ["LSTM", "GRU", "RNN"])
+def test_packed_sequences_match_torch(device, name):
+  # unsorted lengths, two bidirectional layers, initial states in the batch's own order; outputs, states, gradients
+  tr, r = torch.nn.utils.rnn, nn.utils.rnn
+  rng = np.random.default_rng(2)
+  x, lengths = rng.standard_normal((6, 4, 3)).astype(np.float32), [3, 6, 1, 4]
+  torch.manual_seed(0)
+  theirs = getattr(torch.nn, name)(3, 5, num_layers=2, bidirectional=True)
+  mine = getattr(nn, name)(3, 5, num_layers=2, bidirectional=True).to(device)
+  mine.load_state_dict({k: Tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+  h0 = rng.standard_normal((4, 4, 5)).astype(np.float32)
+  xt, xa = torch.tensor(x, requires_grad=True), Tensor(x, device=device, requires_grad=True)
+  hx_t = (torch.tensor(h0), torch.tensor(h0 * 0.5)) if name == "LSTM" else torch.tensor(h0)
+  hx_a = (Tensor(h0, device=device), Tensor(h0 * 0.5, device=device)) if name == "LSTM" else Tensor(h0, device=device)
+  out_t, state_t = theirs(tr.pack_padded_sequence(xt, lengths, enforce_sorted=False), hx_t)
+  out_a, state_a = mine(r.pack_padded_sequence(xa, lengths, enforce_sorted=False), hx_a)
+  assert out_a.batch_sizes == out_t.batch_sizes.tolist()
+  np.testing.assert_allclose(out_a.data.numpy(), out_t.data.detach().numpy(), rtol=1e-5, atol=1e-6)
+  states_t, states_a = (state_t, state_a) if name == "LSTM" else ((state_t,), (state_a,))
+  for a, t in zip(states_a, states_t): np.testing.assert_allclose(a.numpy(), t.detach().numpy(), rtol=1e-5, atol=1e-6)
+  padded, got_lengths = r.pad_packed_sequence(out_a, batch_first=True, total_length=7)
+  want, want_lengths = tr.pad_packed_sequence(out_t, batch_first=True, total_length=7)
+  np.testing.assert_allclose(padded.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+  np.testing.assert_array_equal(got_lengths.numpy(), want_lengths.numpy())
+  w = rng.standard_normal(tuple(out_t.data.shape)).astype(np.float32)
+  ((out_t.data * torch.tensor(w)).sum() + states_t[0].sum()).backward()
+  ((out_a.data * Tensor(w, device=device)).sum() + states_a[0].sum()).backward()
+  np.testing.assert_allclose(xa.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-6)
+  np.testing.assert_allclose(mine.weight_hh_l1_reverse.grad.numpy(), theirs.weight_hh_l1_reverse.grad.numpy(), rtol=1e-4, atol=1e-6)
+  seqs = [rng.standard_normal((k, 3)).astype(np.float32) for k in (2, 4, 1)]
+  back = r.unpack_sequence(r.pack_sequence([Tensor(s, device=device) for s in seqs], enforce_sorted=False))
+  assert all(np.array_equal(b.numpy(), s) for b, s in zip(back, seqs))
+  with pytest.raises(ValueError, match="decreasing"): r.pack_padded_sequence(Tensor(x, device=device), lengths)
