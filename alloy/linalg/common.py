@@ -1,6 +1,7 @@
-"""What every alloy.linalg function shares: the input checks, torch.linalg's LinAlgError and how it is raised without
-reading a device value eagerly, and a matrix's column or row taken by a select against k rather than a slice at k, so
-that k is a kernel argument and one compiled kernel serves every step of an elimination."""
+"""What every alloy.linalg function shares: the input checks, torch.linalg's LinAlgError and how it is raised (the
+first bad column read on the host eagerly, as torch's linalg syncs for it; on the device under @jit), and a matrix's
+column or row taken by a select against k rather than a slice at k, so that k is a kernel argument and one compiled
+kernel serves every step of an elimination."""
 from __future__ import annotations
 from alloy import dtype as dt
 from alloy.bounds import in_bounds
