@@ -35,15 +35,25 @@ def weight_norm(module, name: str = "weight", dim=0):
   object.__setattr__(module, "_weight_norm_" + name, module.register_forward_pre_hook(hook))
   return module
 
-def remove_weight_norm(module, name: str = "weight"):
-  handle = module.__dict__.pop("_weight_norm_" + name, None)
-  if handle is None: raise ValueError(f"remove_weight_norm: weight_norm of {name!r} not found in {type(module).__name__}")
-  hook = module._forward_pre_hooks[handle.id][0]
-  with no_grad(): weight = hook.weight(module).realize()
+def _installed(module, name: str, kind: str):
+  """(the handle, the hook) that weight_norm or spectral_norm (kind) installed for `name`, taken off the module."""
+  handle = module.__dict__.pop(f"_{kind}_{name}", None)
+  if handle is None: raise ValueError(f"remove_{kind}: {kind} of {name!r} not found in {type(module).__name__}")
+  return handle, module._forward_pre_hooks[handle.id][0]
+
+def _restore(module, name: str, weight: Tensor, handle, removed: tuple) -> None:
+  """The plain parameter `name` back in place of the reparametrization's parameters and buffers `removed`."""
   handle.remove()
-  del module._parameters[name + "_g"], module._parameters[name + "_v"]
+  for attr in removed:
+    module._parameters.pop(attr, None)
+    module._buffers.pop(attr, None)
   module.__dict__.pop(name, None)
   module.register_parameter(name, Parameter(weight))
+
+def remove_weight_norm(module, name: str = "weight"):
+  handle, hook = _installed(module, name, "weight_norm")
+  with no_grad(): weight = hook.weight(module).realize()
+  _restore(module, name, weight, handle, (name + "_g", name + "_v"))
   return module
 
 def _normalize(x: Tensor, eps: float) -> Tensor: return x / (x * x).sum().sqrt().maximum(eps)
@@ -86,15 +96,8 @@ def spectral_norm(module, name: str = "weight", n_power_iterations: int = 1, eps
   return module
 
 def remove_spectral_norm(module, name: str = "weight"):
-  handle = module.__dict__.pop("_spectral_norm_" + name, None)
-  if handle is None: raise ValueError(f"remove_spectral_norm: spectral_norm of {name!r} not found in {type(module).__name__}")
-  hook = module._forward_pre_hooks[handle.id][0]
-  w = getattr(module, name + "_orig")
-  with no_grad():
-    u, v = getattr(module, name + "_u"), getattr(module, name + "_v")
-    weight = (w / (u @ (hook.matrix(w) @ v))).realize()
-  handle.remove()
-  del module._parameters[name + "_orig"], module._buffers[name + "_u"], module._buffers[name + "_v"]
-  module.__dict__.pop(name, None)
-  module.register_parameter(name, Parameter(weight))
+  handle, hook = _installed(module, name, "spectral_norm")
+  w, u, v = (getattr(module, name + suffix) for suffix in ("_orig", "_u", "_v"))
+  with no_grad(): weight = (w / (u @ (hook.matrix(w) @ v))).realize()
+  _restore(module, name, weight, handle, (name + "_orig", name + "_u", name + "_v"))
   return module
