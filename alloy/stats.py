@@ -31,7 +31,7 @@ def cov(input: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> 
       raise ValueError(f"cov: {name} must be 1-D with {n} elements (one per observation), got shape {given.shape}")
     if name == "fweights" and given.dtype.is_float: raise TypeError("cov: fweights must be integers")
     w = given.cast(x.dtype) if w is None else w * given.cast(x.dtype)
-  if w is None: w, total, norm = None, n, n - correction
+  if w is None: total, norm = n, n - correction
   else:
     total = w.sum()
     norm = total - correction * (w * aweights.cast(x.dtype)).sum() / total if aweights is not None else total - correction

@@ -16,13 +16,6 @@ from alloy.tensor import Tensor, stack, where
 
 NEG_INF = float("-inf")
 
-def _logsumexp3(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
-  """log(e^a + e^b + e^c), -inf (and no NaN gradient) where all three are -inf."""
-  m = a.maximum(b).maximum(c)
-  m_safe = where(m == NEG_INF, 0.0, m)
-  total = (a - m_safe).exp() + (b - m_safe).exp() + (c - m_safe).exp()
-  return where(total > 0, m_safe + where(total > 0, total, 1.0).log(), NEG_INF)
-
 def _shift_left(x: Tensor, k: int, fill) -> Tensor:
   """x moved k states back along the last axis, fill coming in at the end."""
   return x[..., k:].cat(x[..., :1].full_like(fill).expand(*x.shape[:-1], k), dim=-1)
@@ -64,7 +57,7 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
   alphas = [where(position <= 1, emit[0], NEG_INF)]
   for t in range(1, frames):
     alpha = alphas[-1]
-    step = _logsumexp3(alpha, _shift(alpha, 1), where(skip, _shift(alpha, 2), NEG_INF)) + emit[t]
+    step = _lse(stack([alpha, _shift(alpha, 1), where(skip, _shift(alpha, 2), NEG_INF)], -1)) + emit[t]
     alphas.append(where((ins > t).unsqueeze(1), step, alpha).realize())
   last = (2 * outs).unsqueeze(1)
   finals = (position == last) | (position == last - 1)
@@ -84,7 +77,7 @@ def _ctc_rule(loss, g, logp, alphas, emit, extended, skip, finals, ins):
   onehot = (extended.unsqueeze(-1) == Tensor.arange(logp.shape[-1], device=emit.device)).cast(emit.dtype)   # (N, 2S + 1, C)
   for t in reversed(range(frames)):
     if t < frames - 1:
-      step = _logsumexp3(beta, _shift_left(beta, 1, NEG_INF), where(ahead_skip, _shift_left(beta, 2, NEG_INF), NEG_INF)) + emit[t]
+      step = _lse(stack([beta, _shift_left(beta, 1, NEG_INF), where(ahead_skip, _shift_left(beta, 2, NEG_INF), NEG_INF)], -1)) + emit[t]
       beta = where((ins - 1 == t).unsqueeze(1) & finals, emit[t], where((ins - 1 > t).unsqueeze(1), step, NEG_INF))
     both = alphas[t] + beta   # (N, 2S + 1): log of the probability mass through each state at t, times its emission
     top = both.amax(-1, keepdim=True)

@@ -37,3 +37,8 @@ def row_of(M: Tensor, rows: Tensor, k: int) -> Tensor:
   """M[..., k:k+1, :], as column_of takes a column."""
   return where((rows == k).unsqueeze(-1), M, 0.0).sum(-2, keepdim=True)
 
+
+def permutation_matrix(order: Tensor, n: int) -> Tensor:
+  """The one-hot matrix P (booleans) with (M @ P)[..., j] = M[..., order[j]]: columns reordered by a matmul, nothing
+  read back."""
+  return order.unsqueeze(-2) == Tensor.arange(n, device=order.device).unsqueeze(-1)

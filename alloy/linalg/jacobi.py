@@ -12,7 +12,7 @@ differ by a sign, the decomposition being unique up to one)."""
 from __future__ import annotations
 from collections import namedtuple
 import numpy as np
-from alloy.linalg.common import check_matrices, check_square
+from alloy.linalg.common import check_matrices, check_square, permutation_matrix
 from alloy.linalg.factor import qr
 from alloy.realize_tensors import realize as realize_all
 from alloy.tensor import Tensor, where
@@ -57,11 +57,6 @@ def _padded(M: Tensor, rows: int, cols: int) -> Tensor:
   if rows != M.shape[-2]: M = M.cat(M.zeros_like()[..., :1, :].expand(*M.shape[:-2], rows - M.shape[-2], M.shape[-1]), dim=-2)
   return M
 
-def _permutation(order: Tensor, n: int) -> Tensor:
-  """The one-hot matrix P (booleans) with (M @ P)[..., j] = M[..., order[j]]: columns reordered by a matmul, nothing
-  read back."""
-  return order.unsqueeze(-2) == Tensor.arange(n, device=order.device).unsqueeze(-1)
-
 def eigh(A: Tensor, UPLO: str = "L") -> EighResult:
   """Eigenvalues (ascending) and orthonormal eigenvectors (columns) of symmetric matrices, from their lower (UPLO
   'L') or upper triangle."""
@@ -83,7 +78,7 @@ def eigh(A: Tensor, UPLO: str = "L") -> EighResult:
   values = S.diagonal(0, -2, -1)
   if m != n: values, V = values[..., :n], V[..., :n, :n]
   values, order = values.sort(-1)
-  return EighResult(values, V @ _permutation(order, n).cast(A.dtype))
+  return EighResult(values, V @ permutation_matrix(order, n).cast(A.dtype))
 
 def eigvalsh(A: Tensor, UPLO: str = "L") -> Tensor:
   return eigh(A, UPLO).eigenvalues
@@ -116,7 +111,7 @@ def svd(A: Tensor, full_matrices: bool = True) -> SVDResult:
     return SVDResult(U, Tensor.zeros(*A.shape[:-2], 0, dtype=A.dtype, device=A.device), A[..., :0, :].transpose(-1, -2))
   B, V = _orthogonal_columns(A)
   S, order = vector_norm(B, 2, -2).sort(-1, descending=True)
-  P = _permutation(order, n).cast(A.dtype)
+  P = permutation_matrix(order, n).cast(A.dtype)
   B, V = B @ P, V @ P
   Q, R = qr(B, mode="complete" if full_matrices else "reduced")
   signs = where(R.diagonal(0, -2, -1) < 0, -1.0, 1.0)   # Q's column j is b_j / S_j up to that sign

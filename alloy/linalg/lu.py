@@ -6,7 +6,7 @@ reading only A's triangle; a zero on the diagonal gives inf or nan, as torch's s
 from __future__ import annotations
 from collections import namedtuple
 from alloy import dtype as dt
-from alloy.linalg.common import check_matrices, check_square, row_of
+from alloy.linalg.common import check_matrices, check_square, permutation_matrix, row_of
 from alloy.linalg.elimination import eliminate
 from alloy.tensor import Tensor, broadcast_shape, where
 
@@ -23,7 +23,7 @@ def lu_factor(A: Tensor, *, pivot: bool = True) -> LUFactorResult:
   LU, _, _, swaps = eliminate(A, k, False, keep_l=True)
   return LUFactorResult(LU, (swaps + 1).cast(dt.int32))
 
-def _permutation(pivots: Tensor, m: int, like: Tensor) -> Tensor:
+def _pivot_matrix(pivots: Tensor, m: int, like: Tensor) -> Tensor:
   """The m x m matrix P (like's dtype) with A = P L U for LAPACK pivots: the identity's rows swapped step by step."""
   rows = Tensor.arange(m, dtype=dt.int32, device=like.device)
   order = rows.expand(*pivots.shape[:-1], m)   # order[i]: the original row now at place i
@@ -31,8 +31,7 @@ def _permutation(pivots: Tensor, m: int, like: Tensor) -> Tensor:
     p = (pivots[..., k:k + 1] - 1).cast(dt.int32)
     at_k, at_p = (where(rows == j, order, 0).sum(-1, keepdim=True) for j in (k, p))
     order = where(rows == k, at_p, where(rows == p, at_k, order))
-  # row i of P^T is the one-hot of order[i]; P = (P^T)^T
-  return (order.unsqueeze(-1) == rows).cast(like.dtype).transpose(-1, -2)
+  return permutation_matrix(order, m).cast(like.dtype)   # P[order[j], j] = 1: row j of P L U is A's row order[j]
 
 def lu(A: Tensor, *, pivot: bool = True) -> LUResult:
   """P (m x m), L (m x k, unit lower) and U (k x n) with A = P L U, k = min(m, n)."""
@@ -41,7 +40,7 @@ def lu(A: Tensor, *, pivot: bool = True) -> LUResult:
   k = min(m, n)
   from alloy.triangular import tril, triu
   L = tril(LU[..., :, :k], -1) + Tensor.eye(m, k, dtype=A.dtype, device=A.device)
-  return LUResult(_permutation(pivots, m, A), L, triu(LU[..., :k, :]))
+  return LUResult(_pivot_matrix(pivots, m, A), L, triu(LU[..., :k, :]))
 
 def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, unitriangular: bool = False) -> Tensor:
   """X with A X = B (left) or X A = B, A triangular (only its upper or lower triangle is read; unitriangular: its
@@ -68,7 +67,7 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, un
 def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True, adjoint: bool = False) -> Tensor:
   """X with A X = B (or X A = B; adjoint: A^H in place of A) from lu_factor's LU and pivots."""
   n = check_square(LU, "linalg.lu_solve")
-  P = _permutation(pivots, n, LU)
+  P = _pivot_matrix(pivots, n, LU)
   if not left:   # X A = B is A^T X^T = B^T
     return lu_solve(LU, pivots, B.transpose(-1, -2), adjoint=not adjoint).transpose(-1, -2)
   if adjoint:    # A^T = U^T L^T P^T: solve U^T, then L^T, then apply P
